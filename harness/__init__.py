@@ -1,0 +1,1 @@
+"""Jepsen-style harness for rqueue: clusters, workloads, faults, histories, checks, plots."""
