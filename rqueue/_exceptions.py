@@ -1,0 +1,52 @@
+"""Every error rqueue raises, in one tree.
+
+::
+
+    RqueueError                     base of everything below
+    ├── Unavailable                 failed: certainly NOT applied (connection refused,
+    │                               503 "leader not found", no node answered)
+    ├── OutcomeUnknown              unknown: may or may not have been applied (timeout,
+    │                               connection dropped after sending, HTTP 200 with a
+    │                               top-level "error" such as "leadership lost while
+    │                               committing log")
+    ├── LeaseLost                   fenced: the lease expired or another worker holds the
+    │                               message; nothing was changed
+    ├── StatementError              a statement failed inside rqlite (SQL error); not applied
+    ├── TransportClosed             the transport was closed before the call
+    └── ProtocolError               rqlite answered something rqueue cannot parse
+
+Bad arguments raise the built-in ``ValueError`` or ``TypeError`` before anything is
+sent. ``Unavailable``, ``StatementError``, ``LeaseLost`` and ``TransportClosed`` are
+*definite*: the operation did not happen. ``OutcomeUnknown`` is *indefinite*: retrying
+a publish may store it twice unless it carries a ``dedup_id``.
+"""
+
+from __future__ import annotations
+
+
+class RqueueError(Exception):
+    """Base class of every error rqueue raises (bad arguments excepted)."""
+
+
+class Unavailable(RqueueError):
+    """The operation certainly did not take effect: no node could take it."""
+
+
+class OutcomeUnknown(RqueueError):
+    """The operation may or may not have taken effect."""
+
+
+class LeaseLost(RqueueError):
+    """The lease is no longer held by this token; ack, nack or extend changed nothing."""
+
+
+class StatementError(RqueueError):
+    """rqlite reported an error for a statement; the request was not applied."""
+
+
+class TransportClosed(RqueueError):
+    """The transport has been closed."""
+
+
+class ProtocolError(RqueueError):
+    """rqlite's answer could not be understood."""
