@@ -8,7 +8,11 @@ tests and the CLI never care which one runs.
 from __future__ import annotations
 
 import abc
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 
@@ -79,7 +83,8 @@ class Cluster(abc.ABC):
         raise ClusterError(f"the {self.engine} backend cannot partition the network")
 
     def heal(self) -> None:
-        """Remove exactly the partition rules this cluster added."""
+        """Remove exactly the partition rules this cluster added (none by default)."""
+        return
 
     def set_clock_offset(self, node_id: str, seconds: float) -> None:
         """Make the node's wall clock read ``seconds`` ahead (negative: behind)."""
@@ -108,3 +113,90 @@ class Cluster(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- probing nodes over HTTP (shared by every backend) -----------------------------------
+#: urllib opener that ignores proxy settings: cluster traffic never leaves this machine
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What one node said about itself in ``GET /status`` (and ``GET /readyz``)."""
+
+    url: str
+    node_id: str | None = None
+    state: str | None = None  # Raft state as the node names it: "Leader", "Follower", ...
+    leader_id: str | None = None
+    leader_addr: str | None = None
+    ready: bool = False
+    error: str | None = None  # why the node could not be probed
+
+    @property
+    def is_leader(self) -> bool:
+        return (self.state or "").lower() == "leader"
+
+    def summary(self) -> str:
+        if self.error:
+            return f"{self.url}: unreachable ({self.error})"
+        return (
+            f"{self.node_id or self.url}: state={self.state} leader={self.leader_id}"
+            f" ready={self.ready}"
+        )
+
+
+def http_get(url: str, timeout: float) -> tuple[int, bytes]:
+    """GET ``url`` without proxies; return (status, body), HTTP errors included."""
+    try:
+        with _OPENER.open(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def probe_node(url: str, timeout: float = 1.0) -> NodeStatus:
+    """Ask one node for ``/status`` and ``/readyz``; never raises."""
+    try:
+        code, body = http_get(f"{url}/status", timeout)
+        if code != 200:
+            return NodeStatus(url, error=f"/status answered HTTP {code}")
+        store = json.loads(body).get("store", {})
+        leader = store.get("leader") or {}
+        if isinstance(leader, str):  # very old rqlite: the leader's Raft address only
+            leader = {"addr": leader}
+        ready_code, _ = http_get(f"{url}/readyz", timeout)
+        return NodeStatus(
+            url,
+            node_id=store.get("node_id"),
+            state=(store.get("raft") or {}).get("state"),
+            leader_id=leader.get("node_id") or None,
+            leader_addr=leader.get("addr") or None,
+            ready=ready_code == 200,
+        )
+    except (OSError, ValueError, AttributeError) as exc:
+        return NodeStatus(url, error=f"{type(exc).__name__}: {exc}")
+
+
+def probe_nodes(urls: Sequence[str], timeout: float = 1.0) -> list[NodeStatus]:
+    """Probe every URL in parallel, in the given order."""
+    if not urls:
+        return []
+    with ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        return list(pool.map(lambda u: probe_node(u, timeout), urls))
+
+
+def agreed_leader(statuses: Sequence[NodeStatus], cluster_size: int) -> NodeStatus | None:
+    """The node that calls itself leader and that a majority of the cluster names leader.
+
+    A node cut off in a minority may keep calling itself leader for a while; it is not
+    returned because fewer than ``cluster_size // 2 + 1`` nodes (itself included) agree.
+    """
+    quorum = cluster_size // 2 + 1
+    best: tuple[int, NodeStatus] | None = None
+    for cand in statuses:
+        if cand.error or not cand.is_leader or not cand.node_id:
+            continue
+        votes = sum(1 for s in statuses if not s.error and s.leader_id == cand.node_id)
+        if votes >= quorum and (best is None or votes > best[0]):
+            best = (votes, cand)
+    return best[1] if best else None

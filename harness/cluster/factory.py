@@ -1,0 +1,54 @@
+"""One entry point that starts a cluster of any backend.
+
+::
+
+    from harness.cluster.factory import make_cluster
+    cluster = make_cluster("local", engine="embedded", nodes=3, directory=run_dir / "cluster")
+
+``backend="local"`` → :class:`harness.cluster.local.LocalCluster` (engine ``embedded`` or
+``rqlited``, optionally ``netns``); ``backend="docker"`` → the Docker backend's
+``start_docker_cluster`` (imported only when asked for, so Docker stays optional).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.cluster.base import Cluster, ClusterError
+
+BACKENDS = ("local", "docker")
+
+
+def make_cluster(
+    backend: str = "local",
+    engine: str = "embedded",
+    nodes: int = 3,
+    directory: Path | str | None = None,
+    rqlited: str | os.PathLike | None = None,
+    netns: bool = False,
+    timeout: float = 30.0,
+) -> Cluster:
+    """A started cluster: a leader is elected and every node is ready when this returns."""
+    if backend == "local":
+        from harness.cluster.local import LocalCluster
+
+        return LocalCluster.start(
+            nodes=nodes,
+            directory=directory,
+            engine=engine,
+            rqlited=rqlited,
+            netns=netns,
+            timeout=timeout,
+        )
+    if backend == "docker":
+        if engine != "rqlited" and engine != "embedded":
+            raise ClusterError(f"unknown engine {engine!r}")
+        try:
+            from harness.cluster.docker_backend import start_docker_cluster
+        except ImportError as exc:
+            raise ClusterError(f"the Docker backend is not available: {exc}") from exc
+        if directory is None:
+            raise ClusterError("a cluster needs a directory for its state and logs")
+        return start_docker_cluster(nodes=nodes, directory=Path(directory), timeout=timeout)
+    raise ClusterError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,779 @@
+"""Local clusters: rqlite-compatible nodes as detached processes on this machine.
+
+::
+
+    from harness.cluster.local import LocalCluster
+    with LocalCluster.start(nodes=3, directory=Path("/tmp/c")) as c:
+        c.leader(); c.kill("n1"); c.wait_for_leader(10); c.restart("n1")
+
+Engines:
+
+- ``"embedded"`` (default): our node, ``python -m harness.node`` (see docs/embedded-node.md).
+- ``"rqlited"``: a real rqlite binary (``rqlited=PATH``, default the one on ``PATH``). Its
+  flags depend on ``rqlited -version``: v8 and later take ``-bootstrap-expect N -join
+  raft1,raft2,...``; v6/v7 start the first node alone and join the others over HTTP
+  (``-join http://first``).
+
+Processes run in their own session, so ``python -m harness cluster up`` can exit and
+leave them running. Everything about a cluster is kept in ``DIR/cluster.json``;
+:meth:`LocalCluster.attach` reads it back from another process (``cluster status`` and
+``cluster down --dir``). Per node: ``DIR/<id>/data`` (data directory), ``DIR/<id>/node.log``
+(stdout and stderr, appended across restarts) and ``DIR/<id>/clock-offset``.
+
+Every node process carries ``RQUEUE_CLUSTER_DIR=<DIR>`` in its environment (and inherits
+``RQUEUE_REAP_TAG`` when the caller set one); that is how :func:`reap` recognises what
+earlier runs left behind, and how a pid read from the state file is checked to still be
+ours before it is signalled.
+
+Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` raises
+:class:`ClusterError`. With ``netns=True`` (root only) each node runs in its own network
+namespace on a bridge (see :mod:`harness.cluster.netns`), on ports 4001 (HTTP) and 4002
+(Raft) of its own 127.77.X.Y address, and partitions are iptables rules inside the
+namespaces (:mod:`harness.cluster.partition`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import harness
+from harness.cluster import partition as partition_rules
+from harness.cluster.base import (
+    Cluster,
+    ClusterError,
+    NodeInfo,
+    NodeStatus,
+    agreed_leader,
+    probe_nodes,
+)
+from harness.cluster.netns import REAP_TAG_ENV, NetnsNetwork, reap_networks, require_root
+
+STATE_FILE = "cluster.json"
+#: environment variable that marks a process as a node of the cluster in that directory
+MARKER_ENV = "RQUEUE_CLUSTER_DIR"
+ENGINES = ("embedded", "rqlited")
+#: where Debian's libfaketime package puts the library
+FAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1")
+NETNS_HTTP_PORT = 4001
+NETNS_RAFT_PORT = 4002
+_POLL = 0.05  # seconds between checks of a condition we wait for
+
+
+# -- node description ----------------------------------------------------------------------
+@dataclass
+class NodeSpec:
+    """Everything needed to (re)start one node; persisted in ``cluster.json``."""
+
+    id: str
+    host: str
+    http_port: int
+    raft_port: int
+    dir: str
+    pid: int | None = None
+    state: str = "new"  # new | running | paused | killed | stopped
+
+    @property
+    def http_addr(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+    @property
+    def raft_addr(self) -> str:
+        return f"{self.host}:{self.raft_port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.http_addr}"
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.dir) / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return Path(self.dir) / "node.log"
+
+    @property
+    def clock_file(self) -> Path:
+        return Path(self.dir) / "clock-offset"
+
+
+# -- argv building (pure) ------------------------------------------------------------------
+def embedded_argv(
+    node: NodeSpec,
+    peers: Sequence[NodeSpec],
+    python: str = sys.executable,
+    module: str = "harness.node",
+) -> list[str]:
+    """The command line of our embedded node (contract: docs/embedded-node.md)."""
+    argv = [python, "-m", module, "--node-id", node.id]
+    argv += ["--http-addr", node.http_addr, "--raft-addr", node.raft_addr]
+    for p in peers:
+        if p.id != node.id:
+            argv += ["--peer", f"{p.id},{p.raft_addr},{p.http_addr}"]
+    argv += ["--data-dir", str(node.data_dir), "--clock-offset-file", str(node.clock_file)]
+    return argv
+
+
+def parse_rqlited_version(text: str) -> tuple[int, int, int]:
+    """``rqlited -version`` output (e.g. ``rqlited 8.36.1 linux/amd64 ...``) → (8, 36, 1)."""
+    m = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", text)
+    if not m:
+        raise ClusterError(f"cannot read a version from `rqlited -version` output: {text!r}")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def rqlited_argv(
+    binary: str, version: tuple[int, int, int], node: NodeSpec, nodes: Sequence[NodeSpec]
+) -> list[str]:
+    """The command line for one ``rqlited`` node of a static cluster of ``nodes``.
+
+    v8+: every node gets ``-bootstrap-expect N -join`` with all Raft addresses (a node
+    restarted with existing state just rejoins). v6/v7: the first node starts alone, the
+    others ``-join`` the first node's HTTP URL (ignored when they already have state).
+    """
+    major = version[0]
+    if major < 6:
+        raise ClusterError(f"rqlited {'.'.join(map(str, version))} is too old; need v6 or later")
+    argv = [binary, "-node-id", node.id, "-http-addr", node.http_addr]
+    argv += ["-raft-addr", node.raft_addr]
+    if len(nodes) > 1:
+        if major >= 8:
+            argv += ["-bootstrap-expect", str(len(nodes))]
+            argv += ["-join", ",".join(n.raft_addr for n in nodes)]
+        elif node.id != nodes[0].id:
+            argv += ["-join", nodes[0].url]
+    argv.append(str(node.data_dir))
+    return argv
+
+
+def faketime_env(clock_file: Path, library: str) -> dict[str, str]:
+    """Environment that makes libfaketime read the wall-clock offset from ``clock_file``."""
+    return {
+        "LD_PRELOAD": library,
+        "FAKETIME_TIMESTAMP_FILE": str(clock_file),
+        "FAKETIME_NO_CACHE": "1",  # re-read the file on every clock reading
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # Raft timers keep real time
+    }
+
+
+def faketime_offset(seconds: float) -> str:
+    """An offset in libfaketime's relative format, e.g. ``+2.500000`` or ``-30.000000``."""
+    return f"{seconds:+.6f}"
+
+
+def find_faketime() -> str | None:
+    """The libfaketime shared library, if installed."""
+    import glob
+
+    for pattern in FAKETIME_GLOBS:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[0]
+    return None
+
+
+def is_dynamic_executable(path: str) -> bool:
+    """Whether the ELF file asks for a dynamic loader (LD_PRELOAD can only reach those)."""
+    with open(path, "rb") as f:
+        head = f.read(8192)
+    return b"ld-linux" in head or b"ld-musl" in head
+
+
+def rqlited_version(binary: str) -> tuple[int, int, int]:
+    """Run ``rqlited -version`` and parse it."""
+    try:
+        out = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ClusterError(f"cannot run {binary} -version: {exc}") from exc
+    return parse_rqlited_version(out.stdout + out.stderr)
+
+
+def resolve_rqlited(path: str | os.PathLike | None) -> str:
+    """The rqlited binary to run: ``path`` or the one on PATH; a clear error if missing."""
+    if path is None:
+        found = shutil.which("rqlited")
+        if not found:
+            raise ClusterError(
+                "engine 'rqlited' needs the rqlited binary: none on PATH; install rqlite "
+                "(https://rqlite.io) or pass --rqlited PATH"
+            )
+        return found
+    p = Path(path)
+    if not p.is_file() or not os.access(p, os.X_OK):
+        raise ClusterError(f"rqlited binary {str(p)!r} does not exist or is not executable")
+    return str(p.resolve())
+
+
+# -- processes -----------------------------------------------------------------------------
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that were free on ``host`` a moment ago."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def process_environ(pid: int) -> dict[str, str] | None:
+    """The environment of a live (non-zombie) process, or None if gone or unreadable."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return None
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except (OSError, IndexError):
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def is_ours(pid: int, directory: str) -> bool:
+    """Whether ``pid`` is alive and a node of the cluster in ``directory``."""
+    env = process_environ(pid)
+    return env is not None and env.get(MARKER_ENV) == directory
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a log file (or a note that there is none)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(f"    {line}" for line in tail) or "    (log is empty)"
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+# -- the cluster ---------------------------------------------------------------------------
+class LocalCluster(Cluster):
+    """Nodes as local processes; see the module docstring."""
+
+    #: the module run as ``python -m MODULE`` for the embedded engine
+    node_module = "harness.node"
+
+    def __init__(
+        self,
+        directory: Path,
+        engine: str,
+        specs: list[NodeSpec],
+        *,
+        rqlited: str | None = None,
+        rqlited_version: tuple[int, int, int] | None = None,
+        faketime: str | None = None,
+        network: NetnsNetwork | None = None,
+        partitioned: list[str] | None = None,
+    ) -> None:
+        self.directory = Path(directory).resolve()
+        self.engine = engine
+        self._specs = {s.id: s for s in specs}
+        self._rqlited = rqlited
+        self._rqlited_version = rqlited_version
+        self._faketime = faketime
+        self._network = network
+        self._partitioned = list(partitioned or [])  # nodes that carry partition rules
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._lock = threading.RLock()
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        nodes: int = 3,
+        directory: Path | str | None = None,
+        engine: str = "embedded",
+        rqlited: str | os.PathLike | None = None,
+        netns: bool = False,
+        timeout: float = 30.0,
+    ) -> LocalCluster:
+        """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready."""
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+            raise ClusterError(f"nodes must be a positive integer, got {nodes!r}")
+        if engine not in ENGINES:
+            raise ClusterError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        if directory is None:
+            raise ClusterError("a cluster needs a directory for its state, data and logs")
+        directory = Path(directory).resolve()
+        directory.mkdir(parents=True, exist_ok=True)
+        if (directory / STATE_FILE).exists():
+            old = cls.attach(directory)
+            if any(old._alive(s) for s in old._specs.values()):
+                raise ClusterError(
+                    f"a cluster is already running in {directory}; "
+                    f"stop it first (python -m harness cluster down --dir {directory})"
+                )
+            raise ClusterError(
+                f"{directory} holds a stopped cluster's state and data; "
+                "start a new cluster in an empty directory"
+            )
+        binary = version = None
+        faketime = None
+        if engine == "rqlited":
+            binary = resolve_rqlited(rqlited)
+            version = rqlited_version(binary)
+            faketime = find_faketime()
+        if netns:
+            require_root()
+        ids = [f"n{i}" for i in range(1, nodes + 1)]
+        network = None
+        if netns:
+            network = NetnsNetwork.create(ids, owner=str(directory))
+            specs = [
+                NodeSpec(i, network.members[i].ip, NETNS_HTTP_PORT, NETNS_RAFT_PORT, "")
+                for i in ids
+            ]
+        else:
+            ports = free_ports(2 * nodes)
+            specs = [
+                NodeSpec(i, "127.0.0.1", ports[2 * k], ports[2 * k + 1], "")
+                for k, i in enumerate(ids)
+            ]
+        for s in specs:
+            s.dir = str(directory / s.id)
+        cluster = cls(
+            directory,
+            engine,
+            specs,
+            rqlited=binary,
+            rqlited_version=version,
+            faketime=faketime,
+            network=network,
+        )
+        try:
+            cluster._save()
+            for s in specs:
+                Path(s.dir).mkdir(parents=True, exist_ok=True)
+                cluster._write_clock(s, 0.0)
+                cluster._launch(s)
+            cluster.wait_for_leader(timeout)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    @classmethod
+    def attach(cls, directory: Path | str) -> LocalCluster:
+        """The cluster whose state is in ``directory`` (started by any process)."""
+        directory = Path(directory).resolve()
+        path = directory / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster in {directory} (missing {STATE_FILE})") from None
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"cannot read {path}: {exc}") from exc
+        try:
+            specs = [NodeSpec(**n) for n in data["nodes"]]
+            network = NetnsNetwork.from_json(data["netns"]) if data.get("netns") else None
+            version = tuple(data["rqlited_version"]) if data.get("rqlited_version") else None
+            return cls(
+                directory,
+                data["engine"],
+                specs,
+                rqlited=data.get("rqlited"),
+                rqlited_version=version,  # type: ignore[arg-type]
+                faketime=data.get("faketime"),
+                network=network,
+                partitioned=data.get("partitioned"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ClusterError(f"{path} is not a cluster state file: {exc!r}") from exc
+
+    def _save(self) -> None:
+        data = {
+            "dir": str(self.directory),
+            "engine": self.engine,
+            "rqlited": self._rqlited,
+            "rqlited_version": self._rqlited_version,
+            "faketime": self._faketime,
+            "netns": self._network.to_json() if self._network else None,
+            "partitioned": self._partitioned,
+            "nodes": [asdict(s) for s in self._specs.values()],
+        }
+        path = self.directory / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, path)
+
+    # -- processes ------------------------------------------------------------------------
+    def _argv(self, spec: NodeSpec) -> list[str]:
+        nodes = list(self._specs.values())
+        if self.engine == "embedded":
+            argv = embedded_argv(spec, nodes, module=self.node_module)
+        else:
+            assert self._rqlited and self._rqlited_version
+            argv = rqlited_argv(self._rqlited, self._rqlited_version, spec, nodes)
+        if self._network:
+            argv = self._network.exec_prefix(spec.id) + argv
+        return argv
+
+    def _env(self, spec: NodeSpec) -> dict[str, str]:
+        env = dict(os.environ)
+        env[MARKER_ENV] = str(self.directory)
+        root = str(Path(harness.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        if self.engine == "rqlited" and self._faketime:
+            env.update(faketime_env(spec.clock_file, self._faketime))
+        return env
+
+    def _launch(self, spec: NodeSpec) -> None:
+        spec.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(spec.log_file, "ab") as log:
+            log.write(
+                f"--- starting {spec.id} at {time.strftime('%FT%TZ', time.gmtime())}\n".encode()
+            )
+            log.flush()
+            proc = subprocess.Popen(
+                self._argv(spec),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(spec),
+                cwd=spec.dir,
+                start_new_session=True,
+            )
+        with self._lock:
+            self._procs[spec.id] = proc
+            spec.pid = proc.pid
+            spec.state = "running"
+            self._save()
+
+    def _alive(self, spec: NodeSpec) -> bool:
+        if spec.pid is None:
+            return False
+        proc = self._procs.get(spec.id)
+        if proc is not None and proc.pid == spec.pid:
+            return proc.poll() is None and is_ours(spec.pid, str(self.directory))
+        return is_ours(spec.pid, str(self.directory))
+
+    def _wait_gone(self, spec: NodeSpec, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._alive(spec):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL)
+        proc = self._procs.pop(spec.id, None)
+        if proc is not None:
+            proc.wait(timeout=1)
+        return True
+
+    def _spec(self, node_id: str) -> NodeSpec:
+        try:
+            return self._specs[node_id]
+        except KeyError:
+            raise ClusterError(
+                f"no node {node_id!r} in this cluster (nodes: {', '.join(self._specs)})"
+            ) from None
+
+    # -- inspection -----------------------------------------------------------------------
+    def nodes(self) -> list[NodeInfo]:
+        return [
+            NodeInfo(s.id, s.url, s.pid if s.state in ("running", "paused") else None)
+            for s in self._specs.values()
+        ]
+
+    def node(self, node_id: str) -> NodeInfo:
+        """One node by id."""
+        s = self._spec(node_id)
+        return NodeInfo(s.id, s.url, s.pid if s.state in ("running", "paused") else None)
+
+    def _probe(self, timeout: float) -> list[tuple[NodeSpec, NodeStatus]]:
+        live = [s for s in self._specs.values() if s.state == "running"]
+        return list(zip(live, probe_nodes([s.url for s in live], timeout), strict=True))
+
+    def leader(self, timeout: float = 1.0) -> NodeInfo | None:
+        """The node a majority of the cluster's nodes agree is leader (probed via /status)."""
+        probed = self._probe(timeout)
+        lead = agreed_leader([st for _, st in probed], len(self._specs))
+        if lead is None:
+            return None
+        for spec, st in probed:
+            if st is lead:
+                return self.node(spec.id)
+        return None
+
+    def wait_for_leader(
+        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
+    ) -> NodeInfo:
+        """Wait until an agreed leader exists and (``all_ready``) every running node is ready.
+
+        Paused and killed nodes are not waited for. Pass ``all_ready=False`` while a
+        partition cuts nodes off, and ``exclude`` to wait for a leader other than those
+        nodes (right after a fault the others may still name the old leader). Raises
+        :class:`ClusterError` with what each node said, or with the tail of its log if a
+        node process died.
+        """
+        exclude = set(exclude)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_processes()
+            probed = self._probe(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            lead = agreed_leader([st for _, st in probed], len(self._specs))
+            if (
+                lead is not None
+                and lead.node_id not in exclude
+                and (not all_ready or all(st.ready for _, st in probed))
+            ):
+                return next(self.node(sp.id) for sp, st in probed if st is lead)
+            if time.monotonic() >= deadline:
+                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
+                what += " and every running node ready" if all_ready else ""
+                seen = "; ".join(st.summary() for _, st in probed) or "no running nodes"
+                raise ClusterError(
+                    f"waited {timeout:.1f}s for {what} in {self.directory}, "
+                    f"gave up. Nodes said: {seen}"
+                )
+            time.sleep(_POLL)
+
+    def _check_processes(self) -> None:
+        for spec in self._specs.values():
+            if spec.state in ("running", "paused") and not self._alive(spec):
+                proc = self._procs.get(spec.id)
+                code = proc.poll() if proc is not None else None
+                raise ClusterError(
+                    f"node {spec.id} (pid {spec.pid}) died"
+                    + (f" with exit status {code}" if code is not None else "")
+                    + f"; last lines of {spec.log_file}:\n{log_tail(spec.log_file)}"
+                )
+
+    def describe(self) -> dict:
+        """The JSON printed by ``cluster up/status``: dir, engine, leader and nodes."""
+        lead = self.leader()
+        nodes = []
+        for s in self._specs.values():
+            nodes.append(
+                {
+                    "id": s.id,
+                    "url": s.url,
+                    "pid": s.pid if s.state in ("running", "paused") else None,
+                    "state": s.state,
+                    "alive": self._alive(s),
+                }
+            )
+        return {
+            "dir": str(self.directory),
+            "engine": self.engine,
+            "leader": lead.url if lead else None,
+            "nodes": nodes,
+            "netns": self._network is not None,
+        }
+
+    # -- faults ---------------------------------------------------------------------------
+    def kill(self, node_id: str) -> None:
+        """SIGKILL the node and wait (5 s at most) until its process is gone."""
+        with self._lock:
+            spec = self._spec(node_id)
+            if spec.state not in ("running", "paused") or not self._alive(spec):
+                raise ClusterError(f"cannot kill node {node_id}: it is not running ({spec.state})")
+            _signal(spec.pid, signal.SIGKILL)
+            if not self._wait_gone(spec, 5.0):
+                raise ClusterError(f"node {node_id} (pid {spec.pid}) still alive 5s after SIGKILL")
+            spec.state = "killed"
+            self._save()
+
+    def restart(self, node_id: str) -> None:
+        """Start a killed node again on its data directory (does not wait for it)."""
+        with self._lock:
+            spec = self._spec(node_id)
+            if spec.state in ("running", "paused") and self._alive(spec):
+                raise ClusterError(f"cannot restart node {node_id}: it is still {spec.state}")
+            self._launch(spec)
+
+    def pause(self, node_id: str) -> None:
+        """SIGSTOP the node."""
+        with self._lock:
+            spec = self._spec(node_id)
+            if spec.state != "running" or not self._alive(spec):
+                raise ClusterError(f"cannot pause node {node_id}: it is not running ({spec.state})")
+            _signal(spec.pid, signal.SIGSTOP)
+            spec.state = "paused"
+            self._save()
+
+    def resume(self, node_id: str) -> None:
+        """SIGCONT a paused node."""
+        with self._lock:
+            spec = self._spec(node_id)
+            if spec.state != "paused":
+                raise ClusterError(f"cannot resume node {node_id}: it is not paused ({spec.state})")
+            _signal(spec.pid, signal.SIGCONT)
+            spec.state = "running"
+            self._save()
+
+    @property
+    def supports_partitions(self) -> bool:
+        return self._network is not None
+
+    def partition(self, components: Iterable[Iterable[str]]) -> None:
+        """Cut the network between components (see :mod:`harness.cluster.partition`).
+
+        Any earlier partition is healed first. Needs a cluster started with ``netns=True``.
+        """
+        if self._network is None:
+            raise ClusterError(
+                "partitions need each node in its own network namespace: start the cluster "
+                "with netns=True (--netns, root only) or use the Docker backend"
+            )
+        addresses = {i: s.host for i, s in self._specs.items()}
+        try:
+            rules = partition_rules.apply_rules(components, addresses)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from exc
+        with self._lock:
+            self.heal()
+            try:
+                for node_id, argvs in rules.items():
+                    self._partitioned.append(node_id)
+                    self._save()
+                    for argv in argvs:
+                        self._netns_run(node_id, argv)
+            except BaseException:
+                self.heal()
+                raise
+
+    def heal(self) -> None:
+        """Remove exactly the rules :meth:`partition` added; nothing when there are none."""
+        if self._network is None:
+            return
+        with self._lock:
+            for node_id, argvs in partition_rules.heal_rules(self._partitioned).items():
+                for argv in argvs:
+                    # a half-applied partition may lack some of these: ignore "not found"
+                    self._netns_run(node_id, argv, check=False)
+            self._partitioned = []
+            self._save()
+
+    def _netns_run(self, node_id: str, argv: list[str], check: bool = True) -> None:
+        from harness.cluster.netns import run
+
+        assert self._network is not None
+        run(self._network.exec_prefix(node_id) + argv, check=check)
+
+    def set_clock_offset(self, node_id: str, seconds: float) -> None:
+        """Make the node's wall clock read ``seconds`` ahead (negative: behind).
+
+        Embedded engine: writes the float to the node's ``--clock-offset-file``; the node
+        re-reads it when the file changes and adds it to every wall-clock reading,
+        including the "now" it writes into SQL.
+
+        rqlited engine: the node was started with libfaketime preloaded
+        (``LD_PRELOAD``, ``FAKETIME_TIMESTAMP_FILE`` = this file, ``FAKETIME_NO_CACHE=1``,
+        monotonic clocks left real); the offset is written in libfaketime's format and
+        read on every libc clock call. That shifts what C code in the process sees
+        (SQLite's own ``'now'``) but not Go's runtime clock, which bypasses libc: rqlite
+        ≥ 8.33 rewrites ``now`` with Go's clock, so there the skew does not reach SQL.
+        A statically linked rqlited cannot be preloaded at all; that raises.
+        """
+        if not isinstance(seconds, int | float) or not math.isfinite(seconds):
+            raise ClusterError(f"clock offset must be a finite number of seconds, got {seconds!r}")
+        spec = self._spec(node_id)
+        if self.engine == "rqlited":
+            if not self._faketime:
+                raise ClusterError(
+                    "skewing an rqlited node's clock needs libfaketime "
+                    "(apt-get install libfaketime) when the cluster starts"
+                )
+            if self._rqlited and not is_dynamic_executable(self._rqlited):
+                raise ClusterError(
+                    f"{self._rqlited} is statically linked; libfaketime (LD_PRELOAD) "
+                    "cannot change its clock"
+                )
+        self._write_clock(spec, float(seconds))
+
+    def _write_clock(self, spec: NodeSpec, seconds: float) -> None:
+        text = faketime_offset(seconds) if self.engine == "rqlited" else repr(seconds)
+        tmp = spec.clock_file.with_suffix(".tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, spec.clock_file)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop every node (SIGTERM, SIGKILL after ``grace`` s), then remove the network.
+
+        Idempotent; works on half-started clusters and on clusters attached from state.
+        Data directories and logs stay.
+        """
+        with self._lock:
+            running = [s for s in self._specs.values() if self._alive(s)]
+            for s in running:
+                _signal(s.pid, signal.SIGTERM)
+                _signal(s.pid, signal.SIGCONT)  # a paused node must run to handle SIGTERM
+            deadline = time.monotonic() + grace
+            for s in running:
+                if not self._wait_gone(s, max(0.0, deadline - time.monotonic())):
+                    _signal(s.pid, signal.SIGKILL)
+                    if not self._wait_gone(s, 5.0):
+                        raise ClusterError(f"node {s.id} (pid {s.pid}) survived SIGKILL for 5s")
+            for proc in self._procs.values():
+                proc.poll()
+            self._procs.clear()
+            for s in self._specs.values():
+                if s.state != "new":
+                    s.state = "stopped"
+            if self._network is not None:
+                self._partitioned = []  # the rules die with the namespaces
+                self._network.teardown()
+            if self.directory.is_dir():
+                self._save()
+
+
+# -- reaping -------------------------------------------------------------------------------
+def our_processes(tag: str | None = None) -> list[tuple[int, str]]:
+    """(pid, cluster dir) of every live node process started by this module.
+
+    With ``tag``, only those whose environment has ``RQUEUE_REAP_TAG=tag``.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        env = process_environ(int(entry.name))
+        if not env or MARKER_ENV not in env:
+            continue
+        if tag is not None and env.get(REAP_TAG_ENV) != tag:
+            continue
+        found.append((int(entry.name), env[MARKER_ENV]))
+    return found
+
+
+def reap(tag: str | None = None, timeout: float = 5.0) -> dict:
+    """SIGKILL node processes and remove networks that earlier runs left behind.
+
+    Without ``tag`` this takes *every* cluster started by this module on the machine
+    (other users' too); with ``tag`` only what was started under ``RQUEUE_REAP_TAG=tag``.
+    Returns ``{"processes": [pid, ...], "networks": [name, ...]}``.
+    """
+    procs = our_processes(tag)
+    for pid, _ in procs:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    for pid, _ in procs:
+        while process_environ(pid) is not None and time.monotonic() < deadline:
+            time.sleep(_POLL)
+    networks = reap_networks(tag)
+    return {"processes": [pid for pid, _ in procs], "networks": networks}

@@ -1,0 +1,251 @@
+"""One network namespace per node, joined by a bridge of the project's own (root only).
+
+Layout of a network (``cid`` is a short random id, ``X`` a free third octet)::
+
+    root namespace   bridge rqbr<cid>  127.77.X.1/24   (the harness reaches nodes here)
+                       |- veth rqv<cid>-1  <->  eth0 in netns rqueue-<cid>-n1  127.77.X.11
+                       |- veth rqv<cid>-2  <->  eth0 in netns rqueue-<cid>-n2  127.77.X.12
+                       ...
+
+Addresses are loopback addresses (127.77.X.0/24), so no packet can ever be routed off
+this machine. The kernel treats 127/8 as local only through the ``local 127.0.0.0/8``
+route of ``lo``; a more specific route for the subnet in the ``local`` table plus the
+``route_localnet`` sysctl on the bridge (and on ``eth0`` inside each namespace) sends it
+over the bridge instead. Nothing else of the host's routing is touched.
+
+Every network is recorded in ``/run/rqueue-netns/<cid>.json`` (with the ``RQUEUE_REAP_TAG``
+of the process that made it) so that :func:`reap_networks` can remove what a crashed run
+left behind. :meth:`NetnsNetwork.teardown` is idempotent and copes with half-built
+networks. Note: bridged traffic passes the root namespace's iptables ``FORWARD`` chain when
+``br_netfilter`` is loaded; a ``DROP`` policy there (as Docker sets) would cut the nodes off.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.cluster.base import ClusterError
+
+#: names of everything this module creates start with these
+NETNS_PREFIX = "rqueue-"
+BRIDGE_PREFIX = "rqbr"
+VETH_PREFIX = "rqv"
+#: the /16 whose /24s the networks use
+SUBNET_PREFIX = "127.77"
+REGISTRY = Path("/run/rqueue-netns")
+#: environment variable whose value tags what a test session or run started
+REAP_TAG_ENV = "RQUEUE_REAP_TAG"
+
+
+def require_root() -> None:
+    """Raise :class:`ClusterError` unless network namespaces can be made here."""
+    if os.geteuid() != 0:
+        raise ClusterError(
+            "network partitions need root (network namespaces and iptables) "
+            "or the Docker backend; run as root or use --backend docker"
+        )
+    for tool in ("ip", "iptables"):
+        if shutil.which(tool) is None:
+            raise ClusterError(f"network partitions need the {tool!r} command, not found on PATH")
+
+
+def run(argv: Sequence[str], *, check: bool = True, timeout: float = 15.0) -> bool:
+    """Run one command; on failure raise :class:`ClusterError` (or return False if not check)."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        if check:
+            raise ClusterError(f"{' '.join(argv)} did not finish within {timeout}s") from exc
+        return False
+    if proc.returncode != 0 and check:
+        raise ClusterError(
+            f"{' '.join(argv)} failed (exit {proc.returncode}): {proc.stderr.strip()}"
+        )
+    return proc.returncode == 0
+
+
+@dataclass
+class Member:
+    """One node's namespace, its veth in the root namespace, and its address."""
+
+    netns: str
+    veth: str
+    ip: str
+
+
+@dataclass
+class NetnsNetwork:
+    """A bridge plus one namespace per node; see the module docstring."""
+
+    cid: str
+    octet: int
+    members: dict[str, Member] = field(default_factory=dict)
+    tag: str | None = None
+    owner: str | None = None  # the cluster directory, for humans reading the registry
+
+    @property
+    def bridge(self) -> str:
+        return f"{BRIDGE_PREFIX}{self.cid}"
+
+    @property
+    def gateway(self) -> str:
+        return f"{SUBNET_PREFIX}.{self.octet}.1"
+
+    @property
+    def subnet(self) -> str:
+        return f"{SUBNET_PREFIX}.{self.octet}.0/24"
+
+    def exec_prefix(self, node_id: str) -> list[str]:
+        """The argv prefix that runs a command inside the node's namespace."""
+        return ["ip", "netns", "exec", self.members[node_id].netns]
+
+    # -- building -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, node_ids: Sequence[str], owner: str | None = None) -> NetnsNetwork:
+        """Build the bridge and one namespace per node; undo everything on failure."""
+        require_root()
+        REGISTRY.mkdir(parents=True, exist_ok=True)
+        with open(REGISTRY / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # octet choice + bridge address are one step
+            net = cls(
+                cid=secrets.token_hex(3),
+                octet=_free_octet(),
+                tag=os.environ.get(REAP_TAG_ENV),
+                owner=owner,
+            )
+            for i, node in enumerate(node_ids, start=1):
+                net.members[node] = Member(
+                    netns=f"{NETNS_PREFIX}{net.cid}-{node}",
+                    veth=f"{VETH_PREFIX}{net.cid}-{i}",
+                    ip=f"{SUBNET_PREFIX}.{net.octet}.{10 + i}",
+                )
+            net._register()
+            try:
+                net._build_bridge()
+            except BaseException:
+                net.teardown()
+                raise
+        try:
+            for node in node_ids:
+                net._build_member(net.members[node])
+        except BaseException:
+            net.teardown()
+            raise
+        return net
+
+    def _build_bridge(self) -> None:
+        br = self.bridge
+        run(["ip", "link", "add", br, "type", "bridge"])
+        Path(f"/proc/sys/net/ipv4/conf/{br}/route_localnet").write_text("1")
+        run(["ip", "link", "set", br, "up"])
+        route = ["ip", "route", "add", "table", "local", self.subnet, "dev", br]
+        run([*route, "proto", "kernel", "scope", "link", "src", self.gateway])
+        run(["ip", "addr", "add", f"{self.gateway}/24", "dev", br])
+
+    def _build_member(self, m: Member) -> None:
+        run(["ip", "netns", "add", m.netns])
+        run(["ip", "link", "add", m.veth, "type", "veth", "peer", "name", "eth0", "netns", m.netns])
+        run(["ip", "link", "set", m.veth, "master", self.bridge, "up"])
+        inside = ["ip", "netns", "exec", m.netns]
+        for conf in ("all", "eth0"):
+            run([*inside, "sysctl", "-qw", f"net.ipv4.conf.{conf}.route_localnet=1"])
+        run([*inside, "ip", "addr", "add", f"{m.ip}/24", "dev", "eth0"])
+        run([*inside, "ip", "link", "set", "eth0", "up"])
+
+    # -- teardown -------------------------------------------------------------------------
+    def teardown(self) -> None:
+        """Remove namespaces, veths and the bridge (with its route); safe to call twice.
+
+        Kill the processes inside first: a namespace lives on while a process uses it.
+        """
+        for m in self.members.values():
+            run(["ip", "netns", "del", m.netns], check=False)
+            run(["ip", "link", "del", m.veth], check=False)
+        run(["ip", "link", "del", self.bridge], check=False)
+        (REGISTRY / f"{self.cid}.json").unlink(missing_ok=True)
+
+    # -- persistence ----------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> NetnsNetwork:
+        members = {k: Member(**v) for k, v in data.get("members", {}).items()}
+        return cls(
+            cid=data["cid"],
+            octet=data["octet"],
+            members=members,
+            tag=data.get("tag"),
+            owner=data.get("owner"),
+        )
+
+    def _register(self) -> None:
+        path = REGISTRY / f"{self.cid}.json"
+        path.write_text(json.dumps(self.to_json()))
+
+
+def _free_octet() -> int:
+    """A third octet of :data:`SUBNET_PREFIX` that no interface here uses yet."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
+    used = set()
+    for word in out.split():
+        if word.startswith(SUBNET_PREFIX + "."):
+            used.add(int(word.split(".")[2]))
+    for octet in range(1, 255):
+        if octet not in used:
+            return octet
+    raise ClusterError(f"no free /24 left in {SUBNET_PREFIX}.0.0/16 for a network namespace")
+
+
+def reap_networks(tag: str | None = None) -> list[str]:
+    """Tear down networks left behind; only those made under ``tag`` when it is given.
+
+    Without a tag, also removes unregistered namespaces and links with the project's
+    prefixes. Returns the names of what was removed.
+    """
+    removed: list[str] = []
+    if REGISTRY.is_dir():
+        for path in sorted(REGISTRY.glob("*.json")):
+            try:
+                net = NetnsNetwork.from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if tag is not None and net.tag != tag:
+                continue
+            net.teardown()
+            removed.append(net.bridge)
+    if tag is None and os.geteuid() == 0 and shutil.which("ip"):
+        for ns in _list_netns():
+            if ns.startswith(NETNS_PREFIX):
+                run(["ip", "netns", "del", ns], check=False)
+                removed.append(ns)
+        for link in _list_links():
+            if link.startswith((BRIDGE_PREFIX, VETH_PREFIX)):
+                run(["ip", "link", "del", link], check=False)
+                removed.append(link)
+    return removed
+
+
+def _list_netns() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _list_links() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = []
+    for line in out.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) >= 2:
+            names.append(parts[1].strip().split("@")[0])
+    return names
