@@ -1,0 +1,110 @@
+"""Sending one call with failover, inside a total deadline (no I/O here).
+
+The transports loop: ``url, timeout = attempts.next()``; send; then report what
+happened with :meth:`Attempts.not_sent`, :meth:`Attempts.maybe_sent` or
+:meth:`Attempts.answered`, and wait :meth:`Attempts.pause` seconds before the next try.
+These methods raise rqueue's exceptions when the call is settled badly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._endpoints import Endpoints
+from ._exceptions import OutcomeUnknown, StatementError, Unavailable
+from ._models import Call, Result
+from ._version import ServerInfo, version_from_status
+from ._wire import Outcome, classify_response
+
+#: connect timeout: a node that does not accept a connection this fast is skipped
+CONNECT_TIMEOUT = 2.0
+_FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short one-line description of a client library's exception."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:240]}" if text else type(exc).__name__
+
+
+class Attempts:
+    """The tries of one call: which node next, how long, and when to give up."""
+
+    def __init__(
+        self,
+        call: Call,
+        endpoints: Endpoints,
+        deadline: float,
+        request_timeout: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.call = call
+        self.endpoints = endpoints
+        self.deadline = deadline
+        self.request_timeout = request_timeout
+        self._monotonic = monotonic
+        self._rounds = 0
+        self.last_failure = "no attempt made"
+
+    def remaining(self) -> float:
+        return self.deadline - self._monotonic()
+
+    def next(self) -> tuple[str, float]:
+        """The node to try and the timeout for this try; Unavailable when time is up."""
+        left = self.remaining()
+        if left <= 0:
+            raise Unavailable(
+                f"{self.call.what}: gave up after the time limit; tried "
+                f"{', '.join(self.endpoints.urls)}; last failure: {self.last_failure}"
+            )
+        return self.endpoints.current, min(self.request_timeout, left)
+
+    def pause(self) -> float:
+        """Seconds to wait before the next try: a backoff after each failed round."""
+        if not self.endpoints.round_done():
+            return 0.0
+        self._rounds += 1
+        wanted = min(_FIRST_PAUSE * 2 ** (self._rounds - 1), _MAX_PAUSE)
+        return max(0.0, min(wanted, self.remaining()))
+
+    def not_sent(self, url: str, reason: str) -> None:
+        """The request certainly did not reach the server (refused, connect timeout)."""
+        self.last_failure = f"{url}: {reason}"
+        self.endpoints.failed(url)
+
+    def maybe_sent(self, url: str, reason: str) -> None:
+        """The request may have reached the server (timeout or drop after sending)."""
+        self.last_failure = f"{url}: {reason}"
+        self.endpoints.failed(url)
+        if not self.call.idempotent:
+            raise OutcomeUnknown(f"{self.call.what}: outcome unknown: {self.last_failure}")
+
+    def answered(self, url: str, status: int, text: str) -> tuple[Result, ...] | None:
+        """The server answered: results, or None to try again, or raise."""
+        verdict = classify_response(self.call, status, text)
+        if verdict.outcome is Outcome.OK:
+            self.endpoints.succeeded(url)
+            return verdict.results
+        self.last_failure = f"{url}: {verdict.reason}"
+        if verdict.outcome is Outcome.RETRY:
+            self.endpoints.failed(url)
+            return None
+        if verdict.outcome is Outcome.UNKNOWN:
+            self.endpoints.failed(url)
+            raise OutcomeUnknown(f"{self.call.what}: outcome unknown: {self.last_failure}")
+        if verdict.auth_failed:
+            raise Unavailable(f"{self.call.what}: {self.last_failure}")
+        raise StatementError(f"{self.call.what}: {self.last_failure}")
+
+    def status_answered(self, url: str, status: int, headers: Any, body: Any) -> ServerInfo | None:
+        """A ``GET /status`` answer: the server's version, or None to try another node."""
+        if status == 200:
+            self.endpoints.succeeded(url)
+            return ServerInfo.from_version(version_from_status(headers, body))
+        self.last_failure = f"{url}: /status answered HTTP {status}"
+        self.endpoints.failed(url)
+        if status in (401, 403):
+            raise Unavailable(f"{self.call.what}: {self.last_failure}: authentication refused")
+        return None

@@ -1,0 +1,145 @@
+"""What both transports share: their settings, and turning them into a core."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _validate
+from ._core import DEFAULT_DEDUP_TTL, QueueCore
+from ._endpoints import Credentials, Endpoints, parse_urls
+from ._models import Call, Lease
+from ._statements import Statements
+from ._version import TIME_REWRITING, ServerInfo
+
+_warned_worker_clock = False
+
+#: the call used for ``GET /status`` in error messages
+STATUS_CALL = Call("/status", (), idempotent=True, what="connect")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A transport's settings, validated; credentials are kept out of ``repr``."""
+
+    urls: tuple[str, ...]
+    credentials: Credentials | None
+    timeout: float
+    request_timeout: float
+    verify: bool
+    ca_bundle: str | None
+    read_consistency: str
+    clock: Callable[[], float]
+    server_clock: bool | None
+    assume_version: str | None
+    dedup_ttl: float
+
+    @classmethod
+    def build(
+        cls,
+        url: str | Iterable[str],
+        *,
+        timeout: float = 30.0,
+        request_timeout: float = 10.0,
+        auth: tuple[str, str] | None = None,
+        verify: bool = True,
+        ca_bundle: str | None = None,
+        read_consistency: str = "strong",
+        clock: Callable[[], float] | None = None,
+        server_clock: bool | None = None,
+        assume_version: str | None = None,
+        dedup_ttl: float = DEFAULT_DEDUP_TTL,
+    ) -> Settings:
+        urls, creds = parse_urls(url, auth)
+        if read_consistency not in ("strong", "linearizable"):
+            raise ValueError(
+                f"read_consistency: must be 'strong' or 'linearizable', got {read_consistency!r}"
+            )
+        if not isinstance(verify, bool):
+            raise TypeError("verify: expected a bool (use ca_bundle= for a CA file)")
+        if ca_bundle is not None and not isinstance(ca_bundle, str):
+            raise TypeError("ca_bundle: expected a path (str)")
+        if clock is not None and not callable(clock):
+            raise TypeError("clock: expected a callable returning epoch seconds")
+        if server_clock not in (None, True, False):
+            raise TypeError("server_clock: expected None, True or False")
+        return cls(
+            urls=tuple(urls),
+            credentials=creds,
+            timeout=_validate.seconds("timeout", timeout, allow_zero=False),
+            request_timeout=_validate.seconds("request_timeout", request_timeout, allow_zero=False),
+            verify=verify,
+            ca_bundle=ca_bundle,
+            read_consistency=read_consistency,
+            clock=clock or time.time,
+            server_clock=server_clock,
+            assume_version=_validate.optional_text("assume_version", assume_version),
+            dedup_ttl=_validate.seconds("dedup_ttl", dedup_ttl, allow_zero=False),
+        )
+
+    def endpoints(self) -> Endpoints:
+        return Endpoints(list(self.urls))
+
+    def core(self, detected: ServerInfo, statements_class: type[Statements]) -> QueueCore:
+        """The queue's core for this server (or the version given as ``assume_version``)."""
+        server = ServerInfo.from_version(self.assume_version) if self.assume_version else detected
+        use_server = self.server_clock
+        if use_server is None:
+            use_server = server.time_rewriting
+            if not use_server:
+                _warn_worker_clock(server)
+        elif use_server and not server.time_rewriting:
+            raise ValueError(
+                "server_clock: the server does not rewrite time functions "
+                f"(needs rqlite >= {'.'.join(map(str, TIME_REWRITING))}, "
+                f"it reports {server.version or 'no version'})"
+            )
+        statements = statements_class(server_clock=use_server, clock=self.clock)
+        return QueueCore(
+            statements,
+            server,
+            read_consistency=self.read_consistency,
+            origin=",".join(sorted(self.urls)),
+            dedup_ttl=self.dedup_ttl,
+        )
+
+
+def _warn_worker_clock(server: ServerInfo) -> None:
+    global _warned_worker_clock
+    if _warned_worker_clock:
+        return
+    _warned_worker_clock = True
+    warnings.warn(
+        f"rqueue: rqlite {server.version or '(unknown version)'} does not rewrite time "
+        "functions (needs >= 8.33); lease times use each worker's clock, so keep worker "
+        "clocks in sync",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def publish_items(items: Any) -> list[tuple[str, str, int]]:
+    """Validate ``publish_many`` items: ``(group_id, event)`` or ``(group_id, event, prio)``."""
+    try:
+        listed = list(items)
+    except TypeError:
+        raise TypeError("items: expected an iterable of (group_id, event[, priority])") from None
+    out = []
+    for i, item in enumerate(listed):
+        if not isinstance(item, tuple | list) or len(item) not in (2, 3):
+            raise TypeError(f"items[{i}]: expected (group_id, event) or (group_id, event, prio)")
+        group_id = _validate.text(f"items[{i}].group_id", item[0])
+        try:
+            event = _validate.event(item[1])
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"items[{i}].{exc}") from None
+        prio = _validate.priority(f"items[{i}].priority", item[2] if len(item) == 3 else 0)
+        out.append((group_id, event, prio))
+    return out
+
+
+def check_lease(lease: Any, core: QueueCore) -> Lease:
+    return _validate.lease(lease, core.origin)

@@ -1,0 +1,305 @@
+"""The sans-IO core: each queue operation as a generator of HTTP calls.
+
+An operation yields :class:`~rqueue._models.Call` objects and receives each call's
+results (a tuple of :class:`~rqueue._models.Result`) or has the call's exception thrown
+into it; it returns the operation's value. The sync and async transports only drive
+these generators, so the twins cannot drift. The decisions that make the queue safe under
+faults live here:
+
+* a claim whose outcome is unknown looks its token up and, if the row is not there,
+  retries with the same token (the lease UPDATE is a no-op for a token already in use);
+* an ``ack``/``nack``/``extend`` whose outcome is unknown looks the row up and retries
+  while the row is still leased to the token; it raises ``LeaseLost`` only when the
+  row proves the lease gone and the write unapplied;
+* a publish with a ``dedup_id`` is retried after unknown outcomes (stored at most once).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any, TypeVar
+
+from . import _schema
+from ._exceptions import (
+    LeaseLost,
+    OutcomeUnknown,
+    ProtocolError,
+    StatementError,
+    Unavailable,
+)
+from ._models import Call, Lease, Result, Stmt
+from ._statements import Statements
+from ._version import ServerInfo
+
+log = logging.getLogger("rqueue")
+T = TypeVar("T")
+Op = Generator[Call, tuple[Result, ...], T]
+
+_TX = (("transaction", "true"),)
+#: how long dedup ids are remembered, in seconds
+DEFAULT_DEDUP_TTL = 7 * 24 * 3600.0
+
+
+def new_token(worker_id: str) -> str:
+    """A lease token: ``"{worker_id}:{uuid}"`` as in the seed."""
+    return f"{worker_id}:{uuid.uuid4().hex}"
+
+
+class QueueCore:
+    """The operations of one queue, given the statements and the server's features."""
+
+    def __init__(
+        self,
+        statements: Statements,
+        server: ServerInfo,
+        *,
+        read_consistency: str = "strong",
+        origin: str = "",
+        dedup_ttl: float = DEFAULT_DEDUP_TTL,
+    ) -> None:
+        if read_consistency not in ("strong", "linearizable"):
+            raise ValueError(
+                f"read_consistency: must be 'strong' or 'linearizable', got {read_consistency!r}"
+            )
+        if read_consistency == "linearizable" and not server.linearizable_reads:
+            raise ValueError(
+                "read_consistency: 'linearizable' needs rqlite >= 8.32, "
+                f"the server reports {server.version or 'no version'}"
+            )
+        self.statements = statements
+        self.server = server
+        self.read_consistency = read_consistency
+        self.origin = origin
+        self.dedup_ttl = dedup_ttl
+
+    # -- calls --------------------------------------------------------------------------
+    def write(self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False) -> Call:
+        return Call("/db/execute", tuple(stmts), _TX, idempotent=idempotent, what=what)
+
+    def read(self, stmts: Sequence[Stmt], what: str) -> Call:
+        query = (("level", self.read_consistency),)
+        return Call("/db/query", tuple(stmts), query, idempotent=True, what=what)
+
+    def request(self, stmts: Sequence[Stmt], what: str) -> Call:
+        return Call("/db/request", tuple(stmts), _TX, what=what)
+
+    # -- schema -------------------------------------------------------------------------
+    def open(self) -> Op[None]:
+        """Create the schema if absent and migrate a seed-era database."""
+        yield self.write(_schema.TABLES, "create schema", idempotent=True)
+        (cols,) = yield self.read([_schema.table_columns("groups")], "read schema")
+        altered = False
+        for alter in _schema.missing_columns("groups", (row[0] for row in cols.rows)):
+            try:
+                yield self.write([alter], "migrate schema", idempotent=True)
+            except StatementError as exc:
+                if not _schema.is_duplicate_column(str(exc)):
+                    raise
+            altered = True
+        if altered:
+            yield self.write(_schema.BACKFILL, "migrate schema", idempotent=True)
+        yield self.write(_schema.INDEXES, "create indexes", idempotent=True)
+
+    # -- publish ------------------------------------------------------------------------
+    def publish(self, group_id: str, event: str, priority: int, dedup_id: str | None) -> Op[int]:
+        if dedup_id is not None:
+            return (yield from self._publish_dedup(group_id, event, priority, dedup_id))
+        results = yield self.write(self.statements.publish(group_id, event, priority), "publish")
+        return _insert_id(results[0])
+
+    def _publish_dedup(self, group_id: str, event: str, priority: int, dedup_id: str) -> Op[int]:
+        s = self.statements
+        stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl)
+        unknown: OutcomeUnknown | None = None
+        while True:
+            try:
+                if self.server.one_request_claim:
+                    results = yield self.request([*stmts, s.dedup_seq(dedup_id)], "publish")
+                    row = results[-1].rows
+                else:
+                    yield self.write(stmts, "publish")
+                    (found,) = yield self.read([s.dedup_seq(dedup_id)], "publish")
+                    row = found.rows
+            except OutcomeUnknown as exc:
+                unknown = unknown or exc
+                continue  # safe: the dedup id makes a repeat a no-op
+            except (Unavailable, StatementError) as exc:
+                if unknown is not None:
+                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
+                raise
+            if not row:
+                raise ProtocolError(f"publish: no seq recorded for dedup_id {dedup_id!r}")
+            return int(row[0][0])
+
+    def publish_many(self, items: Sequence[tuple[str, str, int]]) -> Op[list[int]]:
+        """Publish validated ``(group_id, event, priority)`` items in one request."""
+        if not items:
+            return []
+        stmts: list[Stmt] = []
+        for group_id, event, priority in items:
+            stmts.extend(self.statements.publish(group_id, event, priority))
+        per_item = len(stmts) // len(items)
+        results = yield self.write(stmts, f"publish_many({len(items)})")
+        return [_insert_id(results[i * per_item]) for i in range(len(items))]
+
+    # -- claim --------------------------------------------------------------------------
+    def claim(self, worker_id: str, visibility: float, min_priority: int) -> Op[Lease | None]:
+        token = new_token(worker_id)
+        if self.server.one_request_claim:
+            return (yield from self._claim_one_request(token, visibility, min_priority))
+        return (yield from self._claim_three_requests(token, visibility, min_priority))
+
+    def _claim_one_request(self, token: str, visibility: float, min_priority: int) -> Op:
+        """Lease, mark the group and read back in one request (one Raft entry)."""
+        s = self.statements
+        unknown: OutcomeUnknown | None = None
+        while True:
+            call = self.request(
+                [
+                    s.claim_lease(token, visibility, min_priority),
+                    s.claim_mark_group(token),
+                    s.claim_read_back(token),
+                ],
+                "claim",
+            )
+            try:
+                results = yield call
+            except OutcomeUnknown as exc:
+                unknown = unknown or exc
+            except (Unavailable, StatementError) as exc:
+                if unknown is not None:
+                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
+                raise
+            else:
+                return self._lease(results[2], token)
+            # The outcome is unknown: look the token up before trying again.
+            lease = yield from self._look_up_token(token, unknown)
+            if lease is not None:
+                return lease
+
+    def _claim_three_requests(self, token: str, visibility: float, min_priority: int) -> Op:
+        """The seed's claim for servers without /db/request: lease, read back, mark."""
+        s = self.statements
+        unknown: OutcomeUnknown | None = None
+        while True:
+            leased: bool | None
+            try:
+                (res,) = yield self.write([s.claim_lease(token, visibility, min_priority)], "claim")
+                leased = res.rows_affected > 0
+            except OutcomeUnknown as exc:
+                unknown, leased = unknown or exc, None
+            except (Unavailable, StatementError) as exc:
+                if unknown is not None:
+                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
+                raise
+            if leased is False and unknown is None:
+                return None
+            lease = yield from self._look_up_token(
+                token, unknown or OutcomeUnknown("claim: leased but not read back")
+            )
+            if lease is not None:
+                break
+            if leased is not None:
+                return None  # nothing claimable now (or our lease already lapsed)
+        try:
+            yield self.write([s.claim_mark_group(token)], "claim: mark group")
+        except (OutcomeUnknown, Unavailable, StatementError) as exc:
+            # the lease is ours; only round-robin fairness is off by one claim
+            log.warning("claim: leased message %s but could not mark its group: %s", lease.seq, exc)
+        return lease
+
+    def _look_up_token(self, token: str, unknown: OutcomeUnknown) -> Op[Lease | None]:
+        try:
+            (res,) = yield self.read([self.statements.claim_read_back(token)], "claim: look up")
+        except (Unavailable, StatementError) as exc:
+            raise OutcomeUnknown(f"{unknown}; the token could not be looked up: {exc}") from exc
+        return self._lease(res, token)
+
+    def _lease(self, res: Result, token: str) -> Lease | None:
+        if not res.rows:
+            return None
+        row = res.dicts()[0]
+        try:
+            expiry = row.get("lock_expiry")
+            return Lease(
+                seq=int(row["seq"]),
+                group_id=str(row["group_id"]),
+                event=str(row["event"]),
+                token=token,
+                expires_at=float(expiry) if expiry is not None else None,
+                origin=self.origin,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"claim: unreadable row {row!r}: {exc}") from exc
+
+    # -- settle -------------------------------------------------------------------------
+    def ack(self, lease: Lease) -> Op[None]:
+        return (yield from self._fenced(lease, self.statements.ack(lease), "ack"))
+
+    def nack(self, lease: Lease, delay: float) -> Op[None]:
+        return (yield from self._fenced(lease, [self.statements.nack(lease, delay)], "nack"))
+
+    def extend(self, lease: Lease, visibility: float) -> Op[None]:
+        stmts = [self.statements.extend(lease, visibility)]
+        return (yield from self._fenced(lease, stmts, "extend"))
+
+    def _fenced(self, lease: Lease, stmts: list[Stmt], what: str) -> Op[None]:
+        """A write that acts only while the row is leased to ``lease.token``."""
+        unknown: OutcomeUnknown | None = None
+        while True:
+            try:
+                results = yield self.write(stmts, what)
+            except OutcomeUnknown as exc:
+                unknown = unknown or exc
+            except (Unavailable, StatementError) as exc:
+                if unknown is not None:
+                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
+                raise
+            else:
+                if results[0].rows_affected > 0:
+                    return None
+                if unknown is None:
+                    raise LeaseLost(
+                        f"{what}: message {lease.seq} of group {lease.group_id!r} is no "
+                        "longer leased to this token; nothing was changed"
+                    )
+            # Unknown so far: look at the row to decide.
+            try:
+                (res,) = yield self.read([self.statements.lookup(lease.seq)], f"{what}: look up")
+            except (Unavailable, StatementError) as exc:
+                raise OutcomeUnknown(f"{unknown}; the message could not be looked up") from exc
+            decision = decide_after_unknown(what, lease.token, res.rows)
+            if decision == "retry":
+                continue
+            if decision == "lost":
+                raise LeaseLost(
+                    f"{what}: message {lease.seq} of group {lease.group_id!r} is no longer "
+                    "leased to this token; nothing was changed"
+                )
+            raise OutcomeUnknown(f"{unknown}; the message's state does not settle it")
+
+
+def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -> str:
+    """After an unknown outcome, what a row lookup proves: "retry", "lost" or "unknown".
+
+    ``rows`` is the lookup's result: ``[(locked_by, live)]`` or empty (row deleted).
+    """
+    found = list(rows)
+    if not found:
+        return "unknown"  # deleted: by our ack, or by whoever held it after us
+    locked_by, live = found[0][0], bool(found[0][1])
+    if locked_by == token and live:
+        return "retry"  # still ours: the write did not apply; trying again is safe
+    if what == "ack":
+        return "lost"  # the row exists, so our delete did not happen, and it is not ours
+    if what == "nack" and locked_by == token:
+        return "lost"  # a nack would have changed locked_by: not applied, lease expired
+    return "unknown"
+
+
+def _insert_id(res: Result) -> int:
+    if res.last_insert_id is None:
+        raise ProtocolError("publish: rqlite did not report the new row's id")
+    return res.last_insert_id

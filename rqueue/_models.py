@@ -1,0 +1,68 @@
+"""The value objects rqueue hands to callers and passes between its own layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claimed message: hold it until ``ack``, ``nack`` or its visibility lapses.
+
+    ``event`` is the stored Event JSON text, exactly as published. ``token`` fences every
+    later ``ack``/``nack``/``extend``: they act only while the row still carries it.
+    ``expires_at`` is the lease deadline on the clock that leases use (server epoch
+    seconds, or the worker's clock on servers without time rewriting); informational.
+    """
+
+    seq: int
+    group_id: str
+    event: str
+    token: str
+    expires_at: float | None = field(default=None, compare=False)
+    #: identity of the queue (its node URLs) that issued this lease; "" = unknown
+    origin: str = field(default="", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """One SQL statement with its positional parameters, as rqlite takes it."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+    def to_json(self) -> str | list[Any]:
+        """The statement in rqlite's wire form: ``"sql"`` or ``["sql", *params]``."""
+        return [self.sql, *self.params] if self.params else self.sql
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request the core wants sent: a POST of statements to an endpoint.
+
+    ``idempotent`` calls (reads) may be re-sent after an unknown outcome; others may not.
+    """
+
+    path: str  # "/db/execute", "/db/query" or "/db/request"
+    statements: tuple[Stmt, ...]
+    query: tuple[tuple[str, str], ...] = ()
+    idempotent: bool = False
+    what: str = "request"  # short description for error messages
+
+    def body(self) -> list[str | list[Any]]:
+        return [s.to_json() for s in self.statements]
+
+
+@dataclass(frozen=True)
+class Result:
+    """One statement's result from rqlite's JSON answer."""
+
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[Any, ...], ...] = ()
+    rows_affected: int = 0
+    last_insert_id: int | None = None
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The rows as dicts keyed by column name."""
+        return [dict(zip(self.columns, row, strict=False)) for row in self.rows]

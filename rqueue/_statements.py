@@ -1,0 +1,225 @@
+"""Every SQL statement rqueue sends, built by the methods of one class.
+
+:class:`Statements` is the hook for *mutant* subjects: a transport uses it through its
+``statements_class`` attribute, so the harness can subclass a transport, subclass
+``Statements``, override one builder and get a deliberately broken queue, e.g.::
+
+    class NoExclusivity(Statements):
+        def claim_lease(self, token, visibility, min_priority):
+            ...  # pick any free message, ignoring whether its group is in flight
+
+    class Mutant(RqliteTransport):
+        statements_class = NoExclusivity
+
+Builders write ``{now}`` where the lease clock's current time goes and pass :data:`NOW`
+at the matching place among the positional parameters; :meth:`Statements.stmt` turns
+that into the server-clock expression (rewritten to a literal by the receiving node) or
+into a ``?`` bound to the worker's clock, and checks that placeholders and parameters
+line up. Every value is a parameter; nothing a caller passes is put into SQL text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ._models import Lease, Stmt
+
+#: server time in epoch seconds; rqlite >= 8.33 and the embedded node rewrite it to a
+#: literal on the node that receives the request, so every replica applies one value
+SERVER_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+#: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
+PARKED = "__parked__"
+
+
+class _Now:
+    def __repr__(self) -> str:
+        return "NOW"
+
+
+#: stands in the parameter list where the lease clock's ``now`` goes
+NOW = _Now()
+
+_PLACEHOLDER = re.compile(r"\?|\{now\}")
+
+
+class Statements:
+    """The statement builders: schema-independent SQL for each queue operation.
+
+    ``server_clock`` True: lease times come from the server (``SERVER_NOW``); False:
+    from ``clock()`` on this worker (old rqlite without time rewriting).
+    """
+
+    def __init__(self, *, server_clock: bool, clock: Callable[[], float]) -> None:
+        self.server_clock = server_clock
+        self.clock = clock
+
+    # -- rendering ----------------------------------------------------------------------
+    def stmt(self, sql: str, *params: Any) -> Stmt:
+        """Render ``{now}`` placeholders and their :data:`NOW` parameters."""
+        slots = _PLACEHOLDER.findall(sql)
+        if len(slots) != len(params):
+            raise AssertionError(f"{len(slots)} placeholders but {len(params)} params: {sql}")
+        for slot, param in zip(slots, params, strict=True):
+            if (slot == "{now}") != (param is NOW):
+                raise AssertionError(f"placeholder {slot} does not match {param!r}: {sql}")
+        if self.server_clock:
+            return Stmt(sql.replace("{now}", SERVER_NOW), tuple(p for p in params if p is not NOW))
+        now = float(self.clock())
+        return Stmt(sql.replace("{now}", "?"), tuple(now if p is NOW else p for p in params))
+
+    # -- publish ------------------------------------------------------------------------
+    def publish(self, group_id: str, event: str, priority: int) -> list[Stmt]:
+        """Insert the message; create its group row (first publish sets the priority).
+
+        The first result's ``last_insert_id`` is the message's ``seq``.
+        """
+        return [
+            self.stmt("INSERT INTO messages (group_id, event) VALUES (?, ?)", group_id, event),
+            self.stmt(
+                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+                "VALUES (?, ?, last_insert_rowid())",
+                group_id,
+                priority,
+            ),
+        ]
+
+    def publish_dedup(
+        self, group_id: str, event: str, priority: int, dedup_id: str, dedup_ttl: float
+    ) -> list[Stmt]:
+        """Publish at most once per ``dedup_id`` (within ``dedup_ttl`` seconds).
+
+        Ends with no read: follow with :meth:`dedup_seq` to learn the message's seq.
+        """
+        return [
+            self.stmt("DELETE FROM rqueue_dedup WHERE created_at < {now} - ?", NOW, dedup_ttl),
+            self.stmt(
+                "INSERT INTO messages (group_id, event) SELECT ?, ? "
+                "WHERE NOT EXISTS (SELECT 1 FROM rqueue_dedup WHERE dedup_id = ?)",
+                group_id,
+                event,
+                dedup_id,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO rqueue_dedup (dedup_id, seq, created_at) "
+                "VALUES (?, last_insert_rowid(), {now})",
+                dedup_id,
+                NOW,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+                "SELECT m.group_id, ?, m.seq FROM rqueue_dedup d "
+                "JOIN messages m ON m.seq = d.seq WHERE d.dedup_id = ?",
+                priority,
+                dedup_id,
+            ),
+        ]
+
+    def dedup_seq(self, dedup_id: str) -> Stmt:
+        """Read the seq stored for ``dedup_id``."""
+        return self.stmt("SELECT seq FROM rqueue_dedup WHERE dedup_id = ?", dedup_id)
+
+    # -- claim --------------------------------------------------------------------------
+    def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:
+        """Lease the next deliverable message to ``token``: one serialized UPDATE.
+
+        The seed's selection, exactly: groups in ``last_claimed_at`` order (then by the
+        message's seq), priority floor, and only a group with nothing in flight. Within a
+        group only the head (lowest seq) can ever be leased or parked, so "the group is
+        free" is "its head is free or its lease lapsed", read from ``groups.head_seq``
+        through an index: the cost does not grow with the number of queued messages.
+        The UPDATE does nothing when a row already carries ``token`` (a retried claim).
+        """
+        return self.stmt(
+            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? "
+            "WHERE seq = ("
+            "SELECT g.head_seq FROM groups g JOIN messages m ON m.seq = g.head_seq "
+            "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now}) "
+            "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
+            "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
+            token,
+            NOW,
+            visibility,
+            min_priority,
+            NOW,
+            token,
+        )
+
+    def claim_mark_group(self, token: str) -> Stmt:
+        """Record the claim time of the group leased to ``token`` (round-robin)."""
+        return self.stmt(
+            "UPDATE groups SET last_claimed_at = {now} "
+            "WHERE group_id = (SELECT group_id FROM messages WHERE locked_by = ?)",
+            NOW,
+            token,
+        )
+
+    def claim_read_back(self, token: str) -> Stmt:
+        """Read the row leased to ``token``: seq, group_id, event, lock_expiry."""
+        return self.stmt(
+            "SELECT seq, group_id, event, lock_expiry FROM messages WHERE locked_by = ?", token
+        )
+
+    # -- settle (fenced by the lease's token) -------------------------------------------
+    def ack(self, lease: Lease) -> list[Stmt]:
+        """Delete the message if still leased to this token; advance or drop its group.
+
+        The first result's ``rows_affected`` is 1 when the ack took effect.
+        """
+        return [
+            self.stmt(
+                "DELETE FROM messages WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+                lease.seq,
+                lease.token,
+                NOW,
+            ),
+            self.stmt(
+                "UPDATE groups SET head_seq = "
+                "(SELECT min(seq) FROM messages WHERE group_id = ?) "
+                "WHERE group_id = ? AND NOT EXISTS (SELECT 1 FROM messages WHERE seq = ?)",
+                lease.group_id,
+                lease.group_id,
+                lease.seq,
+            ),
+            self.stmt("DELETE FROM groups WHERE group_id = ? AND head_seq IS NULL", lease.group_id),
+        ]
+
+    def nack(self, lease: Lease, delay: float) -> Stmt:
+        """Release (``delay == 0``) or park until ``now + delay`` if still leased."""
+        if delay > 0:
+            return self.stmt(
+                "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? "
+                "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+                PARKED,
+                NOW,
+                delay,
+                lease.seq,
+                lease.token,
+                NOW,
+            )
+        return self.stmt(
+            "UPDATE messages SET locked_by = NULL, lock_expiry = 0 "
+            "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+            lease.seq,
+            lease.token,
+            NOW,
+        )
+
+    def extend(self, lease: Lease, visibility: float) -> Stmt:
+        """Push the lease's expiry to ``now + visibility`` if still leased."""
+        return self.stmt(
+            "UPDATE messages SET lock_expiry = {now} + ? "
+            "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+            NOW,
+            visibility,
+            lease.seq,
+            lease.token,
+            NOW,
+        )
+
+    def lookup(self, seq: int) -> Stmt:
+        """Read who holds message ``seq`` and whether that lease is live: locked_by, live."""
+        return self.stmt(
+            "SELECT locked_by, lock_expiry >= {now} FROM messages WHERE seq = ?", NOW, seq
+        )

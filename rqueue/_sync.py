@@ -1,0 +1,247 @@
+"""``RqliteTransport``: the queue over ``requests.Session`` (only sends and receives)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import requests
+import urllib3.exceptions
+
+from . import _validate
+from ._attempts import CONNECT_TIMEOUT, Attempts, describe_error
+from ._config import STATUS_CALL, Settings, check_lease, publish_items
+from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
+from ._exceptions import RqueueError, TransportClosed
+from ._models import Call, Lease, Result
+from ._statements import Statements
+from ._version import ServerInfo
+
+_NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
+
+
+def _not_sent(exc: requests.RequestException) -> bool:
+    """True when the request certainly never reached a server."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    if isinstance(exc, requests.exceptions.ConnectionError) and exc.args:
+        reason = getattr(exc.args[0], "reason", exc.args[0])
+        return isinstance(reason, _NOT_SENT_REASONS)
+    return False
+
+
+class RqliteTransport:
+    """A FIFO queue with per-group exclusivity on an rqlite cluster (blocking API).
+
+    Create it with :meth:`from_url`. ``statements_class`` is the hook for mutant
+    subjects: subclass the transport and set it to a :class:`~rqueue.Statements`
+    subclass that overrides one builder (see :mod:`rqueue._statements`).
+    """
+
+    statements_class: type[Statements] = Statements
+
+    def __init__(self, settings: Settings, session: requests.Session, core: QueueCore) -> None:
+        self._settings = settings
+        self._session = session
+        self._endpoints = settings.endpoints()
+        self._core = core
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | Iterable[str],
+        *,
+        timeout: float = 30.0,
+        request_timeout: float = 10.0,
+        auth: tuple[str, str] | None = None,
+        verify: bool = True,
+        ca_bundle: str | None = None,
+        read_consistency: str = "strong",
+        clock: Callable[[], float] | None = None,
+        server_clock: bool | None = None,
+        assume_version: str | None = None,
+        dedup_ttl: float = DEFAULT_DEDUP_TTL,
+    ) -> RqliteTransport:
+        """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
+
+        Retries for at most ``timeout`` seconds in all until a node answers and the
+        cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
+        and the last failure. ``timeout`` also bounds every later operation;
+        ``request_timeout`` bounds one HTTP request. ``auth`` (or user info in the URL)
+        enables basic auth; ``ca_bundle`` names a CA file for HTTPS. ``clock`` (epoch
+        seconds) is used for lease times only on servers without time rewriting (rqlite
+        < 8.33) or with ``server_clock=False``. ``assume_version`` overrides the detected
+        server version (to exercise older protocols).
+        """
+        settings = Settings.build(
+            url,
+            timeout=timeout,
+            request_timeout=request_timeout,
+            auth=auth,
+            verify=verify,
+            ca_bundle=ca_bundle,
+            read_consistency=read_consistency,
+            clock=clock,
+            server_clock=server_clock,
+            assume_version=assume_version,
+            dedup_ttl=dedup_ttl,
+        )
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = settings.ca_bundle or settings.verify
+        if settings.credentials is not None:
+            session.auth = settings.credentials.as_tuple()
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=16, max_retries=0)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        try:
+            endpoints = settings.endpoints()
+            deadline = time.monotonic() + settings.timeout
+            server = _detect(session, endpoints, deadline, settings.request_timeout)
+            core = settings.core(server, cls.statements_class)
+            self = cls(settings, session, core)
+            self._endpoints = endpoints
+            self._drive(core.open(), deadline)
+        except BaseException:
+            session.close()
+            raise
+        return self
+
+    # -- the queue ----------------------------------------------------------------------
+    def publish(
+        self, group_id: str, event: Any, priority: int = 0, dedup_id: str | None = None
+    ) -> int:
+        """Append ``event`` to ``group_id``; return its seq. ``dedup_id``: at most once."""
+        core = self._open()
+        group_id = _validate.text("group_id", group_id)
+        text = _validate.event(event)
+        priority = _validate.priority("priority", priority)
+        dedup_id = _validate.optional_text("dedup_id", dedup_id)
+        return self._drive(core.publish(group_id, text, priority, dedup_id))
+
+    def publish_many(self, items: Iterable[tuple[Any, ...]]) -> list[int]:
+        """Publish ``(group_id, event[, priority])`` items atomically in one request."""
+        core = self._open()
+        return self._drive(core.publish_many(publish_items(items)))
+
+    def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
+        """Lease the next deliverable message for ``visibility`` seconds, or None."""
+        core = self._open()
+        worker_id = _validate.text("worker_id", worker_id)
+        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
+        min_priority = _validate.priority("min_priority", min_priority)
+        return self._drive(core.claim(worker_id, visibility, min_priority))
+
+    def ack(self, lease: Lease) -> None:
+        """Delete the leased message; :class:`~rqueue.LeaseLost` if no longer held."""
+        core = self._open()
+        self._drive(core.ack(check_lease(lease, core)))
+
+    def nack(self, lease: Lease, delay: float = 0) -> None:
+        """Give the message back now (``delay == 0``) or park it for ``delay`` seconds."""
+        core = self._open()
+        lease = check_lease(lease, core)
+        delay = _validate.seconds("delay", delay, allow_zero=True)
+        self._drive(core.nack(lease, delay))
+
+    def extend(self, lease: Lease, visibility: float) -> None:
+        """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""
+        core = self._open()
+        lease = check_lease(lease, core)
+        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
+        self._drive(core.extend(lease, visibility))
+
+    def close(self) -> None:
+        """Close the HTTP session; later calls raise :class:`~rqueue.TransportClosed`."""
+        if not self._closed:
+            self._closed = True
+            self._session.close()
+
+    @property
+    def server(self) -> ServerInfo:
+        """The server's version and the features in use."""
+        return self._core.server
+
+    def __enter__(self) -> RqliteTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"{type(self).__name__}(urls={list(self._settings.urls)!r}, "
+            f"server={self._core.server.version!r}, {state})"
+        )
+
+    # -- driving the core ---------------------------------------------------------------
+    def _open(self) -> QueueCore:
+        if self._closed:
+            raise TransportClosed(f"{type(self).__name__} is closed")
+        return self._core
+
+    def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
+        if deadline is None:
+            deadline = time.monotonic() + self._settings.timeout
+        try:
+            call = next(op)
+            while True:
+                try:
+                    results = self._send(call, deadline)
+                except RqueueError as exc:
+                    call = op.throw(exc)
+                else:
+                    call = op.send(results)
+        except StopIteration as stop:
+            return stop.value
+
+    def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+        attempts = Attempts(call, self._endpoints, deadline, self._settings.request_timeout)
+        while True:
+            url, timeout = attempts.next()
+            try:
+                response = self._session.post(
+                    url + call.path,
+                    params=call.query,
+                    json=call.body(),
+                    timeout=(min(CONNECT_TIMEOUT, timeout), timeout),
+                    allow_redirects=False,
+                )
+            except requests.RequestException as exc:
+                if _not_sent(exc):
+                    attempts.not_sent(url, describe_error(exc))
+                else:
+                    attempts.maybe_sent(url, describe_error(exc))
+            else:
+                results = attempts.answered(url, response.status_code, response.text)
+                if results is not None:
+                    return results
+            pause = attempts.pause()
+            if pause:
+                time.sleep(pause)
+
+
+def _detect(session: requests.Session, endpoints, deadline: float, request_timeout: float):
+    """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
+    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout)
+    while True:
+        url, timeout = attempts.next()
+        try:
+            response = session.get(
+                url + "/status",
+                timeout=(min(CONNECT_TIMEOUT, timeout), timeout),
+                allow_redirects=False,
+            )
+            body = response.json() if response.status_code == 200 else None
+        except (requests.RequestException, ValueError) as exc:
+            attempts.not_sent(url, describe_error(exc))
+        else:
+            server = attempts.status_answered(url, response.status_code, response.headers, body)
+            if server is not None:
+                return server
+        pause = attempts.pause()
+        if pause:
+            time.sleep(pause)

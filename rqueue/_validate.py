@@ -1,0 +1,65 @@
+"""Argument checks, run before anything is sent; each error names the argument."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ._models import Lease
+
+MIN_PRIORITY, MAX_PRIORITY = 0, 4
+
+
+def text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a non-empty str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name}: must not be empty")
+    return value
+
+
+def priority(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(f"{name}: must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {value}")
+    return value
+
+
+def seconds(name: str, value: Any, *, allow_zero: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name}: expected a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name}: must be finite, got {value}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}: must be {bound}, got {value}")
+    return float(value)
+
+
+def event(value: Any) -> str:
+    """The event as stored: JSON text verbatim, anything else through ``json.dumps``."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"event: a str event must be JSON text ({exc})") from None
+        return value
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"event: not JSON-serialisable ({exc})") from None
+
+
+def optional_text(name: str, value: Any) -> str | None:
+    return None if value is None else text(name, value)
+
+
+def lease(value: Any, origin: str) -> Lease:
+    """A :class:`Lease` issued by a transport on the same queue (or untagged)."""
+    if not isinstance(value, Lease):
+        raise TypeError(f"lease: expected a Lease, got {type(value).__name__}")
+    if value.origin and value.origin != origin:
+        raise ValueError("lease: it was issued by a transport for another queue")
+    return value

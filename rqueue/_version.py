@@ -1,0 +1,70 @@
+"""What the server can do, read from its version string.
+
+rqlite reports its version in the ``X-RQLITE-VERSION`` header of every response and as
+``build.version`` in ``/status``; the embedded node reports a compatible rqlite version
+with a suffix (``v8.36.0-rqueue-embedded``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+#: /db/request runs writes and reads as one Raft entry and supports RETURNING
+ONE_REQUEST_CLAIM = (8, 23, 0)
+#: /db/query?level=linearizable
+LINEARIZABLE_READS = (8, 32, 0)
+#: time functions in writes are rewritten to literals on the receiving node
+TIME_REWRITING = (8, 33, 0)
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    """``"v8.36.0-rqueue-embedded"`` -> ``(8, 36, 0)``; None when there is no version."""
+    if not text:
+        return None
+    m = _VERSION.search(text)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def version_from_status(headers: Any, status_json: Any) -> str | None:
+    """The version string from a ``/status`` answer: its header first, then its body."""
+    header = headers.get("X-RQLITE-VERSION") if headers is not None else None
+    if header and parse_version(header):
+        return header
+    if isinstance(status_json, dict):
+        build = status_json.get("build")
+        if isinstance(build, dict) and isinstance(build.get("version"), str):
+            return build["version"]
+    return header or None
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The server's version and the features rqueue uses because of it."""
+
+    version: str | None
+    number: tuple[int, int, int] | None
+
+    @classmethod
+    def from_version(cls, version: str | None) -> ServerInfo:
+        return cls(version, parse_version(version))
+
+    def _at_least(self, wanted: tuple[int, int, int]) -> bool:
+        return self.number is not None and self.number >= wanted
+
+    @property
+    def one_request_claim(self) -> bool:
+        return self._at_least(ONE_REQUEST_CLAIM)
+
+    @property
+    def linearizable_reads(self) -> bool:
+        return self._at_least(LINEARIZABLE_READS)
+
+    @property
+    def time_rewriting(self) -> bool:
+        return self._at_least(TIME_REWRITING)

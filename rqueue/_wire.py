@@ -1,0 +1,108 @@
+"""rqlite's HTTP answers, parsed and classified: ok, retry elsewhere, failed, or unknown.
+
+The classification is what makes the transports safe under faults:
+
+* **retry** — certainly not applied, and another node or a later try may work:
+  connection refused, connect timeout, HTTP 503 (``leader not found``), a redirect.
+* **failed** — certainly not applied, and retrying will not help: a per-statement SQL
+  error (rqueue always sends ``transaction``, so the batch was rolled back), HTTP 400,
+  HTTP 401/403.
+* **unknown** — may have been applied: a timeout or a dropped connection after the
+  request was sent, HTTP 200 with a top-level ``"error"`` (``leadership lost while
+  committing log``; seen applied later), other 5xx, an unreadable body.
+
+Reads (``Call.idempotent``) turn *unknown* into *retry*: re-reading is harmless.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ._models import Call, Result
+
+
+class Outcome(enum.Enum):
+    OK = "ok"
+    RETRY = "retry"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one HTTP exchange came to."""
+
+    outcome: Outcome
+    results: tuple[Result, ...] = ()
+    reason: str = ""
+    auth_failed: bool = False
+
+
+def _unknown_or_retry(call: Call, reason: str) -> Verdict:
+    return Verdict(Outcome.RETRY if call.idempotent else Outcome.UNKNOWN, reason=reason)
+
+
+def classify_response(call: Call, status: int, text: str) -> Verdict:
+    """Classify one HTTP answer to ``call``."""
+    snippet = " ".join(text.split())[:200]
+    if status == 200:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return _unknown_or_retry(call, f"HTTP 200 with a body that is not JSON: {snippet!r}")
+        return _classify_body(call, body)
+    if status == 503:
+        return Verdict(Outcome.RETRY, reason=f"HTTP 503: {snippet or 'unavailable'}")
+    if status in (301, 302, 307, 308):
+        return Verdict(Outcome.RETRY, reason=f"HTTP {status} redirect")
+    if status in (401, 403):
+        return Verdict(
+            Outcome.FAILED,
+            reason=f"HTTP {status}: authentication or permission refused",
+            auth_failed=True,
+        )
+    if status == 400 or status == 413:
+        return Verdict(Outcome.FAILED, reason=f"HTTP {status}: {snippet}")
+    return _unknown_or_retry(call, f"HTTP {status}: {snippet}")
+
+
+def _classify_body(call: Call, body: Any) -> Verdict:
+    if not isinstance(body, dict):
+        return _unknown_or_retry(call, "HTTP 200 with a JSON body that is not an object")
+    top = body.get("error")
+    if top:
+        return _unknown_or_retry(call, f"rqlite error: {top}")
+    raw = body.get("results")
+    if not isinstance(raw, list) or len(raw) != len(call.statements):
+        return _unknown_or_retry(
+            call, f"expected {len(call.statements)} results, got {_describe(raw)}"
+        )
+    results: list[Result] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            return _unknown_or_retry(call, f"result {i} is not an object")
+        if item.get("error"):
+            return Verdict(Outcome.FAILED, reason=f"statement {i} failed: {item['error']}")
+        results.append(parse_result(item))
+    return Verdict(Outcome.OK, results=tuple(results))
+
+
+def _describe(raw: Any) -> str:
+    return f"{len(raw)}" if isinstance(raw, list) else type(raw).__name__
+
+
+def parse_result(item: dict[str, Any]) -> Result:
+    """One entry of ``results``: rows (query, or a write with RETURNING) and counters."""
+    columns = tuple(item.get("columns") or ())
+    rows = tuple(tuple(r) for r in item.get("values") or ())
+    affected = item.get("rows_affected")
+    last_id = item.get("last_insert_id")
+    return Result(
+        columns=columns,
+        rows=rows,
+        rows_affected=int(affected) if isinstance(affected, int) else 0,
+        last_insert_id=int(last_id) if isinstance(last_id, int) else None,
+    )
