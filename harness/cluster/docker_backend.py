@@ -1,0 +1,678 @@
+"""The Docker backend: a real rqlite cluster in containers of the official image.
+
+The containers are the ones ``docker-compose.cluster.yml`` declares, created through the
+``docker`` SDK so that each cluster gets its own network, volumes, free host ports and
+an id in its labels (several clusters can run side by side). Faults go through the
+engine: ``kill`` is SIGKILL to the container, ``restart`` starts it again on its volume,
+``pause``/``resume`` freeze and thaw its cgroup. Partitions are iptables rules inside
+the containers' network namespaces, entered from the host with ``nsenter -t PID -n``:
+that needs root on the engine's own host (not Docker Desktop's VM, not a remote
+``DOCKER_HOST``); when it is not possible, :meth:`DockerCluster.partition` says why.
+Clock skew is not supported: containers read the host kernel's clock.
+
+Everything the backend sends to the engine is built by pure functions below
+(:func:`container_specs`, :func:`create_kwargs`, :func:`nsenter_argv`, ...), so it is
+tested without an engine. Teardown is by label: :func:`reap_docker` removes every
+container, network and volume labelled ``io.rqueue.harness``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.cluster import partition as rules
+from harness.cluster.base import (
+    Cluster,
+    ClusterError,
+    NodeInfo,
+    NodeStatus,
+    agreed_leader,
+    probe_nodes,
+)
+
+#: every container, network and volume the harness makes carries this label
+LABEL_HARNESS = "io.rqueue.harness"
+#: which cluster a resource belongs to ("compose" for the compose file's)
+LABEL_CLUSTER = "io.rqueue.cluster"
+#: which node a container (or volume) is
+LABEL_NODE = "io.rqueue.node"
+
+RQLITE_IMAGE = "rqlite/rqlite"
+#: pinned image tag; docker-compose.cluster.yml pins the same (a test checks)
+DEFAULT_RQLITE_VERSION = "8.37.4"
+HTTP_PORT = 4001  # inside every container
+RAFT_PORT = 4002
+DATA_MOUNT = "/rqlite/file"  # the image's volume; the entrypoint puts data/ under it
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+STATE_FILE = "docker-cluster.json"
+NANOS = 1_000_000_000
+
+
+def clock_skew_message() -> str:
+    """Why the docker backend refuses clock skew."""
+    return (
+        "the docker backend cannot skew a node's clock: containers read the host kernel's "
+        "clock; run clock-skew with --backend local (the embedded node takes an offset)"
+    )
+
+
+#: scenario fault kinds (harness/scenario.py) this backend cannot inject, and why; the
+#: nightly chaos job runs scenarios that use them on the local backend instead
+UNSUPPORTED_FAULTS: dict[str, str] = {"clock-skew-node": clock_skew_message()}
+
+
+class DockerUnreachable(ClusterError):
+    """The Docker engine cannot be reached; the message is one line naming the address."""
+
+
+# -- pure builders ---------------------------------------------------------------------
+
+
+def rqlite_image(version: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The image reference: ``version``, else ``$RQLITE_VERSION``, else the pinned tag."""
+    env = os.environ if env is None else env
+    tag = (version or env.get("RQLITE_VERSION") or DEFAULT_RQLITE_VERSION).strip()
+    if not tag or any(c in tag for c in " /:@"):
+        raise ClusterError(f"RQLITE_VERSION must be an image tag such as 8.37.4, got {tag!r}")
+    return f"{RQLITE_IMAGE}:{tag}"
+
+
+def node_ids(count: int) -> list[str]:
+    """Node ids ``n1`` ... ``nN`` for a cluster of 3 or 5 nodes."""
+    if count not in (3, 5):
+        raise ClusterError(f"the docker backend runs 3 or 5 nodes, not {count}")
+    return [f"n{i}" for i in range(1, count + 1)]
+
+
+def rqlited_args(node_id: str, ids: Sequence[str], http_adv_addr: str) -> list[str]:
+    """The flags after the image's entrypoint, as in docker-compose.cluster.yml.
+
+    Every node bootstraps with ``-bootstrap-expect N -join`` over all nodes' Raft
+    addresses (rqlite v8 joins on the Raft port; peers are found by network alias).
+    """
+    if node_id not in ids:
+        raise ClusterError(f"node {node_id!r} is not one of {list(ids)}")
+    return [
+        "-node-id",
+        node_id,
+        "-http-addr",
+        f"0.0.0.0:{HTTP_PORT}",
+        "-http-adv-addr",
+        http_adv_addr,
+        "-raft-addr",
+        f"0.0.0.0:{RAFT_PORT}",
+        "-raft-adv-addr",
+        f"{node_id}:{RAFT_PORT}",
+        "-bootstrap-expect",
+        str(len(ids)),
+        "-join",
+        ",".join(f"{i}:{RAFT_PORT}" for i in ids),
+    ]
+
+
+def healthcheck() -> dict[str, Any]:
+    """The health check of docker-compose.cluster.yml, in seconds."""
+    return {
+        "test": ["CMD", "wget", "-q", "-O", "/dev/null", f"http://127.0.0.1:{HTTP_PORT}/readyz"],
+        "interval": 2,
+        "timeout": 2,
+        "retries": 30,
+        "start_period": 10,
+    }
+
+
+def labels(cluster_id: str, node_id: str | None = None) -> dict[str, str]:
+    """The labels that mark a resource as the harness's (and whose it is)."""
+    out = {LABEL_HARNESS: "true", LABEL_CLUSTER: cluster_id}
+    if node_id is not None:
+        out[LABEL_NODE] = node_id
+    return out
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything needed to create one node's container."""
+
+    node_id: str
+    name: str  # container name, unique per cluster
+    image: str
+    command: list[str]
+    network: str
+    volume: str
+    bind_host: str
+    host_port: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.bind_host}:{self.host_port}"
+
+
+def container_specs(
+    cluster_id: str,
+    ids: Sequence[str],
+    host_ports: Sequence[int],
+    image: str,
+    bind_host: str = "127.0.0.1",
+) -> list[ContainerSpec]:
+    """One spec per node: the containers docker-compose.cluster.yml declares."""
+    if len(host_ports) != len(ids):
+        raise ClusterError(f"need {len(ids)} host ports, got {len(host_ports)}")
+    prefix = f"rqueue-{cluster_id}"
+    return [
+        ContainerSpec(
+            node_id=nid,
+            name=f"{prefix}-{nid}",
+            image=image,
+            command=rqlited_args(nid, ids, f"{bind_host}:{port}"),
+            network=prefix,
+            volume=f"{prefix}-{nid}-data",
+            bind_host=bind_host,
+            host_port=port,
+            labels=labels(cluster_id, nid),
+        )
+        for nid, port in zip(ids, host_ports, strict=True)
+    ]
+
+
+def create_kwargs(spec: ContainerSpec, api_version: str = "1.44") -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` (docker SDK 7).
+
+    On the cluster network the container is known by its node id (the alias the
+    ``-join`` and ``-raft-adv-addr`` flags name), as compose names it by service.
+    """
+    from docker.types import EndpointConfig
+
+    hc = healthcheck()
+    return {
+        "image": spec.image,
+        "command": spec.command,
+        "name": spec.name,
+        "hostname": spec.node_id,
+        "labels": dict(spec.labels),
+        "detach": True,
+        "network": spec.network,
+        "networking_config": {spec.network: EndpointConfig(api_version, aliases=[spec.node_id])},
+        "ports": {f"{HTTP_PORT}/tcp": (spec.bind_host, spec.host_port)},
+        "volumes": {spec.volume: {"bind": DATA_MOUNT, "mode": "rw"}},
+        "healthcheck": {
+            "test": hc["test"],
+            "interval": hc["interval"] * NANOS,
+            "timeout": hc["timeout"] * NANOS,
+            "retries": hc["retries"],
+            "start_period": hc["start_period"] * NANOS,
+        },
+        "restart_policy": {"Name": "no"},  # a killed node stays down until restart()
+    }
+
+
+def docker_address(env: Mapping[str, str] | None = None) -> str:
+    """Where the SDK will look for the engine: ``$DOCKER_HOST`` or the default socket."""
+    env = os.environ if env is None else env
+    return env.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def unreachable_message(address: str, reason: str | None = None, from_env: bool = False) -> str:
+    """The one line the harness prints (and exits 2 with) when the engine is not there."""
+    where = "from DOCKER_HOST" if from_env else "the default socket; DOCKER_HOST is unset"
+    why = f": {' '.join(reason.split())}" if reason else ""
+    return (
+        f"Docker is not reachable at {address} ({where}{why}); "
+        "--backend local runs the embedded cluster instead"
+    )
+
+
+def is_local_engine(address: str) -> bool:
+    """True when the engine listens on a unix socket of this machine."""
+    return address.startswith("unix://") or address.startswith("/")
+
+
+def nsenter_argv(pid: int, argv: Sequence[str]) -> list[str]:
+    """Run ``argv`` in the network namespace of process ``pid`` (a container's PID 1)."""
+    if pid <= 0:
+        raise ClusterError(f"container has no running process (pid {pid}) to enter")
+    return ["nsenter", "-t", str(pid), "-n", "--", *argv]
+
+
+def partition_blockers(
+    address: str,
+    euid: int,
+    which: Mapping[str, str | None],
+) -> list[str]:
+    """Why partitions cannot be made from here (empty when they can).
+
+    ``which`` maps ``nsenter`` and ``iptables`` to their paths (or None).
+    """
+    out = []
+    if not is_local_engine(address):
+        out.append(f"the engine at {address} is not on this machine")
+    if euid != 0:
+        out.append("the harness is not running as root")
+    out.extend(
+        f"{tool} is not installed" for tool in ("nsenter", "iptables") if not which.get(tool)
+    )
+    return out
+
+
+def partition_unsupported_message(blockers: Sequence[str]) -> str:
+    """The error for a partition that cannot be made, with what the scenario needs."""
+    return (
+        "the docker backend cannot partition: " + "; ".join(blockers) + ". Partitions enter "
+        "each container's network namespace from the host (nsenter -t PID -n iptables), "
+        "which needs root on the Docker host itself; run the harness there as root, or use "
+        "--backend local as root (network namespaces), or pick a scenario without partitions"
+    )
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost OS-level reason behind an SDK/requests exception, one line."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    found: str | None = None
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.strerror:
+            found = cur.strerror
+        for arg in getattr(cur, "args", ()):
+            if isinstance(arg, OSError) and arg.strerror:
+                found = arg.strerror
+        cur = cur.__cause__ or cur.__context__
+    if found:
+        return found
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- the engine ------------------------------------------------------------------------
+
+
+def connect(env: Mapping[str, str] | None = None, timeout: float = 30.0) -> Any:
+    """A docker SDK client that has answered a ping, or :class:`DockerUnreachable`."""
+    address = docker_address(env)
+    try:
+        import docker
+    except ImportError as exc:
+        raise ClusterError(
+            "the docker backend needs the docker Python package: pip install -e '.[harness]'"
+        ) from exc
+    try:
+        client = docker.from_env(
+            environment=dict(os.environ if env is None else env), timeout=int(timeout)
+        )
+        client.ping()
+    except Exception as exc:  # the SDK raises DockerException, requests errors, OSError
+        from_env = bool((os.environ if env is None else env).get("DOCKER_HOST"))
+        msg = unreachable_message(address, _root_cause(exc), from_env)
+        raise DockerUnreachable(msg) from None
+    return client
+
+
+def _free_ports(count: int, host: str) -> list[int]:
+    """Ports free on ``host`` right now (Docker binds them a moment later)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class DockerCluster(Cluster):
+    """A cluster of rqlite containers made by this backend (see the module docstring)."""
+
+    engine = "docker"
+
+    def __init__(
+        self,
+        client: Any,
+        cluster_id: str,
+        specs: Sequence[ContainerSpec],
+        directory: Path | None = None,
+    ) -> None:
+        self._client = client
+        self.cluster_id = cluster_id
+        self._specs = {s.node_id: s for s in specs}
+        self._directory = directory
+        self._down: set[str] = set()
+        self._paused: set[str] = set()
+        self._partition: list[list[str]] | None = None
+        self._applied: set[str] = set()  # nodes whose namespace holds partition rules
+        self._ips: dict[str, str] = {}  # last known address of each node on its network
+        self._lock = threading.RLock()
+
+    # -- inspection -----------------------------------------------------------------------
+    def nodes(self) -> list[NodeInfo]:
+        return [NodeInfo(id=s.node_id, url=s.url, pid=None) for s in self._specs.values()]
+
+    def _live(self) -> list[ContainerSpec]:
+        return [s for n, s in self._specs.items() if n not in self._down | self._paused]
+
+    def _container(self, node_id: str) -> Any:
+        if node_id not in self._specs:
+            raise ClusterError(f"no node {node_id!r} in docker cluster {self.cluster_id}")
+        import docker
+
+        try:
+            return self._client.containers.get(self._specs[node_id].name)
+        except docker.errors.NotFound:
+            raise ClusterError(
+                f"container {self._specs[node_id].name} of node {node_id} is gone"
+            ) from None
+
+    def _statuses(self, timeout: float = 1.0) -> list[NodeStatus]:
+        return probe_nodes([s.url for s in self._live()], timeout)
+
+    def leader(self, timeout: float = 1.0) -> NodeInfo | None:
+        """The live node that calls itself leader and that a majority names leader."""
+        lead = agreed_leader(self._statuses(timeout), len(self._specs))
+        if lead is None or lead.node_id not in self._specs:
+            return None
+        return NodeInfo(id=lead.node_id, url=self._specs[lead.node_id].url, pid=None)
+
+    def wait_for_leader(self, timeout: float) -> NodeInfo:
+        deadline = time.monotonic() + timeout
+        while True:
+            statuses = self._statuses()
+            lead = agreed_leader(statuses, len(self._specs))
+            waiting = [s for s in statuses if not s.ready]
+            if lead is not None and lead.node_id in self._specs and not waiting:
+                return NodeInfo(id=lead.node_id, url=self._specs[lead.node_id].url, pid=None)
+            if time.monotonic() >= deadline:
+                self._raise_if_exited()
+                seen = "; ".join(s.summary() for s in statuses) or "no live node"
+                raise ClusterError(
+                    f"docker cluster {self.cluster_id}: waited {timeout:.0f}s for an agreed "
+                    f"leader and /readyz 200 on every live node; saw {seen}"
+                )
+            time.sleep(0.25)
+
+    def _raise_if_exited(self) -> None:
+        """Name containers that died on their own (bad flags, image) with their last log."""
+        for nid, spec in self._specs.items():
+            if nid in self._down:
+                continue
+            try:
+                c = self._container(nid)
+                c.reload()
+            except Exception:
+                continue
+            if c.status == "exited":
+                tail = c.logs(tail=5).decode(errors="replace").strip().splitlines()
+                raise ClusterError(
+                    f"container {spec.name} exited: {tail[-1] if tail else 'no output'}"
+                )
+
+    # -- faults ---------------------------------------------------------------------------
+    def kill(self, node_id: str) -> None:
+        with self._lock:
+            self._container(node_id).kill(signal="SIGKILL")
+            self._down.add(node_id)
+            self._paused.discard(node_id)
+            self._applied.discard(node_id)  # its namespace died with it
+
+    def restart(self, node_id: str) -> None:
+        with self._lock:
+            c = self._container(node_id)
+            c.start()
+            self._down.discard(node_id)
+            if self._partition is not None:
+                self._apply_partition(self._partition)
+
+    def pause(self, node_id: str) -> None:
+        with self._lock:
+            self._container(node_id).pause()
+            self._paused.add(node_id)
+
+    def resume(self, node_id: str) -> None:
+        with self._lock:
+            self._container(node_id).unpause()
+            self._paused.discard(node_id)
+
+    def set_clock_offset(self, node_id: str, seconds: float) -> None:
+        raise ClusterError(clock_skew_message())
+
+    @property
+    def supports_partitions(self) -> bool:
+        return not self._partition_blockers()
+
+    def _partition_blockers(self) -> list[str]:
+        which = {t: shutil.which(t) for t in ("nsenter", "iptables")}
+        return partition_blockers(docker_address(), os.geteuid(), which)
+
+    def partition(self, components: Iterable[Iterable[str]]) -> None:
+        try:
+            comps = rules.normalise(components, self._specs)
+        except ValueError as exc:
+            raise ClusterError(f"bad partition: {exc}") from None
+        blockers = self._partition_blockers()
+        if blockers:
+            raise ClusterError(partition_unsupported_message(blockers))
+        with self._lock:
+            self.heal()
+            self._partition = comps
+            self._apply_partition(comps)
+
+    def heal(self) -> None:
+        with self._lock:
+            self._remove_rules()
+            self._partition = None
+
+    def _apply_partition(self, comps: list[list[str]]) -> None:
+        """(Re)apply ``comps`` on every live node, with the nodes' current addresses."""
+        self._remove_rules()
+        self._refresh_ips()
+        missing = sorted(set(self._specs) - set(self._ips))
+        if missing:
+            raise ClusterError(f"cannot partition: no network address known for {missing}")
+        for nid, argvs in rules.apply_rules(comps, self._ips).items():
+            if nid in self._down:
+                continue  # a dead node has no namespace; restart() applies its rules
+            self._applied.add(nid)
+            self._run_in_netns(nid, argvs, check=True)
+
+    def _remove_rules(self) -> None:
+        """Delete exactly the chain and jumps added on nodes whose namespace still exists."""
+        live = [n for n in self._applied if n not in self._down]
+        for nid, argvs in rules.heal_rules(live).items():
+            self._run_in_netns(nid, argvs, check=False)
+        self._applied.clear()
+
+    def _refresh_ips(self) -> None:
+        """Learn each running node's address on the cluster network (kept for dead ones)."""
+        for nid, spec in self._specs.items():
+            if nid in self._down:
+                continue
+            c = self._container(nid)
+            c.reload()
+            ip = (c.attrs["NetworkSettings"]["Networks"].get(spec.network) or {}).get("IPAddress")
+            if ip:
+                self._ips[nid] = ip
+
+    def _run_in_netns(self, node_id: str, argvs: Sequence[Sequence[str]], check: bool) -> None:
+        c = self._container(node_id)
+        c.reload()
+        pid = int(c.attrs["State"]["Pid"])
+        for argv in argvs:
+            cmd = nsenter_argv(pid, argv)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=15)
+            if check and res.returncode != 0:
+                err = res.stderr.strip() or f"exit {res.returncode}"
+                raise ClusterError(f"{' '.join(cmd)} failed on {node_id}: {err}")
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Remove this cluster's containers, network and volumes (by its label)."""
+        reap_docker(self._client, cluster_id=self.cluster_id)
+        if self._directory is not None:
+            (self._directory / STATE_FILE).unlink(missing_ok=True)
+
+    def describe(self) -> dict:
+        out = super().describe()
+        out["cluster_id"] = self.cluster_id
+        out["image"] = next(iter(self._specs.values())).image
+        return out
+
+    def save(self) -> None:
+        """Write the cluster's state file so ``attach_docker_cluster`` can find it."""
+        if self._directory is None:
+            return
+        self._directory.mkdir(parents=True, exist_ok=True)
+        state = {
+            "cluster_id": self.cluster_id,
+            "nodes": [
+                {
+                    "id": s.node_id,
+                    "name": s.name,
+                    "image": s.image,
+                    "command": s.command,
+                    "network": s.network,
+                    "volume": s.volume,
+                    "bind_host": s.bind_host,
+                    "host_port": s.host_port,
+                    "labels": s.labels,
+                }
+                for s in self._specs.values()
+            ],
+        }
+        (self._directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+
+
+def start_docker_cluster(
+    nodes: int = 3,
+    directory: Path | None = None,
+    timeout: float = 60.0,
+    version: str | None = None,
+    bind_host: str = "127.0.0.1",
+) -> DockerCluster:
+    """Create an rqlite cluster in containers and wait (bounded) for a leader.
+
+    Pulls the image first when missing (not counted in ``timeout``). On any failure
+    the containers, network and volumes made so far are removed again.
+    """
+    ids = node_ids(nodes)
+    image = rqlite_image(version)
+    address = docker_address()
+    if not is_local_engine(address):
+        raise ClusterError(
+            f"the docker backend needs the engine on this machine (a unix socket): it "
+            f"publishes ports on {bind_host}, but DOCKER_HOST={address} is remote"
+        )
+    client = connect()
+    cluster_id = uuid.uuid4().hex[:8]
+    specs = container_specs(cluster_id, ids, _free_ports(nodes, bind_host), image, bind_host)
+    cluster = DockerCluster(client, cluster_id, specs, directory)
+    try:
+        _ensure_image(client, image)
+        _create(client, cluster_id, specs)
+        cluster.save()
+        cluster.wait_for_leader(timeout)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _ensure_image(client: Any, image: str) -> None:
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        repo, tag = image.rsplit(":", 1)
+        try:
+            client.images.pull(repo, tag=tag)
+        except docker.errors.APIError as exc:
+            raise ClusterError(f"cannot pull {image}: {exc.explanation or exc}") from None
+
+
+def _create(client: Any, cluster_id: str, specs: Sequence[ContainerSpec]) -> None:
+    import docker
+
+    net = specs[0].network
+    client.networks.create(net, driver="bridge", labels=labels(cluster_id))
+    for spec in specs:
+        client.volumes.create(spec.volume, labels=labels(cluster_id, spec.node_id))
+    for spec in specs:
+        kw = create_kwargs(spec, client.api.api_version)
+        try:
+            client.containers.create(**kw).start()
+        except docker.errors.APIError as exc:
+            raise ClusterError(
+                f"cannot start container {spec.name}: {exc.explanation or exc}"
+            ) from None
+
+
+def attach_docker_cluster(directory: Path) -> DockerCluster:
+    """The cluster whose state file ``start_docker_cluster`` wrote into ``directory``."""
+    path = Path(directory) / STATE_FILE
+    try:
+        state = json.loads(path.read_text())
+        specs = [
+            ContainerSpec(
+                node_id=n["id"],
+                name=n["name"],
+                image=n["image"],
+                command=list(n["command"]),
+                network=n["network"],
+                volume=n["volume"],
+                bind_host=n["bind_host"],
+                host_port=int(n["host_port"]),
+                labels=dict(n["labels"]),
+            )
+            for n in state["nodes"]
+        ]
+        cluster_id = state["cluster_id"]
+    except FileNotFoundError:
+        raise ClusterError(f"no docker cluster in {directory} (missing {STATE_FILE})") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ClusterError(f"{path} is not a docker cluster state file: {exc}") from None
+    cluster = DockerCluster(connect(), cluster_id, specs, Path(directory))
+    for spec in specs:  # learn which nodes are down or paused now
+        try:
+            c = cluster._container(spec.node_id)
+        except ClusterError:
+            cluster._down.add(spec.node_id)
+            continue
+        if c.status == "paused":
+            cluster._paused.add(spec.node_id)
+        elif c.status != "running":
+            cluster._down.add(spec.node_id)
+    return cluster
+
+
+def reap_docker(client: Any | None = None, cluster_id: str | None = None) -> list[str]:
+    """Remove every harness container, network and volume (or one cluster's).
+
+    Used by ``python -m harness cluster down --all --backend docker`` after a crash;
+    also removes what ``docker compose -f docker-compose.cluster.yml up`` made.
+    Returns the names removed.
+    """
+    client = connect() if client is None else client
+    selector = f"{LABEL_HARNESS}=true"
+    flt = {"label": [selector] + ([f"{LABEL_CLUSTER}={cluster_id}"] if cluster_id else [])}
+    removed: list[str] = []
+    for c in client.containers.list(all=True, filters=flt):
+        c.remove(force=True, v=True)
+        removed.append(c.name)
+    for n in client.networks.list(filters=flt):
+        n.remove()
+        removed.append(n.name)
+    for v in client.volumes.list(filters=flt):
+        v.remove(force=True)
+        removed.append(v.name)
+    return removed

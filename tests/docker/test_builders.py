@@ -1,0 +1,117 @@
+"""The Docker backend's pure builders: images, flags, container specs, nsenter, messages."""
+
+from __future__ import annotations
+
+import pytest
+from docker.models.containers import _create_container_args
+
+from harness.cluster import docker_backend as db
+from harness.cluster.base import ClusterError
+
+
+def test_image_pinned_overridable_and_checked() -> None:
+    assert db.rqlite_image(env={}) == f"rqlite/rqlite:{db.DEFAULT_RQLITE_VERSION}"
+    assert db.rqlite_image(env={"RQLITE_VERSION": "8.30.2"}) == "rqlite/rqlite:8.30.2"
+    assert db.rqlite_image("8.36.0", env={"RQLITE_VERSION": "8.30.2"}) == "rqlite/rqlite:8.36.0"
+    for bad in ("rqlite/rqlite:8", "8.30 rc", "8.30@sha256:ab", " "):
+        with pytest.raises(ClusterError, match="RQLITE_VERSION must be an image tag"):
+            db.rqlite_image(env={"RQLITE_VERSION": bad})
+
+
+def test_node_ids() -> None:
+    assert db.node_ids(3) == ["n1", "n2", "n3"]
+    assert db.node_ids(5)[-1] == "n5"
+    with pytest.raises(ClusterError, match="3 or 5 nodes, not 4"):
+        db.node_ids(4)
+
+
+def test_rqlited_args_five_nodes() -> None:
+    ids = db.node_ids(5)
+    args = db.rqlited_args("n4", ids, "127.0.0.1:5004")
+    flags = dict(zip(args[::2], args[1::2], strict=True))
+    assert flags == {
+        "-node-id": "n4",
+        "-http-addr": "0.0.0.0:4001",
+        "-http-adv-addr": "127.0.0.1:5004",
+        "-raft-addr": "0.0.0.0:4002",
+        "-raft-adv-addr": "n4:4002",
+        "-bootstrap-expect": "5",
+        "-join": "n1:4002,n2:4002,n3:4002,n4:4002,n5:4002",
+    }
+    with pytest.raises(ClusterError, match="'n9' is not one of"):
+        db.rqlited_args("n9", ids, "127.0.0.1:1")
+
+
+def test_container_specs_are_unique_and_labelled() -> None:
+    specs = db.container_specs("c0ffee", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")
+    assert [s.name for s in specs] == ["rqueue-c0ffee-n1", "rqueue-c0ffee-n2", "rqueue-c0ffee-n3"]
+    assert {s.network for s in specs} == {"rqueue-c0ffee"}
+    assert len({s.volume for s in specs}) == 3
+    assert [s.url for s in specs] == [f"http://127.0.0.1:{p}" for p in (5001, 5002, 5003)]
+    for s in specs:
+        assert s.labels == {
+            db.LABEL_HARNESS: "true",
+            db.LABEL_CLUSTER: "c0ffee",
+            db.LABEL_NODE: s.node_id,
+        }
+        assert s.command[s.command.index("-http-adv-addr") + 1] == s.url.removeprefix("http://")
+    with pytest.raises(ClusterError, match="need 3 host ports, got 2"):
+        db.container_specs("x", db.node_ids(3), [1, 2], "img")
+
+
+def test_create_kwargs_are_accepted_by_the_sdk() -> None:
+    spec = db.container_specs("abc", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")[1]
+    kw = db.create_kwargs(spec)
+    # the SDK's own translation to the Engine API: raises on any unknown argument
+    args = _create_container_args({**kw, "version": "1.44"})
+    host = args["host_config"]
+    assert args["image"] == "rqlite/rqlite:x"
+    assert args["command"] == spec.command
+    assert args["hostname"] == "n2"
+    assert args["labels"] == spec.labels
+    assert host["PortBindings"] == {"4001/tcp": [{"HostIp": "127.0.0.1", "HostPort": "5002"}]}
+    assert host["Binds"] == [f"{spec.volume}:{db.DATA_MOUNT}:rw"]
+    assert host["NetworkMode"] == spec.network
+    assert host["RestartPolicy"] == {"Name": "no"}
+    assert args["networking_config"]["EndpointsConfig"][spec.network]["Aliases"] == ["n2"]
+    hc = args["healthcheck"]
+    assert hc["test"][-1] == "http://127.0.0.1:4001/readyz"
+    assert hc["interval"] == 2 * 10**9 and hc["retries"] == 30
+
+
+def test_nsenter_argv() -> None:
+    argv = ["iptables", "-w", "5", "-N", "RQUEUE-PARTITION"]
+    assert db.nsenter_argv(4242, argv) == ["nsenter", "-t", "4242", "-n", "--", *argv]
+    with pytest.raises(ClusterError, match="no running process"):
+        db.nsenter_argv(0, argv)
+
+
+def test_docker_address() -> None:
+    assert db.docker_address({}) == "unix:///var/run/docker.sock"
+    assert db.docker_address({"DOCKER_HOST": "unix:///x.sock"}) == "unix:///x.sock"
+    assert db.is_local_engine("unix:///var/run/docker.sock")
+    assert not db.is_local_engine("tcp://10.0.0.1:2375")
+    assert not db.is_local_engine("ssh://me@host")
+
+
+def test_partition_blockers_say_what_is_missing() -> None:
+    ok = {"nsenter": "/usr/bin/nsenter", "iptables": "/usr/sbin/iptables"}
+    assert db.partition_blockers("unix:///var/run/docker.sock", 0, ok) == []
+    blockers = db.partition_blockers("tcp://h:2375", 1000, {"nsenter": None, "iptables": None})
+    assert blockers == [
+        "the engine at tcp://h:2375 is not on this machine",
+        "the harness is not running as root",
+        "nsenter is not installed",
+        "iptables is not installed",
+    ]
+    msg = db.partition_unsupported_message(blockers[1:2])
+    assert "not running as root" in msg and "nsenter -t PID -n iptables" in msg
+    assert "--backend local as root" in msg
+
+
+def test_unreachable_message_is_one_line() -> None:
+    msg = db.unreachable_message("unix:///x.sock", "Connection\nrefused", from_env=True)
+    assert "\n" not in msg
+    assert msg.startswith("Docker is not reachable at unix:///x.sock (from DOCKER_HOST")
+    assert "Connection refused" in msg and "--backend local" in msg
+    assert "DOCKER_HOST is unset" in db.unreachable_message("unix:///var/run/docker.sock")

@@ -1,0 +1,162 @@
+"""DockerCluster's fault bookkeeping against a stand-in engine (the engine is not here).
+
+The stand-in records what the backend asks of containers and which nsenter commands it
+runs; the rules themselves come from harness.cluster.partition, tested there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from harness.cluster import docker_backend as db
+from harness.cluster import partition
+from harness.cluster.base import ClusterError
+
+
+class FakeContainer:
+    def __init__(self, spec: db.ContainerSpec, index: int) -> None:
+        self.spec = spec
+        self.status = "running"
+        self.pid = 1000 + index
+        self.ip = f"172.30.0.{10 + index}"
+        self.calls: list[str] = []
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        running = self.status in ("running", "paused")
+        return {
+            "State": {"Pid": self.pid if running else 0},
+            "NetworkSettings": {
+                "Networks": {self.spec.network: {"IPAddress": self.ip if running else ""}}
+            },
+        }
+
+    def reload(self) -> None:
+        pass
+
+    def kill(self, signal: str) -> None:
+        self.calls.append(f"kill {signal}")
+        self.status = "exited"
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.status = "running"
+        self.pid += 100  # a new process, so a new network namespace
+
+    def pause(self) -> None:
+        self.calls.append("pause")
+        self.status = "paused"
+
+    def unpause(self) -> None:
+        self.calls.append("unpause")
+        self.status = "running"
+
+
+class FakeClient:
+    def __init__(self, specs: Sequence[db.ContainerSpec]) -> None:
+        self.by_name = {s.name: FakeContainer(s, i) for i, s in enumerate(specs)}
+        self.containers = self
+
+    def get(self, name: str) -> FakeContainer:
+        return self.by_name[name]
+
+
+@pytest.fixture
+def setup(monkeypatch: pytest.MonkeyPatch) -> tuple[db.DockerCluster, FakeClient, list]:
+    specs = db.container_specs("t1", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")
+    client = FakeClient(specs)
+    cluster = db.DockerCluster(client, "t1", specs)
+    ran: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        ran.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(db.subprocess, "run", fake_run)
+    monkeypatch.setattr(db.DockerCluster, "_partition_blockers", lambda self: [])
+    return cluster, client, ran
+
+
+def by_pid(ran: list[list[str]]) -> dict[int, list[list[str]]]:
+    out: dict[int, list[list[str]]] = {}
+    for cmd in ran:
+        assert cmd[:2] == ["nsenter", "-t"] and cmd[3:5] == ["-n", "--"]
+        out.setdefault(int(cmd[2]), []).append(cmd[5:])
+    return out
+
+
+def test_kill_restart_pause_resume(setup: tuple) -> None:
+    cluster, client, _ = setup
+    n1 = client.get("rqueue-t1-n1")
+    cluster.kill("n1")
+    assert n1.calls == ["kill SIGKILL"]
+    assert [s.node_id for s in cluster._live()] == ["n2", "n3"]
+    cluster.restart("n1")
+    assert n1.calls[-1] == "start" and len(cluster._live()) == 3
+    cluster.pause("n2")
+    assert [s.node_id for s in cluster._live()] == ["n1", "n3"]
+    cluster.resume("n2")
+    assert client.get("rqueue-t1-n2").calls == ["pause", "unpause"]
+    with pytest.raises(ClusterError, match="no node 'n7'"):
+        cluster.kill("n7")
+
+
+def test_partition_runs_the_rules_in_each_namespace_and_heal_removes_them(setup: tuple) -> None:
+    cluster, client, ran = setup
+    cluster.partition([["n1"], ["n2", "n3"]])
+    ips = {c.spec.node_id: c.ip for c in client.by_name.values()}
+    expected = partition.apply_rules([["n1"], ["n2", "n3"]], ips)
+    got = by_pid(ran)
+    assert got == {client.get(f"rqueue-t1-{n}").pid: argvs for n, argvs in expected.items()}
+    ran.clear()
+    cluster.heal()
+    heal = partition.heal_rules(expected)
+    assert by_pid(ran) == {client.get(f"rqueue-t1-{n}").pid: a for n, a in heal.items()}
+    ran.clear()
+    cluster.heal()  # nothing left to remove
+    assert ran == []
+
+
+def test_restart_during_a_partition_reapplies_it(setup: tuple) -> None:
+    cluster, client, ran = setup
+    cluster.partition([["n1"], ["n2", "n3"]])
+    cluster.kill("n1")  # its namespace (and rules) die with it
+    ran.clear()
+    cluster.restart("n1")
+    n1_pid = client.get("rqueue-t1-n1").pid
+    got = by_pid(ran)
+    # the survivors' rules are removed and applied again, n1's new namespace gets its own
+    assert any("-N" in argv for argv in got[n1_pid])
+    for n in ("n2", "n3"):
+        argvs = got[client.get(f"rqueue-t1-{n}").pid]
+        assert argvs[0][3:] == ["-D", "INPUT", "-j", partition.CHAIN]
+        assert any("-N" in argv for argv in argvs)
+    ran.clear()
+    cluster.kill("n2")
+    cluster.heal()  # the dead node is skipped: its namespace is gone
+    assert set(by_pid(ran)) == {n1_pid, client.get("rqueue-t1-n3").pid}
+
+
+def test_bad_partitions_and_missing_privileges(
+    setup: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, _, ran = setup
+    with pytest.raises(ClusterError, match="bad partition: unknown node 'n9'"):
+        cluster.partition([["n9"], ["n1", "n2", "n3"]])
+    monkeypatch.setattr(
+        db.DockerCluster, "_partition_blockers", lambda self: ["the harness is not running as root"]
+    )
+    assert not cluster.supports_partitions
+    with pytest.raises(ClusterError, match="cannot partition: the harness is not running as root"):
+        cluster.partition([["n1"], ["n2", "n3"]])
+    assert ran == []
+
+
+def test_clock_skew_is_refused(setup: tuple) -> None:
+    cluster, _, _ = setup
+    with pytest.raises(ClusterError, match=r"cannot skew a node.s clock.*--backend local"):
+        cluster.set_clock_offset("n1", 5.0)

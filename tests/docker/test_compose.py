@@ -1,0 +1,134 @@
+"""docker-compose.cluster.yml declares exactly the cluster the Docker backend builds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cluster import docker_backend as db
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.cluster.yml"
+DEFAULT_PORTS = {"n1": 4001, "n2": 4011, "n3": 4021}
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def interpolate(value: object, env: dict[str, str]) -> object:
+    """Compose's ``${VAR}`` / ``${VAR:-default}`` substitution, applied recursively."""
+    if isinstance(value, str):
+
+        def sub(m: re.Match[str]) -> str:
+            if env.get(m.group(1)):
+                return env[m.group(1)]
+            if m.group(2) is None:
+                raise AssertionError(f"${{{m.group(1)}}} has no default in the compose file")
+            return m.group(2)
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    return value
+
+
+def seconds(duration: str) -> int:
+    m = re.fullmatch(r"(\d+)s", duration)
+    assert m, f"durations are written in whole seconds, got {duration!r}"
+    return int(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose(raw: dict) -> dict:
+    return interpolate(raw, {})
+
+
+def test_three_rqlite_services_from_the_pinned_official_image(compose: dict) -> None:
+    assert sorted(compose["services"]) == ["n1", "n2", "n3"]
+    for svc in compose["services"].values():
+        assert svc["image"] == db.rqlite_image(env={})
+        assert svc["image"] == f"rqlite/rqlite:{db.DEFAULT_RQLITE_VERSION}"
+        assert "entrypoint" not in svc, "the image's own entrypoint must run rqlited"
+        assert svc.get("restart", "no") == "no", "a killed node must stay down"
+
+
+def test_rqlite_version_is_overridable(raw: dict) -> None:
+    env = {"RQLITE_VERSION": "8.30.2"}
+    for svc in interpolate(raw, env)["services"].values():
+        assert svc["image"] == db.rqlite_image(env=env) == "rqlite/rqlite:8.30.2"
+
+
+def test_flags_match_the_backend_and_cluster_the_nodes(compose: dict) -> None:
+    ids = sorted(compose["services"])
+    for nid, svc in compose["services"].items():
+        cmd = svc["command"]
+        assert cmd[0].startswith("-"), "flags first, so the entrypoint merges them"
+        expected = db.rqlited_args(nid, ids, f"127.0.0.1:{DEFAULT_PORTS[nid]}")
+        assert cmd == expected
+        flags = dict(zip(cmd[::2], cmd[1::2], strict=True))
+        assert flags["-node-id"] == nid
+        assert flags["-bootstrap-expect"] == "3"
+        assert flags["-join"].split(",") == [f"{i}:{db.RAFT_PORT}" for i in ids]
+        # peers reach each other by service name on the compose network
+        assert flags["-raft-adv-addr"] == f"{nid}:{db.RAFT_PORT}"
+        assert svc["hostname"] == nid
+
+
+def test_http_ports_published_on_loopback_and_advertised(raw: dict, compose: dict) -> None:
+    for nid, svc in compose["services"].items():
+        port = DEFAULT_PORTS[nid]
+        assert svc["ports"] == [f"127.0.0.1:{port}:{db.HTTP_PORT}"]
+        adv = svc["command"][svc["command"].index("-http-adv-addr") + 1]
+        assert adv == f"127.0.0.1:{port}"
+    env = {"RQLITE_N2_PORT": "5011", "RQLITE_BIND": "127.0.0.2"}
+    n2 = interpolate(raw, env)["services"]["n2"]
+    assert n2["ports"] == [f"127.0.0.2:5011:{db.HTTP_PORT}"]
+    assert n2["command"][n2["command"].index("-http-adv-addr") + 1] == "127.0.0.2:5011"
+
+
+def test_health_check_on_readyz(compose: dict) -> None:
+    expected = db.healthcheck()
+    for svc in compose["services"].values():
+        hc = svc["healthcheck"]
+        assert hc["test"] == expected["test"]
+        assert hc["test"][-1].endswith(f":{db.HTTP_PORT}/readyz")
+        for key in ("interval", "timeout", "start_period"):
+            assert seconds(hc[key]) == expected[key], key
+        assert hc["retries"] == expected["retries"]
+
+
+def test_named_network_and_volumes(compose: dict) -> None:
+    assert list(compose["networks"]) == ["rqlite"]
+    assert compose["networks"]["rqlite"]["name"]
+    for nid, svc in compose["services"].items():
+        assert svc["networks"] == ["rqlite"]
+        assert svc["volumes"] == [f"{nid}-data:{db.DATA_MOUNT}"]
+    assert sorted(compose["volumes"]) == ["n1-data", "n2-data", "n3-data"]
+
+
+def test_everything_is_labelled_as_the_harness(compose: dict) -> None:
+    for nid, svc in compose["services"].items():
+        assert svc["labels"] == db.labels("compose", nid)
+        assert svc["labels"][db.LABEL_HARNESS] == "true"
+    for res in [*compose["networks"].values(), *compose["volumes"].values()]:
+        assert res["labels"] == db.labels("compose")
+
+
+def test_every_variable_has_a_default(raw: dict) -> None:
+    text = COMPOSE.read_text()
+    names = {m.group(1) for m in _VAR.finditer(text)}
+    assert names == {
+        "RQLITE_VERSION",
+        "RQLITE_BIND",
+        "RQLITE_N1_PORT",
+        "RQLITE_N2_PORT",
+        "RQLITE_N3_PORT",
+    }
+    interpolate(raw, {})  # raises on a variable without a default
