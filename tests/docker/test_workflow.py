@@ -1,0 +1,147 @@
+"""The nightly chaos workflow parses, lists every scenario and fails on a bad run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly-chaos.yml"
+SCENARIOS = sorted(p.stem for p in (ROOT / "scenarios").glob("*.toml"))
+
+
+@pytest.fixture(scope="module")
+def wf() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def step(job: dict, name_part: str) -> dict:
+    found = [s for s in job["steps"] if name_part in s.get("name", "")]
+    assert len(found) == 1, f"one step named like {name_part!r}"
+    return found[0]
+
+
+def test_scheduled_and_manual(wf: dict) -> None:
+    triggers = wf.get("on", wf.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert triggers["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"]  # every night
+    assert "workflow_dispatch" in triggers
+    assert wf["permissions"] == {"contents": "read"}
+
+
+def test_every_scenario_runs_with_the_docker_backend(wf: dict) -> None:
+    run = wf["jobs"]["run"]
+    assert run["needs"] == "scenarios"
+    assert run["strategy"]["fail-fast"] is False
+    assert run["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.scenarios.outputs.matrix) }}"
+    assert wf["jobs"]["scenarios"]["outputs"]["matrix"] == "${{ steps.list.outputs.matrix }}"
+    script = step(run, "Run the scenario")["run"]
+    assert 'args=(run "$SCENARIO" --backend "$BACKEND" --out results)' in script
+    assert re.search(r'sudo .*"\$\(command -v python\)" -m harness "\$\{args\[@\]\}"', script)
+    assert run["env"] == {"SCENARIO": "${{ matrix.scenario }}", "BACKEND": "${{ matrix.backend }}"}
+
+
+def test_run_folders_are_uploaded_and_clusters_torn_down(wf: dict) -> None:
+    run = wf["jobs"]["run"]
+    upload = step(run, "Upload the run folder")
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"] == "results/"
+    assert "${{ matrix.scenario }}" in upload["with"]["name"]  # one artifact per scenario
+    down = step(run, "Tear down")
+    assert down["if"] == "always()"
+    assert '-m harness cluster down --all --backend "$BACKEND"' in down["run"]
+    backend = wf["jobs"]["backend"]
+    assert "-m pytest -q -m chaos tests/docker" in step(backend, "Live backend")["run"]
+    assert "cluster down --all --backend docker" in step(backend, "Tear down")["run"]
+
+
+def _list_script(wf: dict) -> str:
+    text = step(wf["jobs"]["scenarios"], "Every scenario")["run"]
+    m = re.search(r"<<'EOF'[^\n]*\n(.*?)\nEOF", text, re.S)
+    assert m, "the list step embeds a Python heredoc"
+    return m.group(1)
+
+
+def _run_list(wf: dict, tmp_path: Path, listed: list[str]) -> subprocess.CompletedProcess[str]:
+    shutil.copytree(ROOT / "scenarios", tmp_path / "scenarios")
+    (tmp_path / "harness-list.txt").write_text(
+        "\n".join(f"{n}   some description" for n in listed) + "\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", _list_script(wf)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_matrix_lists_every_scenario_with_a_backend_that_can_run_it(
+    wf: dict, tmp_path: Path
+) -> None:
+    assert SCENARIOS, "scenarios/*.toml"
+    res = _run_list(wf, tmp_path, SCENARIOS)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout.strip()
+    assert out.startswith("matrix=")
+    matrix = json.loads(out.removeprefix("matrix="))
+    assert [m["scenario"] for m in matrix] == SCENARIOS
+    backends = {m["scenario"]: m["backend"] for m in matrix}
+    for name, backend in backends.items():
+        uses_clock = "clock-skew-node" in (ROOT / "scenarios" / f"{name}.toml").read_text()
+        assert backend == ("local" if uses_clock else "docker"), name
+    if "leader-failover" in backends:
+        assert backends["leader-failover"] == "docker"
+
+
+def test_matrix_step_fails_when_a_scenario_is_not_listed(wf: dict, tmp_path: Path) -> None:
+    res = _run_list(wf, tmp_path, SCENARIOS[1:])
+    assert res.returncode != 0
+    assert f"{SCENARIOS[0]}.toml is not in `python -m harness list`" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("rc", "verdict"), [(0, "valid"), (1, "ANOMALIES FOUND"), (2, "HARNESS FAILED")]
+)
+def test_run_step_exits_with_the_harness_status(
+    wf: dict, tmp_path: Path, rc: int, verdict: str
+) -> None:
+    """Run the step's shell with stand-ins for sudo and python: the job fails on 1 and 2."""
+    if not shutil.which("bash"):
+        pytest.skip("bash is needed to run the workflow step")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sudo").write_text(
+        '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n'
+    )
+    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\nexit "$FAKE_RC"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SCENARIO": "leader-failover",
+        "BACKEND": "docker",
+        "RUN_TIME": "20",
+        "FAKE_RC": str(rc),
+        "ARGS_FILE": str(tmp_path / "args"),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    script = step(wf["jobs"]["run"], "Run the scenario")["run"]
+    res = subprocess.run(["bash", "-e", "-c", script], env=env, cwd=tmp_path, timeout=30)
+    assert res.returncode == rc
+    assert (tmp_path / "args").read_text().split() == [
+        "-m", "harness", "run", "leader-failover", "--backend", "docker",
+        "--out", "results", "--time", "20",
+    ]  # fmt: skip
+    assert summary.read_text().strip() == f"| leader-failover | docker | {verdict} |"
