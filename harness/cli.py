@@ -1,0 +1,269 @@
+"""``python -m harness``: run scenarios, list them, check histories, plot runs, manage clusters.
+
+Each subcommand lives in its own module and is imported only when it is the one asked
+for, so a missing optional piece (say, the Docker SDK or matplotlib) breaks only the
+commands that need it. A module adds its parser with ``register(subparsers)`` and sets
+``handler`` (a function of the parsed arguments returning the exit status).
+
+Exit status: 0 valid, 1 anomalies found, 2 the harness itself failed (one line on stderr
+says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+EXIT_HARNESS = 2
+
+DESCRIPTION = """\
+A Jepsen-style harness for rqueue, a FIFO queue on rqlite: start a cluster, drive
+publishers and claimers against it while faults hit it (leader kills, partitions,
+pauses, clock skew, stalled workers), record every operation in a history, check the
+history for lost messages, duplicate group leases, FIFO violations and stale acks, and
+plot throughput and latency against the faults.
+
+examples:
+  python -m harness list
+  python -m harness run leader-failover --time 30
+  python -m harness run lease-expiry --subject seed-reference
+  python -m harness check results/leader-failover-20260101T120000Z/history.jsonl
+  python -m harness plot results/leader-failover-20260101T120000Z
+  python -m harness cluster up --nodes 3 --dir /tmp/c1
+
+exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on stderr)
+"""
+
+
+def _register_run(sub: argparse._SubParsersAction) -> None:
+    from .cluster.factory import BACKENDS
+    from .subjects import SUBJECT_NAMES
+
+    p = sub.add_parser(
+        "run",
+        help="run one scenario end to end and check it",
+        description=(
+            "Start a cluster, run the scenario's workload and fault schedule, heal every "
+            "fault, drain the queue, check the history and plot it. Everything goes to a "
+            "run folder (history.jsonl, check.json, scenario.json, versions.json, "
+            "run.json, throughput.png, latency.png, report.md). The cluster is torn down "
+            "at the end, also on Ctrl-C."
+        ),
+        epilog=(
+            "partition scenarios need root on the local backend (network namespaces and "
+            "iptables) or --backend docker. Exit status: 0 valid, 1 anomalies, 2 the "
+            "harness failed."
+        ),
+    )
+    p.add_argument(
+        "scenario", help="a scenario name (see `python -m harness list`) or a .toml path"
+    )
+    p.add_argument(
+        "--time",
+        type=_positive,
+        metavar="S",
+        help="run the workload S seconds; the fault schedule is scaled to match "
+        "(default: the scenario's duration, 60 s for the shipped ones)",
+    )
+    p.add_argument(
+        "--nodes", type=int, choices=(3, 5), help="cluster size (default: the scenario's)"
+    )
+    p.add_argument("--seed", type=int, help="random seed for the workload and the nemesis")
+    p.add_argument(
+        "--subject",
+        default="rqueue",
+        choices=SUBJECT_NAMES,
+        help="what to test: rqueue (default); seed-reference, the seed design's literal "
+        "protocol; mutant-*, rqueue broken on purpose (the harness must catch them)",
+    )
+    p.add_argument(
+        "--engine",
+        default="embedded",
+        choices=("embedded", "rqlited"),
+        help="embedded: the project's rqlite-compatible node (default); rqlited: a real rqlite",
+    )
+    p.add_argument("--rqlited", metavar="PATH", help="the rqlited binary (default: on PATH)")
+    p.add_argument(
+        "--backend",
+        default="local",
+        choices=BACKENDS,
+        help="local: processes on this machine (default); docker: containers",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="run folder (new or empty); default results/<scenario>-<timestamp>",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.set_defaults(handler=_run)
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return v
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .progress import summary_table
+    from .runner import RunOptions, run
+
+    opts = RunOptions(
+        scenario=args.scenario,
+        time=args.time,
+        nodes=args.nodes,
+        seed=args.seed,
+        subject=args.subject,
+        engine=args.engine,
+        rqlited=args.rqlited,
+        backend=args.backend,
+        out=args.out,
+        progress=not args.no_progress,
+    )
+    result = run(opts)
+    if result.run_dir is not None:
+        Console().print(summary_table(result.summary))
+    if result.exit_code == EXIT_HARNESS:
+        print(f"harness: error: {result.reason}", file=sys.stderr)
+    return result.exit_code
+
+
+def _register_list(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "list",
+        help="list the scenarios with a one-line description each",
+        description="List the scenarios in scenarios/*.toml: name, nodes, duration, what it does.",
+    )
+    p.set_defaults(handler=_list)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from .scenario import ScenarioError, list_scenarios
+
+    try:
+        scenarios = list_scenarios()
+    except ScenarioError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return EXIT_HARNESS
+    width = max((len(s.name) for s in scenarios), default=0)
+    for s in scenarios:
+        root = "  [root/docker]" if s.needs_partitions else ""
+        print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
+    return 0
+
+
+def _register_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="check a history file for anomalies",
+        description=(
+            "Read a history.jsonl (the format in docs/history.md; hand-written files are "
+            "fine), print a summary and write check.json beside it. Exit status: 0 valid, "
+            "1 anomalies, 2 the file cannot be read (the line and what is wrong)."
+        ),
+    )
+    p.add_argument("file", type=Path, help="a history.jsonl")
+    p.set_defaults(handler=lambda a: importlib.import_module("harness.checker").main_check(a.file))
+
+
+def _register_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plot",
+        help="(re)draw a run folder's plots and report",
+        description=(
+            "Draw throughput.png and latency.png (and lease timelines around anomalies) "
+            "from RUN_DIR/history.jsonl and write RUN_DIR/report.md."
+        ),
+    )
+    p.add_argument("run_dir", type=Path, help="a run folder holding history.jsonl")
+    p.set_defaults(handler=_plot)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plots import plot_run
+    from .report import write_report
+
+    if not (args.run_dir / "history.jsonl").is_file():
+        print(f"harness: error: {args.run_dir}/history.jsonl not found", file=sys.stderr)
+        return EXIT_HARNESS
+    for path in plot_run(args.run_dir):
+        print(path)
+    print(write_report(args.run_dir))
+    return 0
+
+
+def _external(module: str) -> Callable[[argparse._SubParsersAction], None]:
+    def register(sub: argparse._SubParsersAction) -> None:
+        importlib.import_module(module).register(sub)
+
+    return register
+
+
+#: name -> (one-line help, how to add its parser)
+COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = {
+    "run": ("run one scenario end to end and check it", _register_run),
+    "list": ("list the scenarios", _register_list),
+    "check": ("check a history file for anomalies", _register_check),
+    "plot": ("(re)draw a run folder's plots and report", _register_plot),
+    "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),
+    # the benchmark command (issue 6) plugs in here: harness/bench.py with register()
+    "bench": ("measure claim throughput and latency", _external("harness.bench")),
+}
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser, with the full parser only for ``command`` (the others are stubs)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m harness",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_text, register) in COMMANDS.items():
+        if name == command:
+            try:
+                register(sub)
+                continue
+            except ImportError as e:
+                reason = f"the {name!r} command is unavailable: {e}"
+                stub = sub.add_parser(name, help=help_text, add_help=False)
+                stub.set_defaults(handler=lambda _a, r=reason: _unavailable(r))
+                stub.add_argument("rest", nargs=argparse.REMAINDER)
+                continue
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _unavailable(reason: str) -> int:
+    print(f"harness: error: {reason}", file=sys.stderr)
+    return EXIT_HARNESS
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(_command_of(argv)).parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    handler = getattr(args, "handler", None) or getattr(args, "func", None)
+    if handler is None:
+        return _unavailable(f"the {args.command!r} command is not available yet")
+    return int(handler(args))

@@ -1,0 +1,349 @@
+"""Declarative run scenarios: what to run, for how long, and which faults when.
+
+A scenario is a TOML file in ``scenarios/`` (or any path)::
+
+    description = "Kill the Raft leader every 15 s; claims must fail over."
+    nodes = 3
+    duration = 60.0            # seconds of workload (the fault schedule's time base)
+
+    [workload]
+    publishers = 2
+    visibility = 3.0
+
+    [[faults]]
+    kind = "kill-leader"
+    start = 10.0               # seconds after the workload starts
+    duration = 5.0             # then the fault is undone (restart, resume, heal, ...)
+    every = 15.0               # optional: repeat until the workload ends
+
+``--time S`` rescales every time in the fault schedule by ``S / duration``; workload
+timings (visibility, work times) stay as written. Every key is checked: a malformed file
+raises :class:`ScenarioError` naming the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+#: fault kind -> optional parameters it accepts (beyond start/duration/every)
+FAULT_KINDS: dict[str, frozenset[str]] = {
+    "kill-leader": frozenset(),
+    "kill-random": frozenset(),
+    "kill-all": frozenset(),
+    "pause-leader": frozenset(),
+    "partition-leader": frozenset(),
+    "partition-majority": frozenset(),
+    "partition-bridge": frozenset(),
+    "clock-skew-node": frozenset({"offset", "target"}),
+    "clock-skew-worker": frozenset({"offset", "fraction"}),
+    "lease-expiry": frozenset({"probability"}),
+}
+PARTITION_KINDS = frozenset({"partition-leader", "partition-majority", "partition-bridge"})
+NODE_TARGETS = ("leader", "follower", "random", "all")
+
+
+class ScenarioError(ValueError):
+    """A scenario file (or a value given for it) is malformed; the message says where."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Sizes and behaviour of the publishers and claimers."""
+
+    publishers: int = 2
+    groups_per_publisher: int = 4
+    sync_claimers: int = 3
+    async_claimers: int = 3
+    visibility: float = 3.0
+    priorities: tuple[int, ...] = (0, 1, 2)
+    min_priority_probability: float = 0.1
+    publish_pause: tuple[float, float] = (0.0, 0.02)
+    max_outstanding: int = 120
+    work: tuple[float, float] = (0.0, 0.1)
+    stall_probability: float = 0.01
+    nack_probability: float = 0.08
+    nack_delay_probability: float = 0.04
+    nack_delay: tuple[float, float] = (0.2, 1.0)
+    extend_probability: float = 0.05
+    idle_pause: float = 0.05
+    drain_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One entry of the fault schedule (times in seconds from the workload's start)."""
+
+    kind: str
+    start: float
+    duration: float
+    every: float | None = None
+    offset: float = 0.0
+    target: str = "leader"
+    fraction: float = 0.5
+    probability: float = 0.6
+
+    def windows(self, until: float) -> list[tuple[float, float]]:
+        """The ``(start, end)`` intervals of this fault that begin before ``until``."""
+        out: list[tuple[float, float]] = []
+        t = self.start
+        while t < until:
+            out.append((t, min(t + self.duration, until)))
+            if not self.every:
+                break
+            t += self.every
+        return out
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A resolved scenario: the file's values with defaults and any CLI overrides."""
+
+    name: str
+    description: str
+    nodes: int = 3
+    duration: float = 60.0
+    workload: Workload = field(default_factory=Workload)
+    faults: tuple[Fault, ...] = ()
+    source: str = ""
+
+    @property
+    def needs_partitions(self) -> bool:
+        return any(f.kind in PARTITION_KINDS for f in self.faults)
+
+    def scaled(self, time: float) -> Scenario:
+        """This scenario with its duration set to ``time`` and the schedule scaled to match."""
+        if time <= 0:
+            raise ScenarioError(f"--time must be > 0 seconds, got {time}")
+        k = time / self.duration
+        faults = tuple(
+            dataclasses.replace(
+                f,
+                start=f.start * k,
+                duration=f.duration * k,
+                every=f.every * k if f.every else None,
+            )
+            for f in self.faults
+        )
+        return dataclasses.replace(self, duration=time, faults=faults)
+
+    def with_nodes(self, nodes: int) -> Scenario:
+        """This scenario on ``nodes`` nodes (checked against what its faults need)."""
+        s = dataclasses.replace(self, nodes=nodes)
+        _check_nodes(s, f"{self.source or self.name}: --nodes")
+        return s
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- parsing -------------------------------------------------------------------------------
+class _Reader:
+    """Typed access to one TOML table that reports errors as ``file: key: expected``."""
+
+    def __init__(self, where: str, prefix: str, table: Mapping[str, Any]) -> None:
+        self.where, self.prefix, self.table = where, prefix, table
+        self.used: set[str] = set()
+
+    def fail(self, key: str, expected: str, got: Any = dataclasses.MISSING) -> ScenarioError:
+        shown = "" if got is dataclasses.MISSING else f", got {got!r}"
+        return ScenarioError(f"{self.where}: key '{self.prefix}{key}': expected {expected}{shown}")
+
+    def _get(self, key: str) -> Any:
+        self.used.add(key)
+        return self.table.get(key, dataclasses.MISSING)
+
+    def number(self, key: str, default: float, *, minimum: float = 0.0, strict=False) -> float:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            return default
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(key, f"a number {bound}", v)
+        if v < minimum or (strict and v == minimum):
+            raise self.fail(key, f"a number {bound}", v)
+        return float(v)
+
+    def integer(self, key: str, default: int, *, minimum: int = 0) -> int:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise self.fail(key, f"an integer >= {minimum}", v)
+        return v
+
+    def probability(self, key: str, default: float) -> float:
+        v = self.number(key, default)
+        if v > 1:
+            raise self.fail(key, "a probability between 0 and 1", v)
+        return v
+
+    def text(self, key: str, default: str | None = None, *, choices=None) -> str:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            if default is None:
+                raise self.fail(key, "a string (this key is required)")
+            return default
+        if not isinstance(v, str) or (choices and v not in choices):
+            want = f"one of {', '.join(map(repr, choices))}" if choices else "a string"
+            raise self.fail(key, want, v)
+        return v
+
+    def span(self, key: str, default: tuple[float, float]) -> tuple[float, float]:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            return default
+        ok = (
+            isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+            and 0 <= v[0] <= v[1]
+        )
+        if not ok:
+            raise self.fail(key, "[low, high] seconds with 0 <= low <= high", v)
+        return (float(v[0]), float(v[1]))
+
+    def int_list(self, key: str, default: tuple[int, ...], lo: int, hi: int) -> tuple[int, ...]:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            return default
+        ok = (
+            isinstance(v, list)
+            and v
+            and all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in v)
+        )
+        if not ok:
+            raise self.fail(key, f"a non-empty list of integers {lo}..{hi}", v)
+        return tuple(v)
+
+    def done(self) -> None:
+        extra = sorted(set(self.table) - self.used)
+        if extra:
+            known = ", ".join(sorted(self.used))
+            raise ScenarioError(
+                f"{self.where}: unknown key '{self.prefix}{extra[0]}' (known keys: {known})"
+            )
+
+
+def _parse_workload(where: str, table: Any) -> Workload:
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{where}: key 'workload': expected a table, got {table!r}")
+    r = _Reader(where, "workload.", table)
+    d = Workload()
+    w = Workload(
+        publishers=r.integer("publishers", d.publishers, minimum=1),
+        groups_per_publisher=r.integer("groups_per_publisher", d.groups_per_publisher, minimum=1),
+        sync_claimers=r.integer("sync_claimers", d.sync_claimers),
+        async_claimers=r.integer("async_claimers", d.async_claimers),
+        visibility=r.number("visibility", d.visibility, strict=True),
+        priorities=r.int_list("priorities", d.priorities, 0, 4),
+        min_priority_probability=r.probability(
+            "min_priority_probability", d.min_priority_probability
+        ),
+        publish_pause=r.span("publish_pause", d.publish_pause),
+        max_outstanding=r.integer("max_outstanding", d.max_outstanding, minimum=1),
+        work=r.span("work", d.work),
+        stall_probability=r.probability("stall_probability", d.stall_probability),
+        nack_probability=r.probability("nack_probability", d.nack_probability),
+        nack_delay_probability=r.probability("nack_delay_probability", d.nack_delay_probability),
+        nack_delay=r.span("nack_delay", d.nack_delay),
+        extend_probability=r.probability("extend_probability", d.extend_probability),
+        idle_pause=r.number("idle_pause", d.idle_pause, strict=True),
+        drain_timeout=r.number("drain_timeout", d.drain_timeout, strict=True),
+    )
+    r.done()
+    if w.sync_claimers + w.async_claimers < 1:
+        raise r.fail("sync_claimers", "at least one claimer in sync_claimers + async_claimers", 0)
+    if w.nack_probability + w.nack_delay_probability + w.stall_probability > 1:
+        raise r.fail("nack_probability", "nack + nack_delay + stall probabilities summing to <= 1")
+    return w
+
+
+def _parse_fault(where: str, i: int, table: Any, duration: float) -> Fault:
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{where}: key 'faults[{i}]': expected a table, got {table!r}")
+    r = _Reader(where, f"faults[{i}].", table)
+    kind = r.text("kind", choices=tuple(FAULT_KINDS))
+    start = r.number("start", 0.0)
+    if "duration" not in table:
+        raise r.fail("duration", "a number > 0 (this key is required)")
+    length = r.number("duration", 0.0, strict=True)
+    every_raw = table.get("every")
+    every = r.number("every", 0.0, strict=True) if every_raw is not None else None
+    if every is not None and every < length:
+        raise r.fail("every", f"a period >= the fault's duration ({length:g})", every)
+    if start >= duration:
+        raise r.fail("start", f"a time before the scenario's duration ({duration:g})", start)
+    allowed = FAULT_KINDS[kind]
+    params: dict[str, Any] = {}
+    if "offset" in allowed:
+        params["offset"] = r.number("offset", 0.0, minimum=-1e9)
+    if "target" in allowed:
+        params["target"] = r.text("target", "leader", choices=NODE_TARGETS)
+    if "fraction" in allowed:
+        params["fraction"] = r.probability("fraction", 0.5)
+    if "probability" in allowed:
+        params["probability"] = r.probability("probability", 0.6)
+    r.done()
+    return Fault(kind=kind, start=start, duration=length, every=every, **params)
+
+
+def _check_nodes(s: Scenario, where: str) -> None:
+    if s.nodes not in (3, 5):
+        raise ScenarioError(f"{where}: expected 3 or 5 nodes, got {s.nodes}")
+    for f in s.faults:
+        if f.kind == "partition-bridge" and s.nodes < 5:
+            raise ScenarioError(
+                f"{where}: fault 'partition-bridge' needs 5 nodes, the scenario has {s.nodes}"
+            )
+
+
+def parse_scenario(name: str, data: Mapping[str, Any], where: str) -> Scenario:
+    """Build a :class:`Scenario` from a parsed TOML document; ``where`` names its source."""
+    r = _Reader(where, "", data)
+    description = r.text("description")
+    nodes = r.integer("nodes", 3, minimum=1)
+    duration = r.number("duration", 60.0, strict=True)
+    workload = _parse_workload(where, r._get("workload") if "workload" in data else {})
+    faults_raw = r._get("faults")
+    if faults_raw is dataclasses.MISSING:
+        faults_raw = []
+    if not isinstance(faults_raw, list):
+        raise r.fail("faults", "an array of tables ([[faults]])", faults_raw)
+    faults = tuple(_parse_fault(where, i, t, duration) for i, t in enumerate(faults_raw))
+    r.done()
+    s = Scenario(name, description, nodes, duration, workload, faults, where)
+    _check_nodes(s, f"{where}: key 'nodes'")
+    return s
+
+
+def scenario_path(name_or_path: str | Path) -> Path:
+    """The file for a scenario name (``leader-failover``) or an explicit path."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    return SCENARIO_DIR / f"{name_or_path}.toml"
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Read and check one scenario file; raises :class:`ScenarioError` naming the problem."""
+    path = scenario_path(name_or_path)
+    if not path.is_file():
+        names = ", ".join(s.name for s in list_scenarios()) or "none"
+        raise ScenarioError(f"no scenario {str(name_or_path)!r} ({path} not found; known: {names})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    return parse_scenario(path.stem, data, str(path))
+
+
+def list_scenarios(directory: Path = SCENARIO_DIR) -> list[Scenario]:
+    """Every scenario in ``directory``, sorted by name."""
+    return [load_scenario(p) for p in sorted(directory.glob("*.toml"))]

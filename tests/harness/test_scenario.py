@@ -1,0 +1,154 @@
+"""Scenario files: the shipped ones load, bad ones are refused with file, key and expectation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import (
+    FAULT_KINDS,
+    SCENARIO_DIR,
+    ScenarioError,
+    list_scenarios,
+    load_scenario,
+)
+
+REQUIRED = {
+    "leader-failover",
+    "partition-leader",
+    "partition-majority",
+    "pause-leader",
+    "lease-expiry",
+    "clock-skew",
+    "crash-restart-all",
+    "mixed",
+}
+
+
+def write(tmp_path: Path, text: str, name: str = "bad.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_every_required_scenario_ships_with_a_description():
+    scenarios = {s.name: s for s in list_scenarios()}
+    assert set(scenarios) >= REQUIRED
+    for s in scenarios.values():
+        assert s.description and s.duration == 60.0
+        assert s.source.endswith(f"{s.name}.toml")
+
+
+def test_fault_kinds_cover_the_issue():
+    kinds = {f.kind for s in list_scenarios() for f in s.faults}
+    assert {"kill-leader", "pause-leader", "partition-leader", "partition-majority"} <= kinds
+    assert {"clock-skew-worker", "clock-skew-node", "lease-expiry", "kill-all"} <= kinds
+    assert kinds <= set(FAULT_KINDS)
+
+
+def test_partition_scenarios_say_they_need_partitions():
+    assert load_scenario("partition-leader").needs_partitions
+    assert not load_scenario("leader-failover").needs_partitions
+
+
+def test_time_scales_the_schedule():
+    s = load_scenario("leader-failover")
+    short = s.scaled(15)
+    assert short.duration == 15
+    f, g = s.faults[0], short.faults[0]
+    assert (g.start, g.duration, g.every) == (f.start / 4, f.duration / 4, f.every / 4)
+    assert short.workload == s.workload  # visibility and work times stay as written
+    windows = g.windows(short.duration)
+    assert windows[0] == (2.0, 3.5) and all(end <= 15 for _, end in windows)
+
+
+def test_nodes_override_is_checked():
+    assert load_scenario("leader-failover").with_nodes(5).nodes == 5
+    with pytest.raises(ScenarioError, match="partition-bridge' needs 5 nodes"):
+        load_scenario(SCENARIO_DIR / "partition-bridge.toml").with_nodes(3)
+
+
+def test_a_scenario_by_path(tmp_path):
+    path = write(tmp_path, 'description = "x"\nduration = 10\n', "mine.toml")
+    s = load_scenario(path)
+    assert (s.name, s.duration, s.faults) == ("mine", 10.0, ())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'description = "x"\nduration = "long"',
+            "key 'duration': expected a number > 0, got 'long'",
+        ),
+        ("duration = 5", "key 'description': expected a string (this key is required)"),
+        ('description = "x"\nnodes = 4', "key 'nodes': expected 3 or 5 nodes, got 4"),
+        (
+            'description = "x"\n[workload]\nvisibility = 0',
+            "key 'workload.visibility': expected a number > 0, got 0",
+        ),
+        (
+            'description = "x"\n[workload]\nvisiblity = 2',
+            "unknown key 'workload.visiblity'",
+        ),
+        (
+            'description = "x"\n[workload]\nwork = [2, 1]',
+            "key 'workload.work': expected [low, high] seconds with 0 <= low <= high",
+        ),
+        (
+            'description = "x"\n[workload]\npriorities = [7]',
+            "key 'workload.priorities': expected a non-empty list of integers 0..4",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "meteor"\nduration = 1',
+            "key 'faults[0].kind': expected one of 'kill-leader'",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "kill-leader"',
+            "key 'faults[0].duration': expected a number > 0",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "kill-leader"\nduration = 5\nevery = 2',
+            "key 'faults[0].every': expected a period >= the fault's duration (5)",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "kill-leader"\nduration = 5\noffset = 2',
+            "unknown key 'faults[0].offset'",
+        ),
+        (
+            'description = "x"\nduration = 10\n[[faults]]\nkind = "kill-leader"\n'
+            "duration = 1\nstart = 20",
+            "key 'faults[0].start': expected a time before the scenario's duration (10)",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "clock-skew-node"\nduration = 1\n'
+            'target = "moon"',
+            "key 'faults[0].target': expected one of 'leader', 'follower', 'random', 'all'",
+        ),
+        ('description = "x"\nfaults = 3', "key 'faults': expected an array of tables"),
+        ('description = "x"\nworkload = 3', "key 'workload': expected a table"),
+    ],
+)
+def test_malformed_files_name_the_file_the_key_and_the_expectation(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert str(path) in str(info.value)
+    assert message in str(info.value)
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    path = write(tmp_path, "description = \n")
+    with pytest.raises(ScenarioError, match=r"bad\.toml: not valid TOML"):
+        load_scenario(path)
+
+
+def test_unknown_scenario_lists_the_known_ones():
+    with pytest.raises(ScenarioError, match=r"no scenario 'nope'.*known: .*leader-failover"):
+        load_scenario("nope")
+
+
+def test_bad_time_is_refused():
+    with pytest.raises(ScenarioError, match="--time must be > 0"):
+        load_scenario("steady").scaled(0)
