@@ -1,0 +1,534 @@
+"""The client workload: publishers and claimers driving a subject, every call recorded.
+
+Publishers (threads) each own a few groups and publish to them one message at a time;
+every event carries a run-unique ``msg`` id. Claimers claim, "work" for a random time
+and then ack, or nack (at once or with a delay), or stall past their visibility, or
+extend their lease midway. Some claimers are threads with the subject's sync client,
+the others are tasks on one asyncio loop with its async client.
+
+Every call becomes an ``invoke`` and one completion in the history
+(``/work/shared/docs/history.md``): ``ok``; ``fail`` for rqueue's definite failures
+(``Unavailable``, ``StatementError``, ``LeaseLost``, ``TransportClosed``); ``info`` for
+``OutcomeUnknown`` and anything unexpected. A process that got ``info`` retires and its
+worker carries on under a new process number.
+
+After the faults are healed, :meth:`Workload.drain` claims and acks until the queue's
+``messages`` table is empty (waiting out parks and lapsed leases), within a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rqueue import (
+    LeaseLost,
+    OutcomeUnknown,
+    StatementError,
+    TransportClosed,
+    Unavailable,
+)
+
+from .scenario import Workload as WorkloadSpec
+from .subjects import LeaseLike, Subject
+
+log = logging.getLogger(__name__)
+
+DEFINITE = (Unavailable, StatementError, LeaseLost, TransportClosed)
+
+
+class WorkloadError(RuntimeError):
+    """The workload could not start or stop; the message says what it waited for."""
+
+
+# -- recording ------------------------------------------------------------------------------
+class Ops:
+    """Records operations into the history and counts them by ``(f, type)``."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._lock = threading.Lock()
+        self._next_process = itertools.count()
+
+    def new_process(self) -> int:
+        with self._lock:
+            return next(self._next_process)
+
+    def _done(self, op: Any, f: str, kind: str, value: Any, error: str | None = None) -> None:
+        self.recorder.complete(op, kind, value, error=error)
+        with self._lock:
+            self.counts[(f, kind)] += 1
+
+    def start(self, process: int, f: str, value: Any) -> Any:
+        return self.recorder.invoke(process, f, value)
+
+    def finish(self, op: Any, f: str, value: Any, result: Any, ok_value: Callable) -> str:
+        self._done(op, f, "ok", ok_value(value, result))
+        return "ok"
+
+    def failed(self, op: Any, f: str, value: Any, exc: BaseException) -> str:
+        """Complete ``op`` from an exception; returns the history type used."""
+        if isinstance(exc, DEFINITE):
+            kind = "fail"
+        else:
+            kind = "info"
+            if not isinstance(exc, OutcomeUnknown):
+                log.warning("unexpected %s from %s: %s", type(exc).__name__, f, exc)
+        self._done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}")
+        return kind
+
+
+def _same(value: Any, _result: Any) -> Any:
+    return value
+
+
+def _published(value: dict, seq: Any) -> dict:
+    return {**value, "seq": seq} if isinstance(seq, int) else value
+
+
+def msg_of(lease: LeaseLike) -> str | None:
+    """The ``msg`` id carried inside a leased event (None if the event has none)."""
+    try:
+        doc = json.loads(lease.event)
+    except (TypeError, ValueError):
+        return None
+    return doc.get("msg") if isinstance(doc, dict) else None
+
+
+def lease_value(lease: LeaseLike) -> dict[str, Any]:
+    return {"group": lease.group_id, "msg": msg_of(lease), "seq": lease.seq, "token": lease.token}
+
+
+def _claimed(visibility: float) -> Callable[[Any, LeaseLike | None], dict | None]:
+    def ok_value(_value: Any, lease: LeaseLike | None) -> dict | None:
+        return None if lease is None else {**lease_value(lease), "visibility": visibility}
+
+    return ok_value
+
+
+# -- what a claimer does with a lease ---------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """One lease's fate: work ``work`` seconds (extending midway?), then ack or nack."""
+
+    action: str  # "ack" | "nack"
+    work: float
+    delay: float = 0.0
+    extend: bool = False
+    stalled: bool = False
+
+
+def plan_lease(rng: random.Random, spec: WorkloadSpec, stall_probability: float) -> Plan:
+    """Draw what to do with a fresh lease (pure given ``rng``)."""
+    r = rng.random()
+    work = rng.uniform(*spec.work)
+    if r < stall_probability:
+        stall = spec.visibility * rng.uniform(1.3, 2.0)
+        return Plan("ack", stall, stalled=True)
+    r -= stall_probability
+    if r < spec.nack_probability:
+        return Plan("nack", work)
+    r -= spec.nack_probability
+    if r < spec.nack_delay_probability:
+        return Plan("nack", work, delay=rng.uniform(*spec.nack_delay))
+    extend = rng.random() < spec.extend_probability
+    if extend:
+        work = max(work, spec.visibility * rng.uniform(0.5, 1.2))
+    return Plan("ack", work, extend=extend)
+
+
+# -- the workload ---------------------------------------------------------------------------
+class Workload:
+    """Publishers and claimers against one subject; start, stop, then drain."""
+
+    def __init__(
+        self,
+        spec: WorkloadSpec,
+        subject: Subject,
+        urls: Sequence[str],
+        recorder: Any,
+        *,
+        seed: int = 0,
+        timeout: float = 5.0,
+    ) -> None:
+        self.spec, self.subject, self.urls = spec, subject, list(urls)
+        self.ops = Ops(recorder)
+        self.seed, self.timeout = seed, timeout
+        self.stop_event = threading.Event()
+        self.stall_probability = spec.stall_probability
+        self.clock_offsets: dict[str, float] = {}
+        self.outstanding = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._astop: asyncio.Event | None = None
+        self.sync_names = [f"s{i}" for i in range(spec.sync_claimers)]
+        self.async_names = [f"a{i}" for i in range(spec.async_claimers)]
+        self.errors: list[BaseException] = []
+
+    @property
+    def claimer_names(self) -> list[str]:
+        return self.sync_names + self.async_names
+
+    # -- knobs the nemesis turns --------------------------------------------------------------
+    def clock(self, worker: str) -> Callable[[], float]:
+        """The wall clock ``worker`` sees: real time plus its current offset."""
+        return lambda: time.time() + self.clock_offsets.get(worker, 0.0)
+
+    def set_clock_offset(self, worker: str, seconds: float) -> None:
+        self.clock_offsets[worker] = seconds
+
+    def set_stall_probability(self, probability: float | None) -> None:
+        """Make claimers stall past visibility this often (None: the scenario's own rate)."""
+        self.stall_probability = self.spec.stall_probability if probability is None else probability
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, ready_timeout: float = 60.0) -> None:
+        """Open every client, then start publishers and claimers together."""
+        opened = threading.Event()
+        go = threading.Event()
+        clients = []
+        try:
+            for p in range(self.spec.publishers):
+                clients.append(self._open(f"p{p}"))
+            for name in self.sync_names:
+                clients.append(self._open(name))
+        except BaseException:
+            for c in clients:
+                c.close()
+            raise
+        for p in range(self.spec.publishers):
+            self._spawn(f"publisher-p{p}", self._publisher, p, clients[p], go)
+        for i, name in enumerate(self.sync_names):
+            self._spawn(
+                f"claimer-{name}", self._claimer, name, clients[self.spec.publishers + i], go
+            )
+        if self.async_names:
+            self._spawn("claimers-async", self._async_main, opened, go)
+            if not opened.wait(ready_timeout):
+                self.stop_event.set()
+                go.set()
+                raise WorkloadError(
+                    f"async clients did not open within {ready_timeout:g}s at {self.urls}"
+                )
+            if self.errors:
+                self.stop_event.set()
+                go.set()
+                raise WorkloadError(f"async clients failed to open: {self.errors[0]}")
+        go.set()
+
+    def _open(self, name: str) -> Any:
+        return self.subject.open_sync(self.urls, self.clock(name), self.timeout)
+
+    def _spawn(self, name: str, target: Callable, *args: Any) -> None:
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as e:  # recorded, the runner reports it
+                log.exception("workload thread %s died", name)
+                self.errors.append(e)
+
+        t = threading.Thread(target=run, name=name, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop every worker after its current call and wait for them (bounded)."""
+        self.stop_event.set()
+        if self._loop is not None and self._astop is not None:
+            self._loop.call_soon_threadsafe(self._astop.set)
+        bound = timeout if timeout is not None else 3 * self.timeout + 10
+        deadline = time.monotonic() + bound
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            raise WorkloadError(f"workers still running {bound:g}s after stop: {alive}")
+
+    # -- publishers ---------------------------------------------------------------------------
+    def _publisher(self, p: int, client: Any, go: threading.Event) -> None:
+        rng = random.Random(f"{self.seed}-p{p}")
+        spec = self.spec
+        groups = [
+            (f"g{p}-{k}", spec.priorities[k % len(spec.priorities)])
+            for k in range(spec.groups_per_publisher)
+        ]
+        process = self.ops.new_process()
+        go.wait()
+        try:
+            for n in itertools.count():
+                if self.stop_event.is_set():
+                    return
+                if self.outstanding >= spec.max_outstanding:
+                    self.stop_event.wait(spec.idle_pause)
+                    continue
+                group, priority = rng.choice(groups)
+                msg = f"m{p}-{n}"
+                value = {"group": group, "msg": msg, "priority": priority}
+                event = json.dumps({"msg": msg, "group": group})
+                op = self.ops.start(process, "publish", value)
+                try:
+                    seq = client.publish(group, event, priority)
+                except Exception as e:
+                    if self.ops.failed(op, "publish", value, e) == "info":
+                        self._count(+1)
+                        process = self.ops.new_process()
+                else:
+                    self.ops.finish(op, "publish", value, seq, _published)
+                    self._count(+1)
+                self.stop_event.wait(rng.uniform(*spec.publish_pause))
+        finally:
+            client.close()
+
+    def _count(self, delta: int) -> None:
+        with self._lock:
+            self.outstanding += delta
+
+    # -- sync claimers -----------------------------------------------------------------------
+    def _min_priority(self, rng: random.Random) -> int:
+        if rng.random() < self.spec.min_priority_probability:
+            return rng.choice(self.spec.priorities)
+        return 0
+
+    def _claimer(self, name: str, client: Any, go: threading.Event) -> None:
+        rng = random.Random(f"{self.seed}-{name}")
+        process = self.ops.new_process()
+        go.wait()
+        try:
+            while not self.stop_event.is_set():
+                process = self._claim_once(name, client, rng, process)
+        finally:
+            client.close()
+
+    def _call(self, process: int, f: str, value: Any, fn: Callable, ok_value=_same):
+        """Invoke, run ``fn``, complete; returns ``(type, result, process to use next)``."""
+        op = self.ops.start(process, f, value)
+        try:
+            result = fn()
+        except Exception as e:
+            kind = self.ops.failed(op, f, value, e)
+            return kind, None, (self.ops.new_process() if kind == "info" else process)
+        self.ops.finish(op, f, value, result, ok_value)
+        return "ok", result, process
+
+    def _claim_once(self, name: str, client: Any, rng: random.Random, process: int) -> int:
+        vis = self.spec.visibility
+        mp = self._min_priority(rng)
+        kind, lease, process = self._call(
+            process,
+            "claim",
+            {"visibility": vis, "min_priority": mp},
+            lambda: client.claim(name, vis, mp),
+            _claimed(vis),
+        )
+        if lease is None:
+            self.stop_event.wait(self.spec.idle_pause if kind == "ok" else 0.1)
+            return process
+        plan = plan_lease(rng, self.spec, self.stall_probability)
+        lv = lease_value(lease)
+        if plan.extend:
+            self.stop_event.wait(plan.work / 2)
+            if not self.stop_event.is_set():
+                vals = {**lv, "visibility": vis}
+                _, _, process = self._call(
+                    process, "extend", vals, lambda: client.extend(lease, vis)
+                )
+            self.stop_event.wait(plan.work / 2)
+        else:
+            self.stop_event.wait(plan.work)
+        if plan.action == "nack" and not self.stop_event.is_set():
+            vals = {**lv, "delay": plan.delay}
+            _, _, process = self._call(
+                process, "nack", vals, lambda: client.nack(lease, plan.delay)
+            )
+        else:
+            kind, _, process = self._call(process, "ack", lv, lambda: client.ack(lease))
+            if kind == "ok":
+                self._count(-1)
+        return process
+
+    # -- async claimers ----------------------------------------------------------------------
+    def _async_main(self, opened: threading.Event, go: threading.Event) -> None:
+        asyncio.run(self._async_claimers(opened, go))
+
+    async def _async_claimers(self, opened: threading.Event, go: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._astop = asyncio.Event()
+        clients = []
+        try:
+            for name in self.async_names:
+                clients.append(
+                    await self.subject.open_async(self.urls, self.clock(name), self.timeout)
+                )
+        except Exception as e:
+            self.errors.append(e)
+            opened.set()
+            for c in clients:
+                await c.close()
+            return
+        opened.set()
+        await asyncio.to_thread(go.wait)
+        try:
+            await asyncio.gather(
+                *(self._async_claimer(n, c) for n, c in zip(self.async_names, clients, strict=True))
+            )
+        finally:
+            for c in clients:
+                await c.close()
+
+    async def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds`` or until the workload stops, whichever is first."""
+        assert self._astop is not None
+        if seconds <= 0 or self._astop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._astop.wait(), timeout=seconds)
+
+    async def _acall(self, process: int, f: str, value: Any, coro_fn: Callable, ok_value=_same):
+        op = self.ops.start(process, f, value)
+        try:
+            result = await coro_fn()
+        except Exception as e:
+            kind = self.ops.failed(op, f, value, e)
+            return kind, None, (self.ops.new_process() if kind == "info" else process)
+        self.ops.finish(op, f, value, result, ok_value)
+        return "ok", result, process
+
+    async def _async_claimer(self, name: str, client: Any) -> None:
+        rng = random.Random(f"{self.seed}-{name}")
+        process = self.ops.new_process()
+        vis = self.spec.visibility
+        while not self.stop_event.is_set():
+            mp = self._min_priority(rng)
+            kind, lease, process = await self._acall(
+                process,
+                "claim",
+                {"visibility": vis, "min_priority": mp},
+                lambda mp=mp: client.claim(name, vis, mp),
+                _claimed(vis),
+            )
+            if lease is None:
+                await self._wait(self.spec.idle_pause if kind == "ok" else 0.1)
+                continue
+            plan = plan_lease(rng, self.spec, self.stall_probability)
+            lv = lease_value(lease)
+            if plan.extend:
+                await self._wait(plan.work / 2)
+                if not self.stop_event.is_set():
+                    _, _, process = await self._acall(
+                        process,
+                        "extend",
+                        {**lv, "visibility": vis},
+                        lambda lease=lease: client.extend(lease, vis),
+                    )
+                await self._wait(plan.work / 2)
+            else:
+                await self._wait(plan.work)
+            if plan.action == "nack" and not self.stop_event.is_set():
+                _, _, process = await self._acall(
+                    process,
+                    "nack",
+                    {**lv, "delay": plan.delay},
+                    lambda lease=lease, d=plan.delay: client.nack(lease, d),
+                )
+            else:
+                kind, _, process = await self._acall(
+                    process, "ack", lv, lambda lease=lease: client.ack(lease)
+                )
+                if kind == "ok":
+                    self._count(-1)
+
+    # -- drain --------------------------------------------------------------------------------
+    def drain(self, timeout: float | None = None, workers: int = 3) -> DrainResult:
+        """Claim and ack until no message is left (or ``timeout`` passes)."""
+        bound = timeout if timeout is not None else self.spec.drain_timeout
+        deadline = time.monotonic() + bound
+        started = time.monotonic()
+        done = threading.Event()
+        acked = collections.Counter()
+        errors: list[BaseException] = []
+
+        def drainer(i: int) -> None:
+            name = f"d{i}"
+            client = self.subject.open_sync(self.urls, self.clock(name), self.timeout)
+            process = self.ops.new_process()
+            try:
+                while not done.is_set() and time.monotonic() < deadline:
+                    vis = self.spec.visibility
+                    kind, lease, process = self._call(
+                        process,
+                        "claim",
+                        {"visibility": vis, "min_priority": 0},
+                        lambda vis=vis: client.claim(name, vis, 0),
+                        _claimed(vis),
+                    )
+                    if lease is not None:
+                        k, _, process = self._call(
+                            process,
+                            "ack",
+                            lease_value(lease),
+                            lambda lease=lease: client.ack(lease),
+                        )
+                        acked[k] += 1
+                        continue
+                    if kind == "ok" and pending_messages(self.urls, self.timeout) == 0:
+                        done.set()
+                        return
+                    done.wait(self.spec.idle_pause * 2)
+            except BaseException as e:
+                errors.append(e)
+            finally:
+                client.close()
+
+        threads = [threading.Thread(target=drainer, args=(i,), daemon=True) for i in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()) + 3 * self.timeout)
+        if errors:
+            raise WorkloadError(f"drain failed: {type(errors[0]).__name__}: {errors[0]}")
+        left = pending_messages(self.urls, self.timeout)
+        return DrainResult(
+            complete=left == 0,
+            remaining=left,
+            acked=acked["ok"],
+            seconds=time.monotonic() - started,
+        )
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    complete: bool
+    remaining: int | None  # None: no node answered the count
+    acked: int
+    seconds: float
+
+
+def pending_messages(urls: Sequence[str], timeout: float = 5.0) -> int | None:
+    """``SELECT COUNT(*) FROM messages`` through the leader (None if no node answers)."""
+    import requests
+
+    for url in urls:
+        try:
+            r = requests.post(
+                f"{url.rstrip('/')}/db/query?level=strong",
+                json=[["SELECT COUNT(*) FROM messages"]],
+                timeout=timeout,
+            )
+            result = r.json()["results"][0]
+            if r.status_code == 200 and "error" not in result:
+                return int(result["values"][0][0])
+        except (requests.RequestException, ValueError, KeyError, IndexError):
+            continue
+    return None
