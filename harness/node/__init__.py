@@ -1,0 +1,20 @@
+"""The embedded rqlite-compatible node: SQLite replicated by PySyncObj Raft, rqlite's HTTP API.
+
+Run it as ``python -m harness.node --node-id n1 --http-addr ... --raft-addr ... --peer ...``.
+Modules, one job each:
+
+- :mod:`.config`     command-line flags -> :class:`NodeConfig`
+- :mod:`.clock`      the node's wall clock, with an offset read from a file
+- :mod:`.rewrite`    rqlite's rewriting of RANDOM()/randomblob()/time functions
+- :mod:`.statements` parsing rqlite's JSON request bodies
+- :mod:`.database`   the SQLite state machine and rqlite's result shapes
+- :mod:`.raft`       the PySyncObj state machine, snapshots, waiting for outcomes
+- :mod:`.forward`    forwarding requests from a follower to the leader over HTTP
+- :mod:`.api`        the HTTP API (``/db/*``, ``/status``, ``/nodes``, ``/readyz``, ``/leader``)
+- :mod:`.server`     wiring it all together and shutting down cleanly
+"""
+
+#: the rqlite version whose API this node matches (clients detect features by it)
+RQLITE_COMPAT_VERSION = "v8.36.0"
+#: what the node reports as its build version and in ``X-RQLITE-VERSION``
+VERSION = f"{RQLITE_COMPAT_VERSION}-rqueue-embedded"

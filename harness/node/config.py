@@ -1,0 +1,122 @@
+"""The node's command-line flags (modelled on rqlited's) and their validation."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another member of the static cluster."""
+
+    node_id: str
+    raft_addr: str  # host:port
+    http_addr: str  # host:port
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    node_id: str
+    http_addr: str
+    raft_addr: str
+    data_dir: Path
+    peers: tuple[Peer, ...] = field(default_factory=tuple)
+    clock_offset_file: Path | None = None
+    apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
+
+    @property
+    def members(self) -> tuple[Peer, ...]:
+        """Every member, this node included."""
+        return (Peer(self.node_id, self.raft_addr, self.http_addr), *self.peers)
+
+    def by_raft_addr(self, raft_addr: str) -> Peer | None:
+        return next((p for p in self.members if p.raft_addr == raft_addr), None)
+
+
+def _host_port(flag: str, value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{flag} must be HOST:PORT, got {value!r}")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        if not host.replace("-", "").replace(".", "").isalnum():
+            raise argparse.ArgumentTypeError(f"{flag} has a bad host in {value!r}") from None
+    return value
+
+
+def _peer(value: str) -> Peer:
+    parts = value.split(",")
+    if len(parts) != 3 or not parts[0]:
+        raise argparse.ArgumentTypeError(f"--peer must be ID,RAFT_ADDR,HTTP_ADDR, got {value!r}")
+    return Peer(
+        parts[0], _host_port("--peer RAFT_ADDR", parts[1]), _host_port("--peer HTTP_ADDR", parts[2])
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.node",
+        description="An rqlite-compatible node: SQLite replicated by PySyncObj Raft.",
+    )
+    p.add_argument("--node-id", required=True, help="this node's id, e.g. n1")
+    p.add_argument(
+        "--http-addr",
+        required=True,
+        type=lambda v: _host_port("--http-addr", v),
+        help="HOST:PORT of the HTTP API",
+    )
+    p.add_argument(
+        "--raft-addr",
+        required=True,
+        type=lambda v: _host_port("--raft-addr", v),
+        help="HOST:PORT for Raft traffic",
+    )
+    p.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        type=_peer,
+        metavar="ID,RAFT_ADDR,HTTP_ADDR",
+        help="another member of the cluster; once per peer",
+    )
+    p.add_argument("--data-dir", required=True, type=Path, help="journal and snapshot directory")
+    p.add_argument(
+        "--clock-offset-file",
+        type=Path,
+        default=None,
+        help="file holding seconds to add to this node's wall clock (re-read on change)",
+    )
+    p.add_argument(
+        "--apply-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a request waits for its log entry (then: unknown outcome)",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> NodeConfig:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    cfg = NodeConfig(
+        node_id=a.node_id,
+        http_addr=a.http_addr,
+        raft_addr=a.raft_addr,
+        data_dir=a.data_dir,
+        peers=tuple(a.peer),
+        clock_offset_file=a.clock_offset_file,
+        apply_timeout=a.apply_timeout,
+    )
+    ids = [m.node_id for m in cfg.members]
+    if len(set(ids)) != len(ids):
+        parser.error(f"node ids must be unique, got {ids}")
+    addrs = [m.raft_addr for m in cfg.members] + [m.http_addr for m in cfg.members]
+    if len(set(addrs)) != len(addrs):
+        parser.error("every Raft and HTTP address must be different")
+    if a.apply_timeout <= 0:
+        parser.error("--apply-timeout must be positive")
+    return cfg

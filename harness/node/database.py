@@ -1,0 +1,199 @@
+"""The SQLite state machine each node applies committed log entries to.
+
+Results use rqlite's shapes (``command/encoding/json.go``): a write gives
+``{"last_insert_id", "rows_affected"}``, a read ``{"columns", "types", "values"}``,
+a failed statement ``{"error"}``. :func:`render` drops empty fields exactly as rqlite's
+``omitempty`` does. The database lives in memory and is rebuilt from the Raft journal
+(and the last snapshot) when a node starts.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from .statements import Statement
+
+READ_ONLY_VIOLATION = "attempt to change database via query operation"
+
+Result = dict[str, Any]
+
+
+class _WriteInQuery(Exception):
+    pass
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, bytes):  # Go's encoding/json renders []byte as base64
+        return base64.b64encode(v).decode("ascii")
+    return v
+
+
+def _rows_result(columns: list[str], types: list[str], values: list[list]) -> Result:
+    return {"kind": "rows", "columns": columns, "types": types, "values": values}
+
+
+def _error(message: str) -> Result:
+    return {"kind": "error", "error": message}
+
+
+class Database:
+    """One in-memory SQLite database, serialised by a lock (writes come from the Raft
+    thread, reads from HTTP threads)."""
+
+    def __init__(self) -> None:
+        self._conn = apsw.Connection(":memory:")
+        self._lock = threading.RLock()
+
+    # -- writes (applied from the Raft log) -------------------------------------------
+    def execute(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
+        """Run writes (and RETURNING writes); with ``tx`` stop and roll back at the first
+        error, as rqlite does."""
+        return self._run(stmts, tx, timings, mixed=False)
+
+    def request(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
+        """Run a mix of reads and writes (``/db/request``): reads give rows."""
+        return self._run(stmts, tx, timings, mixed=True)
+
+    def _run(
+        self, stmts: Sequence[Statement], tx: bool, timings: bool, mixed: bool
+    ) -> list[Result]:
+        results: list[Result] = []
+        with self._lock:
+            if tx:
+                self._conn.execute("BEGIN")
+            failed = False
+            for stmt in stmts:
+                start = time.perf_counter()
+                try:
+                    if stmt.returning or (mixed and self._read_only_locked(stmt)):
+                        res = self._query_one(stmt, read_only=False)
+                    else:
+                        res = self._exec_one(stmt)
+                except apsw.Error as exc:
+                    res = _error(str(exc))
+                    failed = True
+                if timings:
+                    res["time"] = time.perf_counter() - start
+                results.append(res)
+                if failed and tx:
+                    break
+            if tx:
+                # the batch itself may have ended the transaction already
+                with contextlib.suppress(apsw.Error):
+                    self._conn.execute("ROLLBACK" if failed else "COMMIT")
+        return results
+
+    def _exec_one(self, stmt: Statement) -> Result:
+        cur = self._conn.cursor()
+        for _ in cur.execute(stmt.sql, stmt.bindings()):
+            pass
+        return {
+            "kind": "exec",
+            "last_insert_id": self._conn.last_insert_rowid(),
+            "rows_affected": self._conn.changes(),
+        }
+
+    def is_read_only(self, stmt: Statement) -> bool:
+        """Whether the statement only reads (SQLite's ``sqlite3_stmt_readonly``)."""
+        with self._lock:
+            return self._read_only_locked(stmt)
+
+    def _read_only_locked(self, stmt: Statement) -> bool:
+        cur = self._conn.cursor()
+        verdict: list[bool] = []
+
+        def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+            verdict.append(cursor.is_readonly)
+            return False  # only look, never run
+
+        cur.exec_trace = trace
+        try:
+            cur.execute(stmt.sql, stmt.bindings())
+        except apsw.ExecTraceAbort:
+            pass
+        except apsw.Error:
+            return False  # let the real run report the error
+        return all(verdict) if verdict else True
+
+    # -- reads -------------------------------------------------------------------------
+    def query(self, stmts: Sequence[Statement], timings: bool) -> list[Result]:
+        """Run reads; a statement that would write gets rqlite's read-only error."""
+        results: list[Result] = []
+        with self._lock:
+            for stmt in stmts:
+                start = time.perf_counter()
+                try:
+                    res = self._query_one(stmt, read_only=True)
+                except _WriteInQuery:
+                    res = _error(READ_ONLY_VIOLATION)
+                except apsw.Error as exc:
+                    res = _error(str(exc))
+                if timings:
+                    res["time"] = time.perf_counter() - start
+                results.append(res)
+        return results
+
+    def _query_one(self, stmt: Statement, read_only: bool) -> Result:
+        cur = self._conn.cursor()
+        described: list[tuple] = []
+
+        def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+            if read_only and not cursor.is_readonly:
+                raise _WriteInQuery()
+            described[:] = [cursor.get_description()]
+            return True
+
+        cur.exec_trace = trace
+        values = [[_value(v) for v in row] for row in cur.execute(stmt.sql, stmt.bindings())]
+        desc = described[0] if described else ()
+        columns = [name for name, _ in desc]
+        types = [(decl or "").lower() for _, decl in desc]
+        return _rows_result(columns, types, values)
+
+    # -- snapshots ---------------------------------------------------------------------
+    def serialize(self) -> bytes:
+        with self._lock:
+            return self._conn.serialize("main") or b""
+
+    def restore(self, image: bytes) -> None:
+        with self._lock:
+            if image:
+                self._conn.deserialize("main", image)
+            else:
+                self._conn.close()
+                self._conn = apsw.Connection(":memory:")
+
+
+def render(result: Result, associative: bool = False, in_request: bool = False) -> dict:
+    """One result as rqlite's JSON: empty fields left out (Go's ``omitempty``)."""
+    kind = result.get("kind")
+    out: dict[str, Any] = {}
+    if kind == "rows":
+        if associative:
+            cols = result["columns"]
+            out["types"] = dict(zip(cols, result["types"], strict=False)) or None
+            out["rows"] = [dict(zip(cols, row, strict=False)) for row in result["values"]]
+            if out["types"] is None:
+                del out["types"]
+        else:
+            for key in ("columns", "types", "values"):
+                if result.get(key):
+                    out[key] = result[key]
+    elif kind == "exec":
+        for key in ("last_insert_id", "rows_affected"):
+            if result.get(key):
+                out[key] = result[key]
+        if associative and in_request:
+            out["rows"] = None
+    elif kind == "error":
+        out["error"] = result["error"]
+    if result.get("time"):
+        out["time"] = result["time"]
+    return out

@@ -1,0 +1,177 @@
+"""The Raft side: a PySyncObj object whose log entries are SQL batches.
+
+Every node applies committed entries to its own :class:`Database` in log order. A
+request on the leader appends one entry and waits (bounded) for its outcome:
+
+- applied -> the results;
+- ``DISCARDED`` (another entry won that index), ``MISSING_LEADER``, ``NOT_LEADER``,
+  ``QUEUE_FULL``, ``REQUEST_DENIED`` -> :class:`NotApplied` (certainly not applied);
+- ``LEADER_CHANGED``, ``UNKNOWN_OUTCOME`` or no answer within the bound ->
+  :class:`OutcomeUnknown` (PySyncObj never cancels an entry: it may still commit).
+
+Snapshots (log compaction) store the SQLite image via ``sqlite3_serialize`` through
+PySyncObj's custom serializer hook, so nothing unpicklable is ever pickled and a
+follower restored from a snapshot gets the database, not an empty one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+from .config import NodeConfig
+from .database import Database, Result
+from .statements import Statement
+
+log = logging.getLogger(__name__)
+
+#: entry kinds
+EXECUTE, REQUEST, QUERY, BARRIER = "x", "r", "q", "b"
+
+_SNAPSHOT_FORMAT = 1
+_DEFINITE = {
+    FAIL_REASON.DISCARDED: "leadership lost: entry discarded, not applied",
+    FAIL_REASON.MISSING_LEADER: "leader not found",
+    FAIL_REASON.NOT_LEADER: "not leader",
+    FAIL_REASON.QUEUE_FULL: "Raft command queue full",
+    FAIL_REASON.REQUEST_DENIED: "request denied",
+}
+TIMEOUT_MESSAGE = "timed out enqueuing operation"
+LEADERSHIP_LOST = "leadership lost while committing log"
+
+STATE_NAMES = {0: "Follower", 1: "Candidate", 2: "Leader"}
+
+
+class NotApplied(Exception):
+    """The entry certainly was not and will not be applied."""
+
+
+class OutcomeUnknown(Exception):
+    """The entry may or may not be applied (now or later)."""
+
+
+def sync_conf(data_dir: str, on_state: Any) -> dict[str, Any]:
+    """PySyncObj settings chosen for this node (see docs/embedded-node.md)."""
+    return {
+        "appendEntriesUseBatch": False,  # batching waits for the 100 ms heartbeat per write
+        "leaderFallbackTimeout": 1.5,  # an isolated leader steps down after 1.5 s, not 30 s
+        "connectionRetryTime": 0.5,  # reconnect to a restarted peer quickly
+        "connectionTimeout": 3.5,
+        "raftMinTimeout": 0.4,
+        "raftMaxTimeout": 1.4,
+        "appendEntriesPeriod": 0.1,
+        "commandsWaitLeader": False,  # no leader: fail at once (definite), do not queue
+        "journalFile": os.path.join(data_dir, "raft.journal"),
+        "fullDumpFile": os.path.join(data_dir, "snapshot.bin"),
+        "logCompactionMinEntries": 20000,
+        "logCompactionMinTime": 600,
+        "dynamicMembershipChange": False,
+        "onStateChanged": on_state,
+    }
+
+
+class RaftStore(SyncObj):
+    """The replicated SQL state machine of one node."""
+
+    def __init__(self, cfg: NodeConfig, db: Database) -> None:
+        self._cfg = cfg
+        self._db = db
+        self._last_leader_contact = 0.0
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        conf = SyncObjConf(
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            **sync_conf(str(cfg.data_dir), self._on_state_changed),
+        )
+        super().__init__(cfg.raft_addr, [p.raft_addr for p in cfg.peers], conf)
+        self.addOnTickCallback(self._on_tick)
+
+    # -- the state machine ----------------------------------------------------------------
+    @replicated
+    def _apply(self, entry: tuple) -> list[Result] | None:
+        """Apply one committed entry. Never raises: an exception here would make PySyncObj
+        retry the same entry forever."""
+        kind, origin, wire, tx, timings = entry
+        try:
+            stmts = [Statement.from_wire(w) for w in wire]
+            if kind == EXECUTE:
+                return self._db.execute(stmts, tx, timings)
+            if kind == REQUEST:
+                return self._db.request(stmts, tx, timings)
+            if kind == QUERY:
+                return self._db.query(stmts, timings) if origin == self._cfg.node_id else None
+            return None  # BARRIER
+        except Exception as exc:  # a bug, not a SQL error: report it, keep the log moving
+            log.exception("applying a %s entry failed", kind)
+            return [{"kind": "error", "error": f"internal error: {exc}"}]
+
+    def submit(
+        self, kind: str, stmts: Sequence[Statement], tx: bool, timings: bool, timeout: float
+    ) -> list[Result] | None:
+        """Append one entry and wait for its outcome; see the module docstring."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def on_result(res: Any, err: int) -> None:
+            box["res"], box["err"] = res, err
+            done.set()
+
+        entry = (kind, self._cfg.node_id, [s.to_wire() for s in stmts], tx, timings)
+        self._apply(entry, callback=on_result)
+        if not done.wait(timeout):
+            raise OutcomeUnknown(TIMEOUT_MESSAGE)
+        err = box["err"]
+        if err == FAIL_REASON.SUCCESS:
+            return box["res"]
+        if err in _DEFINITE:
+            raise NotApplied(_DEFINITE[err])
+        raise OutcomeUnknown(LEADERSHIP_LOST)
+
+    # -- snapshots ------------------------------------------------------------------------
+    def _write_snapshot(self, filename: str, raft_data: Any) -> None:
+        image = self._db.serialize()
+        with open(filename, "wb") as fh:
+            pickle.dump((_SNAPSHOT_FORMAT, image, raft_data), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.info("snapshot written: %d bytes of SQLite", len(image))
+
+    def _read_snapshot(self, filename: str) -> Any:
+        with open(filename, "rb") as fh:
+            fmt, image, raft_data = pickle.load(fh)
+        if fmt != _SNAPSHOT_FORMAT:
+            raise ValueError(f"snapshot {filename} has format {fmt}, expected {_SNAPSHOT_FORMAT}")
+        self._db.restore(image)
+        log.info("snapshot restored: %d bytes of SQLite", len(image))
+        return raft_data
+
+    # -- observations ---------------------------------------------------------------------
+    def _on_state_changed(self, old: int, new: int) -> None:
+        log.info("raft state %s -> %s", STATE_NAMES.get(old), STATE_NAMES.get(new))
+
+    def _on_tick(self) -> None:
+        leader = self._getLeader()
+        if leader is not None and (self._isLeader() or self.isNodeConnected(leader)):
+            self._last_leader_contact = time.monotonic()
+
+    def leader_raft_addr(self) -> str | None:
+        leader = self._getLeader()
+        return leader.address if leader is not None else None
+
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    def seconds_since_leader_contact(self) -> float:
+        if self._last_leader_contact == 0.0:
+            return float("inf")
+        return time.monotonic() - self._last_leader_contact
+
+    def state_name(self) -> str:
+        return STATE_NAMES.get(self.getStatus()["state"], "Unknown")

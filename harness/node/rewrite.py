@@ -1,0 +1,197 @@
+"""rqlite's rewriting of non-deterministic SQL, so every replica applies the same values.
+
+Follows rqlite's ``command/sql`` processor (v8.33+): on the node that receives a request,
+
+- ``date``/``time``/``datetime``/``julianday``/``unixepoch`` whose first argument is
+  ``'now'`` (or the bare identifier ``now``), ``strftime`` whose second argument is, and
+  ``timediff`` for either of its first two arguments: the ``now`` becomes the current
+  Julian day as a number literal printed with six decimals (``%f``, as rqlite does,
+  so the value has a resolution of 86.4 ms);
+- ``random()`` becomes a random non-negative 63-bit integer literal, except inside an
+  ``ORDER BY`` term;
+- ``randomblob(N)`` with a numeric literal ``N`` becomes a blob literal of ``max(N, 1)``
+  random bytes, except inside an ``ORDER BY`` term.
+
+Like rqlite, zero-argument forms (``date()``, ``CURRENT_TIMESTAMP``) are not rewritten.
+rqlite rewrites a re-rendered parse tree; this module rewrites tokens in place, so
+text that is not rewritten (comments, spacing, literals) is left byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<comment>--[^\n]*|/\*.*?(?:\*/|\Z))
+  | (?P<blob>[xX]'[^']*'?)
+  | (?P<str>'(?:[^']|'')*'?)
+  | (?P<qid>"(?:[^"]|"")*"?|`(?:[^`]|``)*`?|\[[^\]]*\]?)
+  | (?P<num>0[xX][0-9a-fA-F]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<param>\?\d*|[:@$][A-Za-z0-9_]+)
+  | (?P<id>[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*)
+  | (?P<op>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+_NOW_ARG0 = frozenset({"date", "time", "datetime", "julianday", "unixepoch"})
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """The outcome of :func:`rewrite`."""
+
+    sql: str
+    modified: bool
+    returning: bool  # the statement has a RETURNING clause (a write that returns rows)
+
+
+def tokenize(sql: str) -> list[Token]:
+    """Split SQL into tokens; concatenating their text gives ``sql`` back."""
+    return [Token(m.lastgroup or "op", m.group()) for m in _TOKEN.finditer(sql)]
+
+
+def julian_day(epoch_seconds: float) -> float:
+    """The Julian day number of a Unix time (UTC)."""
+    return epoch_seconds / 86400.0 + 2440587.5
+
+
+def _is_now(tokens: list[Token], arg: list[int]) -> bool:
+    if len(arg) != 1:
+        return False
+    tok = tokens[arg[0]]
+    if tok.kind == "str":
+        return tok.text[1:-1].lower() == "now"
+    if tok.kind == "id":
+        return tok.text.lower() == "now"
+    if tok.kind == "qid" and tok.text.startswith('"'):
+        return tok.text[1:-1].lower() == "now"
+    return False
+
+
+def _call_args(tokens: list[Token], sig: list[int], open_pos: int) -> tuple[list[list[int]], int]:
+    """Arguments (lists of token indexes) of the call whose '(' is ``sig[open_pos]``,
+    and the position in ``sig`` of its closing ')' (or the last position if unclosed)."""
+    args: list[list[int]] = []
+    current: list[int] = []
+    depth = 0
+    pos = open_pos + 1
+    while pos < len(sig):
+        text = tokens[sig[pos]].text
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        elif text == "," and depth == 0:
+            args.append(current)
+            current = []
+            pos += 1
+            continue
+        current.append(sig[pos])
+        pos += 1
+    if current or args:
+        args.append(current)
+    return args, min(pos, len(sig) - 1)
+
+
+def rewrite(
+    sql: str,
+    *,
+    rewrite_random: bool = True,
+    rewrite_time: bool = True,
+    now: Callable[[], float] | None = None,
+) -> Rewritten:
+    """Rewrite one statement's SQL text as rqlite does; ``now`` gives epoch seconds."""
+    tokens = tokenize(sql)
+    sig = [i for i, t in enumerate(tokens) if t.kind not in ("ws", "comment")]
+    returning = any(tokens[i].kind == "id" and tokens[i].text.lower() == "returning" for i in sig)
+    if not (rewrite_random or rewrite_time):
+        return Rewritten(sql, False, returning)
+
+    replace: dict[int, str] = {}  # token index -> new text
+    drop: set[int] = set()  # token indexes folded into a replacement
+    jd_text: str | None = None
+    modified = False
+    depth = 0
+    order_depths: list[int] = []
+
+    def jd() -> str:
+        nonlocal jd_text
+        if jd_text is None:
+            jd_text = f"{julian_day((now or _wall)()):f}"
+        return jd_text
+
+    for pos, idx in enumerate(sig):
+        tok = tokens[idx]
+        if tok.text == "(":
+            depth += 1
+            continue
+        if tok.text == ")":
+            depth -= 1
+            while order_depths and order_depths[-1] > depth:
+                order_depths.pop()
+            continue
+        if tok.text == ";":
+            order_depths.clear()
+            continue
+        if tok.kind != "id":
+            continue
+        word = tok.text.lower()
+        nxt = tokens[sig[pos + 1]] if pos + 1 < len(sig) else None
+        if word == "order" and nxt is not None and nxt.text.lower() == "by":
+            order_depths.append(depth)
+            continue
+        if word == "limit" and order_depths and order_depths[-1] == depth:
+            order_depths.pop()
+            continue
+        if nxt is None or nxt.text != "(":
+            continue
+        in_order_by = bool(order_depths) and order_depths[-1] == depth
+        args, close_pos = _call_args(tokens, sig, pos + 1)
+        if rewrite_time and word in _NOW_ARG0 and args:
+            if _is_now(tokens, args[0]):
+                replace[args[0][0]] = jd()
+            modified = True
+        elif rewrite_time and word == "strftime" and len(args) > 1:
+            if _is_now(tokens, args[1]):
+                replace[args[1][0]] = jd()
+            modified = True
+        elif rewrite_time and word == "timediff" and len(args) > 1:
+            for arg in args[:2]:
+                if _is_now(tokens, arg):
+                    replace[arg[0]] = jd()
+            modified = True
+        elif rewrite_random and not in_order_by and word == "random":
+            replace[idx] = str(secrets.randbits(63))
+            drop.update(range(idx + 1, sig[close_pos] + 1))
+            modified = True
+        elif rewrite_random and not in_order_by and word == "randomblob" and len(args) == 1:
+            arg = args[0]
+            if len(arg) == 1 and tokens[arg[0]].kind == "num" and tokens[arg[0]].text.isdigit():
+                size = max(int(tokens[arg[0]].text), 1)
+                replace[idx] = f"X'{secrets.token_hex(size).upper()}'"
+                drop.update(range(idx + 1, sig[close_pos] + 1))
+                modified = True
+    if not replace:
+        return Rewritten(sql, modified, returning)
+    out = [replace.get(i, t.text) for i, t in enumerate(tokens) if i not in drop]
+    return Rewritten("".join(out), modified, returning)
+
+
+def _wall() -> float:
+    import time
+
+    return time.time()
