@@ -245,6 +245,33 @@ def nsenter_argv(pid: int, argv: Sequence[str]) -> list[str]:
     return ["nsenter", "-t", str(pid), "-n", "--", *argv]
 
 
+def verify_container_pid(pid: int, container_id: str, proc: Path = Path("/proc")) -> None:
+    """Make sure ``pid`` is the container's own process, seen from this machine.
+
+    With the engine in a VM (Docker Desktop) the PID Docker reports belongs to the VM;
+    on this machine it is some other process or none, and entering its namespace would
+    cut the wrong network. The container's id must appear in the process's cgroup path,
+    and its network namespace must not be the one this process lives in.
+    """
+    where = f"container {container_id[:12]}: PID {pid}"
+    try:
+        cgroup = (proc / str(pid) / "cgroup").read_text()
+        target = (proc / str(pid) / "ns" / "net").stat().st_ino
+        own = (proc / "self" / "ns" / "net").stat().st_ino
+    except OSError as exc:
+        raise ClusterError(
+            f"{where} is not visible on this machine ({exc.strerror}); is the engine in a VM "
+            "(Docker Desktop)? Partitions need the engine's own host"
+        ) from None
+    if container_id not in cgroup:
+        raise ClusterError(
+            f"{where} on this machine is not that container's process (its cgroup does not "
+            "name the container); is the engine in a VM (Docker Desktop)?"
+        )
+    if target == own:
+        raise ClusterError(f"{where} shares this machine's network namespace; refusing to cut it")
+
+
 def partition_blockers(
     address: str,
     euid: int,
@@ -507,6 +534,7 @@ class DockerCluster(Cluster):
         c = self._container(node_id)
         c.reload()
         pid = int(c.attrs["State"]["Pid"])
+        verify_container_pid(pid, c.id)
         for argv in argvs:
             cmd = nsenter_argv(pid, argv)
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=15)

@@ -6,8 +6,10 @@ runs; the rules themselves come from harness.cluster.partition, tested there.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from harness.cluster.base import ClusterError
 class FakeContainer:
     def __init__(self, spec: db.ContainerSpec, index: int) -> None:
         self.spec = spec
+        self.id = f"{index:x}" * 64
         self.status = "running"
         self.pid = 1000 + index
         self.ip = f"172.30.0.{10 + index}"
@@ -77,6 +80,11 @@ def setup(monkeypatch: pytest.MonkeyPatch) -> tuple[db.DockerCluster, FakeClient
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(db.subprocess, "run", fake_run)
+
+    def verify(pid: int, cid: str) -> None:  # the namespace entered is that container's
+        assert any(c.pid == pid and c.id == cid for c in client.by_name.values())
+
+    monkeypatch.setattr(db, "verify_container_pid", verify)
     monkeypatch.setattr(db.DockerCluster, "_partition_blockers", lambda self: [])
     return cluster, client, ran
 
@@ -160,3 +168,30 @@ def test_clock_skew_is_refused(setup: tuple) -> None:
     cluster, _, _ = setup
     with pytest.raises(ClusterError, match=r"cannot skew a node.s clock.*--backend local"):
         cluster.set_clock_offset("n1", 5.0)
+
+
+def fake_proc(tmp_path: Path, pid: int, cgroup: str, same_netns: bool = False) -> Path:
+    proc = tmp_path / "proc"
+    (proc / str(pid) / "ns").mkdir(parents=True)
+    (proc / "self" / "ns").mkdir(parents=True)
+    (proc / str(pid) / "cgroup").write_text(cgroup)
+    (proc / str(pid) / "ns" / "net").write_text("")
+    if same_netns:
+        os.link(proc / str(pid) / "ns" / "net", proc / "self" / "ns" / "net")
+    else:
+        (proc / "self" / "ns" / "net").write_text("")
+    return proc
+
+
+def test_verify_container_pid(tmp_path: Path) -> None:
+    cid = "ab" * 32
+    ok = fake_proc(tmp_path / "ok", 77, f"0::/system.slice/docker-{cid}.scope\n")
+    db.verify_container_pid(77, cid, ok)
+    with pytest.raises(ClusterError, match="PID 78 is not visible on this machine"):
+        db.verify_container_pid(78, cid, ok)
+    other = fake_proc(tmp_path / "vm", 77, "0::/user.slice/session-1.scope\n")
+    with pytest.raises(ClusterError, match="not that container's process"):
+        db.verify_container_pid(77, cid, other)
+    host = fake_proc(tmp_path / "host", 77, f"0::/docker/{cid}\n", same_netns=True)
+    with pytest.raises(ClusterError, match="shares this machine's network namespace"):
+        db.verify_container_pid(77, cid, host)
