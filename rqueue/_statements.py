@@ -147,9 +147,15 @@ class Statements:
         )
 
     def claim_mark_group(self, token: str) -> Stmt:
-        """Record the claim time of the group leased to ``token`` (round-robin)."""
+        """Record the claim time of the group leased to ``token`` (round-robin).
+
+        The time is kept strictly above every other group's: rqlite's rewritten ``now``
+        has a resolution of 86.4 ms and a new leader's clock may lag, and either would
+        otherwise reorder groups claimed close together. The max comes from an index.
+        """
         return self.stmt(
-            "UPDATE groups SET last_claimed_at = {now} "
+            "UPDATE groups SET last_claimed_at = "
+            "max({now}, (SELECT max(last_claimed_at) FROM groups) + 0.000001) "
             "WHERE group_id = (SELECT group_id FROM messages WHERE locked_by = ?)",
             NOW,
             token,
