@@ -1,0 +1,76 @@
+"""A tiny HTTP client for the conformance tests: no proxies, no redirects followed."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import requests
+
+T = TypeVar("T")
+
+_SESSION = requests.Session()
+_SESSION.trust_env = False  # cluster traffic never goes through a proxy
+
+
+@dataclass
+class Resp:
+    status: int
+    headers: requests.structures.CaseInsensitiveDict
+    text: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+def call(
+    method: str,
+    url: str,
+    path: str,
+    body: Any = None,
+    raw: bytes | None = None,
+    timeout: float = 15.0,
+) -> Resp:
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    r = _SESSION.request(
+        method,
+        url + path,
+        data=data,
+        timeout=timeout,
+        allow_redirects=False,
+        headers={"Content-Type": "application/json"} if data is not None else None,
+    )
+    return Resp(r.status_code, r.headers, r.text)
+
+
+def execute(url: str, stmts: list, params: str = "") -> dict:
+    r = call("POST", url, f"/db/execute{params}", stmts)
+    assert r.status == 200, f"/db/execute on {url}: HTTP {r.status} {r.text!r}"
+    return r.json
+
+
+def query(url: str, stmts: list, params: str = "?level=strong") -> dict:
+    r = call("POST", url, f"/db/query{params}", stmts)
+    assert r.status == 200, f"/db/query on {url}: HTTP {r.status} {r.text!r}"
+    return r.json
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 10.0) -> T:
+    """Poll ``fn`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+            last = value
+        except (requests.RequestException, AssertionError, KeyError, ValueError) as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {timeout:.1f}s for {what}; last saw {last!r}")
+        time.sleep(0.05)
