@@ -18,6 +18,7 @@ container, network and volume labelled ``io.rqueue.harness``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -447,7 +448,12 @@ class DockerCluster(Cluster):
     # -- faults ---------------------------------------------------------------------------
     def kill(self, node_id: str) -> None:
         with self._lock:
-            self._container(node_id).kill(signal="SIGKILL")
+            c = self._container(node_id)
+            c.reload()
+            if c.status == "paused":
+                _kill_paused(c)
+            else:
+                c.kill(signal="SIGKILL")
             self._down.add(node_id)
             self._paused.discard(node_id)
             self._applied.discard(node_id)  # its namespace died with it
@@ -578,6 +584,20 @@ class DockerCluster(Cluster):
             ],
         }
         (self._directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+
+
+def _kill_paused(c: Any) -> None:
+    """SIGKILL a frozen container: engines differ on whether kill needs a thaw first."""
+    import docker
+
+    with contextlib.suppress(docker.errors.APIError):  # refused while paused: thaw first
+        c.kill(signal="SIGKILL")
+    c.reload()
+    if c.status == "paused":
+        c.unpause()  # a pending SIGKILL is delivered on thaw
+        c.reload()
+    if c.status == "running":
+        c.kill(signal="SIGKILL")
 
 
 def start_docker_cluster(

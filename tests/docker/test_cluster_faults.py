@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from harness.cluster import docker_backend as db
@@ -27,6 +28,7 @@ class FakeContainer:
         self.pid = 1000 + index
         self.ip = f"172.30.0.{10 + index}"
         self.calls: list[str] = []
+        self.refuse_paused = False  # older engines refuse to kill a paused container
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -43,6 +45,8 @@ class FakeContainer:
 
     def kill(self, signal: str) -> None:
         self.calls.append(f"kill {signal}")
+        if self.status == "paused" and self.refuse_paused:
+            raise docker.errors.APIError("Container is paused, unpause the container first")
         self.status = "exited"
 
     def start(self) -> None:
@@ -195,3 +199,25 @@ def test_verify_container_pid(tmp_path: Path) -> None:
     host = fake_proc(tmp_path / "host", 77, f"0::/docker/{cid}\n", same_netns=True)
     with pytest.raises(ClusterError, match="shares this machine's network namespace"):
         db.verify_container_pid(77, cid, host)
+
+
+def test_kill_a_paused_node(setup: tuple) -> None:
+    cluster, client, _ = setup
+    n2 = client.get("rqueue-t1-n2")
+    cluster.pause("n2")
+    cluster.kill("n2")
+    assert n2.calls == ["pause", "kill SIGKILL"]
+    assert n2.status == "exited"
+    assert "n2" not in cluster._paused and [s.node_id for s in cluster._live()] == ["n1", "n3"]
+    cluster.restart("n2")
+    assert n2.status == "running"
+
+
+def test_kill_a_paused_node_where_the_engine_refuses(setup: tuple) -> None:
+    cluster, client, _ = setup
+    n3 = client.get("rqueue-t1-n3")
+    n3.refuse_paused = True
+    cluster.pause("n3")
+    cluster.kill("n3")
+    assert n3.calls == ["pause", "kill SIGKILL", "unpause", "kill SIGKILL"]
+    assert n3.status == "exited"
