@@ -1,0 +1,96 @@
+"""The local cluster manager against real node processes: faults, restarts, clock files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.cluster.base import ClusterError, probe_node
+from harness.cluster.local import LocalCluster, process_environ
+from tests.cluster.helpers import execute, rows, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_kill_leader_elects_another_and_restart_catches_up(make_cluster) -> None:
+    c = make_cluster(3)
+    old = c.leader()
+    assert old is not None and old.pid
+    execute(old.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (?)", 1]])
+
+    c.kill(old.id)
+    assert process_environ(old.pid) is None, "the killed process is gone"
+    assert c.node(old.id).pid is None
+    new = c.wait_for_leader(15, exclude=[old.id])
+    assert new.id != old.id
+    follower = next(n for n in c.nodes() if n.id not in (old.id, new.id))
+    execute(follower.url, [["INSERT INTO t VALUES (?)", 2]])  # forwarded to the new leader
+
+    c.restart(old.id)
+    assert c.node(old.id).pid not in (None, old.pid)
+    c.wait_for_leader(30)
+    wait_until(
+        lambda: rows(old.url, "SELECT x FROM t ORDER BY x", level="none") == [[1], [2]],
+        30,
+        f"restarted {old.id} to hold both rows locally",
+    )
+    with pytest.raises(ClusterError, match="still running"):
+        c.restart(old.id)
+
+
+def test_pause_leader_then_resume(make_cluster) -> None:
+    c = make_cluster(3)
+    old = c.leader()
+    c.pause(old.id)
+    state = Path(f"/proc/{old.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert state == "T", "SIGSTOP leaves the process stopped"
+    assert (
+        LocalCluster.attach(c.directory).describe()["nodes"][int(old.id[1:]) - 1]["state"]
+        == "paused"
+    )
+    new = c.wait_for_leader(15, exclude=[old.id])
+    assert new.id != old.id
+    with pytest.raises(ClusterError, match="not running"):
+        c.pause(old.id)
+
+    c.resume(old.id)
+    c.wait_for_leader(30)  # every running node, the resumed one included, is ready
+    assert probe_node(old.url).ready
+
+
+def test_clock_offset_is_written_to_the_nodes_file(cluster) -> None:
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("an external cluster's clocks cannot be set")
+    node = cluster.nodes()[0]
+    path = cluster.directory / node.id / "clock-offset"
+    try:
+        cluster.set_clock_offset(node.id, 2.5)
+        assert float(path.read_text()) == 2.5
+        cluster.set_clock_offset(node.id, -30)
+        assert float(path.read_text()) == -30.0
+    finally:
+        cluster.set_clock_offset(node.id, 0.0)
+    assert float(path.read_text()) == 0.0
+
+
+def test_stop_is_idempotent_and_leaves_files(make_cluster) -> None:
+    c = make_cluster(1)
+    pid = c.nodes()[0].pid
+    assert c.wait_for_leader(10).id == "n1"
+    c.stop()
+    c.stop()
+    assert process_environ(pid) is None
+    assert (c.directory / "n1" / "node.log").exists()
+    assert all(n.pid is None for n in c.nodes())
+    with pytest.raises(ClusterError, match="not running"):
+        c.kill("n1")
+
+
+def test_started_nodes_carry_the_marker(cluster) -> None:
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("external cluster")
+    env = process_environ(cluster.nodes()[0].pid)
+    assert env is not None and env["RQUEUE_CLUSTER_DIR"] == str(cluster.directory)
+    assert env.get("RQUEUE_REAP_TAG") == os.environ.get("RQUEUE_REAP_TAG")
