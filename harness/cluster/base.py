@@ -51,9 +51,14 @@ class Cluster(abc.ABC):
         """The node that currently calls itself leader and is agreed on, or None."""
 
     @abc.abstractmethod
-    def wait_for_leader(self, timeout: float) -> NodeInfo:
+    def wait_for_leader(
+        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
+    ) -> NodeInfo:
         """Wait until a leader is elected and every live node is ready.
 
+        ``all_ready=False`` waits for the leader only (nodes cut off by a partition are
+        never ready); ``exclude`` waits for a leader other than those node ids (right
+        after a fault the others may still name the old leader for a moment).
         Raises :class:`ClusterError` naming what it waited for when ``timeout`` passes.
         """
 

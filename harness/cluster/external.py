@@ -68,17 +68,26 @@ class ExternalCluster(Cluster):
     def leader(self, timeout: float = 1.0) -> NodeInfo | None:
         return self._leader(timeout)[0]
 
-    def wait_for_leader(self, timeout: float) -> NodeInfo:
+    def wait_for_leader(
+        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
+    ) -> NodeInfo:
+        exclude = set(exclude)
         deadline = time.monotonic() + timeout
         while True:
             lead, statuses = self._leader(min(1.0, max(0.1, deadline - time.monotonic())))
-            if lead is not None and all(s.ready for s in statuses):
+            if (
+                lead is not None
+                and lead.id not in exclude
+                and (not all_ready or all(s.ready for s in statuses))
+            ):
                 return lead
             if time.monotonic() >= deadline:
                 seen = "; ".join(s.summary() for s in statuses)
+                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
+                what += " and every node ready" if all_ready else ""
                 raise ClusterError(
-                    f"waited {timeout:.1f}s for an agreed leader and every node of the "
-                    f"external cluster ready, gave up. Nodes said: {seen}"
+                    f"waited {timeout:.1f}s for {what} in the external cluster, gave up. "
+                    f"Nodes said: {seen}"
                 )
             time.sleep(_POLL)
 

@@ -720,6 +720,7 @@ class LocalCluster(Cluster):
         Data directories and logs stay.
         """
         with self._lock:
+            survivors = []
             running = [s for s in self._specs.values() if self._alive(s)]
             for s in running:
                 _signal(s.pid, signal.SIGTERM)
@@ -729,7 +730,7 @@ class LocalCluster(Cluster):
                 if not self._wait_gone(s, max(0.0, deadline - time.monotonic())):
                     _signal(s.pid, signal.SIGKILL)
                     if not self._wait_gone(s, 5.0):
-                        raise ClusterError(f"node {s.id} (pid {s.pid}) survived SIGKILL for 5s")
+                        survivors.append(f"{s.id} (pid {s.pid})")
             for proc in self._procs.values():
                 proc.poll()
             self._procs.clear()
@@ -741,6 +742,8 @@ class LocalCluster(Cluster):
                 self._network.teardown()
             if self.directory.is_dir():
                 self._save()
+            if survivors:
+                raise ClusterError(f"nodes survived SIGKILL for 5s: {', '.join(survivors)}")
 
 
 # -- reaping -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.base import ClusterError, probe_node
+from harness.cluster.external import ExternalCluster
 from harness.cluster.local import LocalCluster, process_environ
 from tests.cluster.helpers import execute, rows, wait_until
 
@@ -94,3 +95,12 @@ def test_started_nodes_carry_the_marker(cluster) -> None:
     env = process_environ(cluster.nodes()[0].pid)
     assert env is not None and env["RQUEUE_CLUSTER_DIR"] == str(cluster.directory)
     assert env.get("RQUEUE_REAP_TAG") == os.environ.get("RQUEUE_REAP_TAG")
+
+
+def test_external_cluster_sees_the_same_leader(cluster) -> None:
+    ext = ExternalCluster(cluster.urls)
+    lead = ext.wait_for_leader(30)
+    assert lead.url == cluster.wait_for_leader(30).url
+    assert {n.id for n in ext.nodes()} == {n.id for n in cluster.nodes()}
+    with pytest.raises(ClusterError, match="other than"):
+        ext.wait_for_leader(0.3, exclude=[lead.id])
