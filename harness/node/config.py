@@ -26,6 +26,7 @@ class NodeConfig:
     peers: tuple[Peer, ...] = field(default_factory=tuple)
     clock_offset_file: Path | None = None
     apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
+    compaction_entries: int = 20000  # snapshot the database once the log holds this many
 
     @property
     def members(self) -> tuple[Peer, ...]:
@@ -96,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a request waits for its log entry (then: unknown outcome)",
     )
+    p.add_argument(
+        "--compaction-entries",
+        type=int,
+        default=20000,
+        help="snapshot the database and truncate the Raft log past this many entries",
+    )
     return p
 
 
@@ -110,6 +117,7 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
         peers=tuple(a.peer),
         clock_offset_file=a.clock_offset_file,
         apply_timeout=a.apply_timeout,
+        compaction_entries=a.compaction_entries,
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):
@@ -119,4 +127,6 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
         parser.error("every Raft and HTTP address must be different")
     if a.apply_timeout <= 0:
         parser.error("--apply-timeout must be positive")
+    if a.compaction_entries < 10:
+        parser.error("--compaction-entries must be at least 10")
     return cfg

@@ -57,7 +57,7 @@ class OutcomeUnknown(Exception):
     """The entry may or may not be applied (now or later)."""
 
 
-def sync_conf(data_dir: str, on_state: Any) -> dict[str, Any]:
+def sync_conf(data_dir: str, compaction_entries: int, on_state: Any) -> dict[str, Any]:
     """PySyncObj settings chosen for this node (see docs/embedded-node.md)."""
     return {
         "appendEntriesUseBatch": False,  # batching waits for the 100 ms heartbeat per write
@@ -70,7 +70,7 @@ def sync_conf(data_dir: str, on_state: Any) -> dict[str, Any]:
         "commandsWaitLeader": False,  # no leader: fail at once (definite), do not queue
         "journalFile": os.path.join(data_dir, "raft.journal"),
         "fullDumpFile": os.path.join(data_dir, "snapshot.bin"),
-        "logCompactionMinEntries": 20000,
+        "logCompactionMinEntries": compaction_entries,
         "logCompactionMinTime": 600,
         "dynamicMembershipChange": False,
         "onStateChanged": on_state,
@@ -88,7 +88,7 @@ class RaftStore(SyncObj):
         conf = SyncObjConf(
             serializer=self._write_snapshot,
             deserializer=self._read_snapshot,
-            **sync_conf(str(cfg.data_dir), self._on_state_changed),
+            **sync_conf(str(cfg.data_dir), cfg.compaction_entries, self._on_state_changed),
         )
         super().__init__(cfg.raft_addr, [p.raft_addr for p in cfg.peers], conf)
         self.addOnTickCallback(self._on_tick)
