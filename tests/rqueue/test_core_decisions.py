@@ -1,0 +1,185 @@
+"""The core's decisions after unknown outcomes, scripted call by call (no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rqueue import Lease, LeaseLost, OutcomeUnknown, Statements, Unavailable
+from rqueue._core import QueueCore, decide_after_unknown
+from rqueue._models import Call, Result
+from rqueue._version import ServerInfo
+
+LEASE = Lease(7, "g", "{}", "w:tok")
+READ_BACK = ("seq", "group_id", "event", "lock_expiry")
+
+
+def core(version: str = "v8.36.0") -> QueueCore:
+    return QueueCore(
+        Statements(server_clock=True, clock=lambda: 0.0), ServerInfo.from_version(version)
+    )
+
+
+class Script:
+    """Step an operation: feed results or throw errors, watch the calls it makes."""
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+        self.calls: list[Call] = [next(op)]
+        self.value: Any = None
+        self.done = False
+
+    @property
+    def call(self) -> Call:
+        return self.calls[-1]
+
+    def _step(self, fn: Any, arg: Any) -> Script:
+        try:
+            self.calls.append(fn(arg))
+        except StopIteration as stop:
+            self.value, self.done = stop.value, True
+        return self
+
+    def send(self, *results: Result) -> Script:
+        return self._step(self.op.send, tuple(results))
+
+    def throw(self, exc: Exception) -> Script:
+        return self._step(self.op.throw, exc)
+
+
+def token_of(call: Call) -> str:
+    return call.statements[0].params[0]
+
+
+def test_claim_unknown_then_token_found_returns_that_lease() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    assert s.call.path == "/db/request"
+    token = token_of(s.call)
+    s.throw(OutcomeUnknown("leadership lost"))
+    assert s.call.path == "/db/query" and s.call.statements[0].params == (token,)
+    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
+    assert s.done and s.value == Lease(5, "g", "{}", token)
+
+
+def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    token = token_of(s.call)
+    s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
+    assert s.call.path == "/db/request" and token_of(s.call) == token
+    # the retried lease UPDATE is a no-op for a token already in use
+    assert "NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)" in s.call.statements[0].sql
+    s.send(Result(), Result(), Result(READ_BACK, ()))
+    assert s.done and s.value is None
+
+
+def test_claim_unknown_and_lookup_impossible_is_unknown() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    s.throw(OutcomeUnknown("timeout"))
+    with pytest.raises(OutcomeUnknown, match="could not be looked up"):
+        s.throw(Unavailable("time is up"))
+
+
+def test_claim_definite_failure_stays_definite() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    with pytest.raises(Unavailable):
+        s.throw(Unavailable("leader not found"))
+
+
+def test_three_request_claim_reads_back_after_unknown_lease() -> None:
+    s = Script(core("v7.0.0").claim("w", 30.0, 0))
+    assert s.call.path == "/db/execute"
+    token = token_of(s.call)
+    s.throw(OutcomeUnknown("timeout"))
+    assert s.call.path == "/db/query"
+    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
+    assert s.call.path == "/db/execute" and "last_claimed_at" in s.call.statements[0].sql
+    s.throw(Unavailable("gone"))  # marking the group is best effort: the lease is ours
+    assert s.done and s.value.token == token
+
+
+def test_three_request_claim_nothing_claimable() -> None:
+    s = Script(core("v7.0.0").claim("w", 30.0, 0))
+    s.send(Result(rows_affected=0))
+    assert s.done and s.value is None
+
+
+def test_ack_definite_zero_rows_is_lease_lost() -> None:
+    s = Script(core().ack(LEASE))
+    with pytest.raises(LeaseLost):
+        s.send(Result(rows_affected=0), Result(), Result())
+
+
+@pytest.mark.parametrize(
+    ("what", "row", "expected"),
+    [
+        ("ack", None, "unknown"),
+        ("ack", ("w:tok", 1), "retry"),
+        ("ack", ("w:tok", 0), "lost"),
+        ("ack", ("other", 1), "lost"),
+        ("ack", (None, 0), "lost"),
+        ("nack", ("w:tok", 1), "retry"),
+        ("nack", ("w:tok", 0), "lost"),
+        ("nack", (None, 0), "unknown"),
+        ("nack", ("__parked__", 1), "unknown"),
+        ("extend", ("w:tok", 1), "retry"),
+        ("extend", ("w:tok", 0), "unknown"),
+        ("extend", ("other", 1), "unknown"),
+    ],
+)
+def test_decide_after_unknown(what: str, row: Any, expected: str) -> None:
+    assert decide_after_unknown(what, "w:tok", [row] if row else []) == expected
+
+
+def test_ack_unknown_then_row_still_ours_retries_and_succeeds() -> None:
+    s = Script(core().ack(LEASE))
+    s.throw(OutcomeUnknown("dropped"))
+    assert s.call.path == "/db/query"
+    s.send(Result(("locked_by", "live"), (("w:tok", 1),)))
+    assert s.call.path == "/db/execute"
+    s.send(Result(rows_affected=1), Result(), Result())
+    assert s.done
+
+
+def test_ack_unknown_then_row_gone_is_unknown() -> None:
+    s = Script(core().ack(LEASE))
+    s.throw(OutcomeUnknown("dropped"))
+    with pytest.raises(OutcomeUnknown, match="does not settle"):
+        s.send(Result(("locked_by", "live"), ()))
+
+
+def test_ack_unknown_then_other_holder_is_lease_lost() -> None:
+    s = Script(core().ack(LEASE))
+    s.throw(OutcomeUnknown("dropped"))
+    with pytest.raises(LeaseLost):
+        s.send(Result(("locked_by", "live"), (("x:other", 1),)))
+
+
+def test_dedup_publish_retries_after_unknown() -> None:
+    s = Script(core().publish("g", "{}", 0, "d1"))
+    first = s.call
+    s.throw(OutcomeUnknown("timeout"))
+    assert s.call == first  # the same statements again: safe with a dedup id
+    s.send(Result(), Result(), Result(), Result(), Result(("seq",), ((12,),)))
+    assert s.done and s.value == 12
+
+
+def test_plain_publish_unknown_is_not_retried() -> None:
+    s = Script(core().publish("g", "{}", 0, None))
+    with pytest.raises(OutcomeUnknown):
+        s.throw(OutcomeUnknown("timeout"))
+
+
+def test_linearizable_needs_a_new_enough_server() -> None:
+    with pytest.raises(ValueError, match="read_consistency"):
+        QueueCore(
+            Statements(server_clock=False, clock=lambda: 0.0),
+            ServerInfo.from_version("v8.31.0"),
+            read_consistency="linearizable",
+        )
+    c = QueueCore(
+        Statements(server_clock=True, clock=lambda: 0.0),
+        ServerInfo.from_version("v8.32.0"),
+        read_consistency="linearizable",
+    )
+    assert c.read([], "x").query == (("level", "linearizable"),)

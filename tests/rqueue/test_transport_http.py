@@ -1,0 +1,249 @@
+"""Both transports over real HTTP against fake nodes: failover, faults, input, auth.
+
+The fake nodes (tests/rqueue/fakes.py) inject faults that a real cluster produces only
+by chance: a write applied and then answered with "leadership lost", a connection
+dropped after the write was applied, 503 before applying.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from rqueue import (
+    AsyncRqliteTransport,
+    Lease,
+    LeaseLost,
+    OutcomeUnknown,
+    RqliteTransport,
+    Statements,
+    TransportClosed,
+    Unavailable,
+)
+
+from .fakes import FakeNode, SqliteExecutor
+
+
+@pytest.fixture
+def two_nodes(executor: SqliteExecutor) -> Iterator[tuple[FakeNode, FakeNode]]:
+    a, b = FakeNode(executor), FakeNode(executor)
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def posts(node: FakeNode) -> list[str]:
+    return [r["path"] for r in node.requests if r["method"] == "POST"]
+
+
+def test_round_trip(connect, fake_node: FakeNode) -> None:
+    t = connect(fake_node.url)
+    seq = t.publish("g", {"x": 1})
+    lease = t.claim("w", 30)
+    assert lease == Lease(seq, "g", '{"x": 1}', lease.token)
+    t.ack(lease)
+    assert t.claim("w", 30) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "name"),
+    [
+        (lambda t: t.publish("", "{}"), ValueError, "group_id"),
+        (lambda t: t.publish(7, "{}"), TypeError, "group_id"),
+        (lambda t: t.publish("g", "not json"), ValueError, "event"),
+        (lambda t: t.publish("g", object()), TypeError, "event"),
+        (lambda t: t.publish("g", float("nan")), TypeError, "event"),
+        (lambda t: t.publish("g", "{}", priority=5), ValueError, "priority"),
+        (lambda t: t.publish("g", "{}", priority=True), TypeError, "priority"),
+        (lambda t: t.publish("g", "{}", dedup_id=""), ValueError, "dedup_id"),
+        (lambda t: t.claim("w", 0), ValueError, "visibility"),
+        (lambda t: t.claim("w", -1), ValueError, "visibility"),
+        (lambda t: t.claim("", 1), ValueError, "worker_id"),
+        (lambda t: t.claim("w", 1, min_priority=-1), ValueError, "min_priority"),
+        (lambda t: t.nack(Lease(1, "g", "{}", "t"), delay=-1), ValueError, "delay"),
+        (lambda t: t.extend(Lease(1, "g", "{}", "t"), float("inf")), ValueError, "visibility"),
+        (lambda t: t.ack("not a lease"), TypeError, "lease"),
+        (
+            lambda t: t.ack(Lease(1, "g", "{}", "t", origin="http://elsewhere:1")),
+            ValueError,
+            "lease",
+        ),
+        (lambda t: t.publish_many([("g",)]), TypeError, "items[0]"),
+        (lambda t: t.publish_many([("g", "{}", 9)]), ValueError, "items[0].priority"),
+    ],
+)
+def test_bad_input_is_refused_before_sending(connect, fake_node, call, exc, name) -> None:
+    t = connect(fake_node.url)
+    before = len(fake_node.requests)
+    with pytest.raises(exc, match=name.replace("[", r"\[").replace("]", r"\]")):
+        call(t)
+    assert len(fake_node.requests) == before
+
+
+def test_closed_transport_refuses(connect, fake_node: FakeNode) -> None:
+    t = connect(fake_node.url)
+    t.close()
+    with pytest.raises(TransportClosed):
+        t.publish("g", "{}")
+    assert "closed" in repr(t)
+
+
+def test_fails_over_on_refused_connection_and_sticks(connect, two_nodes) -> None:
+    a, b = two_nodes
+    a.stop()
+    t = connect(f"{a.url},{b.url}")
+    for i in range(3):
+        t.publish("g", str(i))
+    assert len(posts(b)) >= 3 + 3  # schema + publishes, all on b
+
+
+def test_fails_over_on_503(connect, two_nodes) -> None:
+    a, b = two_nodes
+    t = connect(f"{a.url},{b.url}")
+    a.inject("/db/execute", "503")
+    n_b = len(posts(b))
+    t.publish("g", "{}")
+    assert len(posts(b)) == n_b + 1
+    t.publish("g", "{}")
+    assert len(posts(b)) == n_b + 2  # stuck to b
+
+
+def test_gives_up_in_time_naming_urls_and_last_failure(connect, fake_node) -> None:
+    url = fake_node.url
+    fake_node.stop()
+    started = time.monotonic()
+    with pytest.raises(Unavailable) as info:
+        connect(f"http://bob:hunter2@{url[7:]},http://127.0.0.1:9", timeout=1.0)
+    assert time.monotonic() - started < 5
+    msg = str(info.value)
+    assert url in msg and "http://127.0.0.1:9" in msg and "last failure" in msg
+    assert "hunter2" not in msg and "bob" not in msg
+
+
+def test_claim_applied_but_answer_lost_returns_the_lease(connect, fake_node, executor) -> None:
+    t = connect(fake_node.url)
+    seq = t.publish("g", "{}")
+    fake_node.inject("/db/request", "lost")
+    lease = t.claim("w", 30)
+    assert lease is not None and lease.seq == seq
+    assert executor.sql("SELECT locked_by FROM messages") == [(lease.token,)]
+    t.ack(lease)
+
+
+def test_claim_connection_dropped_after_apply_returns_the_lease(connect, fake_node, executor):
+    t = connect(fake_node.url)
+    t.publish("g", "{}")
+    fake_node.inject("/db/request", "drop")
+    lease = t.claim("w", 30)
+    assert lease is not None
+    assert executor.sql("SELECT count(*) FROM messages WHERE locked_by IS NOT NULL") == [(1,)]
+
+
+def test_publish_unknown_outcome_is_reported(connect, fake_node) -> None:
+    t = connect(fake_node.url)
+    fake_node.inject("/db/execute", "lost")
+    with pytest.raises(OutcomeUnknown, match="leadership lost"):
+        t.publish("g", "{}")
+
+
+def test_publish_with_dedup_id_survives_unknown_outcomes(connect, fake_node, executor) -> None:
+    t = connect(fake_node.url)
+    fake_node.inject("/db/request", "lost", "drop")
+    seq = t.publish("g", "{}", dedup_id="m-1")
+    assert executor.sql("SELECT seq FROM messages") == [(seq,)]
+
+
+def test_ack_retried_when_not_applied_and_unknown_when_gone(connect, fake_node) -> None:
+    t = connect(fake_node.url)
+    t.publish("g", "{}")
+    t.publish("g", "{}")
+    first = t.claim("w", 30)
+    fake_node.inject("/db/execute", "503")
+    t.ack(first)  # refused before applying: retried
+    second = t.claim("w", 30)
+    fake_node.inject("/db/execute", "drop")
+    with pytest.raises(OutcomeUnknown):
+        t.ack(second)  # applied, answer lost: the row is gone, which proves nothing
+
+
+def test_stale_ack_is_lease_lost(connect, fake_node) -> None:
+    t = connect(fake_node.url)
+    t.publish("g", "{}")
+    lease = t.claim("w", 30)
+    t.ack(lease)
+    with pytest.raises(LeaseLost):
+        t.ack(lease)
+
+
+def test_basic_auth_is_sent_and_never_shown(connect, fake_node) -> None:
+    host = fake_node.url[len("http://") :]
+    t = connect(f"http://bob:hunter2@{host}")
+    t.publish("g", "{}")
+    assert all(
+        r["headers"].get("Authorization", "").startswith("Basic ") for r in fake_node.requests
+    )
+    assert "hunter2" not in repr(t) and "bob" not in repr(t)
+
+
+def test_old_server_uses_three_requests_and_the_worker_clock(connect, fake_node, monkeypatch):
+    monkeypatch.setattr("rqueue._config._warned_worker_clock", False)
+    fake_node.version = "v8.0.0"
+    with pytest.warns(RuntimeWarning, match="worker's clock"):
+        t = connect(fake_node.url, clock=lambda: 5000.0)
+    t.publish("g", "{}")
+    before = len(fake_node.requests)
+    lease = t.claim("w", 30)
+    assert posts(fake_node)[-3:] == ["/db/execute", "/db/query", "/db/execute"]
+    assert len(fake_node.requests) == before + 3
+    assert lease.expires_at == 5030.0
+
+
+def test_linearizable_on_an_old_server_is_refused(connect, fake_node) -> None:
+    fake_node.version = "v8.31.0"
+    with pytest.raises(ValueError, match="read_consistency"):
+        connect(fake_node.url, read_consistency="linearizable", server_clock=False)
+
+
+class _FifoReversed(Statements):
+    def claim_lease(self, token, visibility, min_priority):
+        return self.stmt(
+            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? WHERE seq = "
+            "(SELECT max(seq) FROM messages WHERE locked_by IS NULL AND 0 * ? = 0)",
+            token,
+            NOW_,
+            visibility,
+            min_priority,
+        )
+
+
+from rqueue._statements import NOW as NOW_  # noqa: E402
+
+
+class _SyncMutant(RqliteTransport):
+    statements_class = _FifoReversed
+
+
+class _AsyncMutant(AsyncRqliteTransport):
+    statements_class = _FifoReversed
+
+
+def test_mutant_hook_replaces_one_builder(connect, fake_node) -> None:
+    cls = _SyncMutant if connect.twin == "sync" else _AsyncMutant
+    t = connect(fake_node.url, cls=cls)
+    t.publish("g", '"a"')
+    t.publish("g", '"b"')
+    assert t.claim("w", 30).event == '"b"'
+
+
+@pytest.mark.parametrize(
+    ("twin", "other"), [("RqliteTransport", "httpx"), ("AsyncRqliteTransport", "requests")]
+)
+def test_importing_one_twin_never_imports_the_other_library(twin: str, other: str) -> None:
+    code = f"import sys, rqueue; rqueue.{twin}; assert {other!r} not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
