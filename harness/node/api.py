@@ -232,7 +232,7 @@ class NodeService:
         return Reply(200, b"[+]node ok\n[+]leader ok\n[+]store ok", "text/plain; charset=utf-8")
 
     def status(self, params: QueryParams) -> Reply:
-        st = self.store.getStatus()
+        st = self.store.raft_stats()
         lead = self.leader()
         now = self.clock.now()
         body = {
@@ -258,13 +258,12 @@ class NodeService:
                 "apply_timeout": f"{self.cfg.apply_timeout}s",
                 "nodes": [{"id": m.node_id, "addr": m.raft_addr} for m in self.cfg.members],
                 "raft": {
-                    "state": self.store.state_name(),
-                    "term": str(st["raft_term"]),
-                    "commit_index": str(st["commit_idx"]),
-                    "applied_index": str(st["last_applied"]),
-                    "log_size": str(st["log_len"]),
+                    "state": st["state"],
+                    "term": str(st["term"]),
+                    "commit_index": str(st["commit_index"]),
+                    "applied_index": str(st["applied_index"]),
+                    "log_size": str(st["log_size"]),
                     "num_peers": str(len(self.cfg.peers)),
-                    "has_quorum": bool(st["has_quorum"]),
                 },
             },
         }

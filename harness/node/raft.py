@@ -16,6 +16,7 @@ follower restored from a snapshot gets the database, not an empty one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -124,7 +125,9 @@ class RaftStore(SyncObj):
             done.set()
 
         entry = (kind, self._cfg.node_id, [s.to_wire() for s in stmts], tx, timings)
-        self._apply(entry, callback=on_result)
+        # a full wake-up pipe raises after the entry was queued: it is submitted all the same
+        with contextlib.suppress(BlockingIOError):
+            self._apply(entry, callback=on_result)
         if not done.wait(timeout):
             raise OutcomeUnknown(TIMEOUT_MESSAGE)
         err = box["err"]
@@ -174,4 +177,15 @@ class RaftStore(SyncObj):
         return time.monotonic() - self._last_leader_contact
 
     def state_name(self) -> str:
-        return STATE_NAMES.get(self.getStatus()["state"], "Unknown")
+        # PySyncObj has no public accessor for the state; reading the int is thread-safe
+        return STATE_NAMES.get(getattr(self, "_SyncObj__raftState", -1), "Unknown")
+
+    def raft_stats(self) -> dict[str, Any]:
+        """Raft figures for ``/status`` (read without touching PySyncObj's mutable maps)."""
+        return {
+            "state": self.state_name(),
+            "term": self.raftCurrentTerm,
+            "commit_index": self.raftCommitIndex,
+            "applied_index": self.raftLastApplied,
+            "log_size": self._getRaftLogSize(),
+        }

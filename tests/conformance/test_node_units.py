@@ -1,0 +1,200 @@
+"""Unit tests of the embedded node's pure parts: rewriting, request parsing, the clock,
+the SQLite state machine. (No cluster needed.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.node.clock import OffsetClock, OffsetClockError
+from harness.node.config import parse_args
+from harness.node.database import READ_ONLY_VIOLATION, Database, render
+from harness.node.rewrite import julian_day, rewrite, tokenize
+from harness.node.statements import QueryParams, RequestError, Statement, parse_body, parse_duration
+
+EPOCH = 1_700_000_000.0
+JD = f"{julian_day(EPOCH):f}"
+
+
+def rw(sql: str, **kw: bool) -> str:
+    return rewrite(sql, now=lambda: EPOCH, **kw).sql
+
+
+@given(st.text())
+def test_tokens_give_back_the_text(sql: str) -> None:
+    assert "".join(t.text for t in tokenize(sql)) == sql
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT datetime('now')", f"SELECT datetime({JD})"),
+        ("SELECT julianday('NOW', 'utc')", f"SELECT julianday({JD}, 'utc')"),
+        ("SELECT unixepoch(now)", f"SELECT unixepoch({JD})"),
+        ("SELECT strftime('%s', 'now')", f"SELECT strftime('%s', {JD})"),
+        ("SELECT timediff('now', 'now')", f"SELECT timediff({JD}, {JD})"),
+        ("SELECT date('2020-01-01')", "SELECT date('2020-01-01')"),
+        ("SELECT date(), CURRENT_TIMESTAMP", "SELECT date(), CURRENT_TIMESTAMP"),
+        ("SELECT 'datetime(''now'')' -- random()", "SELECT 'datetime(''now'')' -- random()"),
+        ("SELECT * FROM t ORDER BY random()", "SELECT * FROM t ORDER BY random()"),
+    ],
+)
+def test_rewrite_follows_rqlite(sql: str, expected: str) -> None:
+    assert rw(sql) == expected
+
+
+def test_random_and_randomblob_become_literals() -> None:
+    out = rw("INSERT INTO t VALUES(random(), RANDOMBLOB(4), randomblob(x))")
+    lit, blob, rest = out[len("INSERT INTO t VALUES(") :].split(", ")
+    assert 0 <= int(lit) < 2**63
+    assert blob.startswith("X'") and len(blob) == 2 + 8 + 1
+    assert rest == "randomblob(x))"
+    limited = rw("SELECT * FROM t ORDER BY random() LIMIT random()")
+    assert (
+        limited.startswith("SELECT * FROM t ORDER BY random() LIMIT ")
+        and "random" not in limited[-12:]
+    )
+
+
+def test_rewrite_flags_and_returning() -> None:
+    assert rw("SELECT random()", rewrite_random=False) == "SELECT random()"
+    assert rw("SELECT date('now')", rewrite_time=False) == "SELECT date('now')"
+    assert rewrite("UPDATE t SET a=1 RETURNING *").returning
+    assert not rewrite("SELECT 'returning'").returning
+
+
+def test_julian_day_matches_sqlite() -> None:
+    db = Database()
+    got = db.query([Statement(f"SELECT julianday({EPOCH}, 'unixepoch')")], False)[0]["values"]
+    assert got[0][0] == pytest.approx(julian_day(EPOCH), abs=1e-9)
+
+
+def test_parse_body_forms_and_errors() -> None:
+    stmts = parse_body(json.dumps(["SELECT 1", "SELECT 2"]).encode())
+    assert [s.sql for s in stmts] == ["SELECT 1", "SELECT 2"]
+    (p,) = parse_body(json.dumps([["INSERT INTO t VALUES(?, ?, ?)", 1, 2.5, True]]).encode())
+    assert p.positional == [1, 2.5, 1]
+    (n,) = parse_body(json.dumps([["SELECT :a", {"a": "x"}]]).encode())
+    assert n.named == {"a": "x"} and n.bindings() == {"a": "x"}
+    for body, message in [
+        (b"", "no statements"),
+        (b"[]", "no statements"),
+        (b"[[]]", "no statements"),
+        (b"{", "invalid JSON body"),
+        (b'{"a": 1}', "invalid JSON body"),
+        (b"[[1]]", "invalid request"),
+        (b'[["SELECT ?", [1]]]', "unsupported type"),
+    ]:
+        with pytest.raises(RequestError, match=message):
+            parse_body(body)
+
+
+def test_query_params() -> None:
+    qp = QueryParams.parse("level=STRONG&timings&freshness=1.5s")
+    assert qp.level == "strong" and qp.flag("timings") and qp.duration("freshness", 0) == 1.5
+    assert QueryParams.parse("level=bogus").level == "weak"
+    assert parse_duration("1m30s") == 90.0 and parse_duration("250ms") == 0.25
+    for bad, message in [
+        ("timeout=soon", "timeout is not a valid duration"),
+        ("freshness_strict", "freshness_strict requires freshness"),
+        ("q=", "query parameter not set"),
+    ]:
+        with pytest.raises(RequestError, match=message):
+            QueryParams.parse(bad)
+
+
+def test_clock_offset_file(tmp_path: Path) -> None:
+    path = tmp_path / "offset"
+    clock = OffsetClock(str(path))
+    assert clock.offset == 0.0
+    path.write_text("12.5\n")
+    assert clock.offset == 12.5 and abs(clock.now() - time.time() - 12.5) < 1.0
+    path.write_text("not a number")
+    os.utime(path, ns=(1, 1))
+    assert clock.offset == 12.5  # a bad rewrite keeps the last good offset
+    path.unlink()
+    assert clock.offset == 0.0
+    path.write_text("soon")
+    with pytest.raises(OffsetClockError, match="must hold a number of seconds"):
+        OffsetClock(str(path))
+
+
+def test_config_validation(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = parse_args(
+        [
+            "--node-id",
+            "n1",
+            "--http-addr",
+            "127.0.0.1:1",
+            "--raft-addr",
+            "127.0.0.1:2",
+            "--peer",
+            "n2,127.0.0.1:3,127.0.0.1:4",
+            "--data-dir",
+            "d",
+        ]
+    )
+    assert [m.node_id for m in cfg.members] == ["n1", "n2"]
+    assert cfg.by_raft_addr("127.0.0.1:3").http_addr == "127.0.0.1:4"
+    with pytest.raises(SystemExit):
+        parse_args(
+            [
+                "--node-id",
+                "n1",
+                "--http-addr",
+                "nohost",
+                "--raft-addr",
+                "127.0.0.1:2",
+                "--data-dir",
+                "d",
+            ]
+        )
+    assert "--http-addr must be HOST:PORT" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(
+            [
+                "--node-id",
+                "n1",
+                "--http-addr",
+                "127.0.0.1:1",
+                "--raft-addr",
+                "127.0.0.1:2",
+                "--peer",
+                "n2,127.0.0.1:3",
+                "--data-dir",
+                "d",
+            ]
+        )
+    assert "--peer must be ID,RAFT_ADDR,HTTP_ADDR" in capsys.readouterr().err
+
+
+def test_database_shapes_and_snapshot() -> None:
+    db = Database()
+    res = db.execute(
+        [
+            Statement("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB)"),
+            Statement("INSERT INTO t(b) VALUES(?)", ["x"]),
+            Statement("INSERT INTO nope VALUES(1)"),
+        ],
+        tx=False,
+        timings=False,
+    )
+    assert [render(r) for r in res] == [
+        {},
+        {"last_insert_id": 1, "rows_affected": 1},
+        {"error": "no such table: nope"},
+    ]
+    db.execute([Statement("UPDATE t SET b = x'0102'")], tx=False, timings=False)
+    (rows,) = db.query([Statement("SELECT b FROM t")], False)
+    assert render(rows) == {"columns": ["b"], "types": ["blob"], "values": [["AQI="]]}
+    (bad,) = db.query([Statement("DELETE FROM t")], False)
+    assert render(bad) == {"error": READ_ONLY_VIOLATION}
+    other = Database()
+    other.restore(db.serialize())
+    assert render(other.query([Statement("SELECT COUNT(*) FROM t")], False)[0])["values"] == [[1]]
