@@ -85,13 +85,16 @@ def _cli(args: list[str], address: str) -> subprocess.CompletedProcess[str]:
     "args",
     [
         ["run", "leader-failover", "--backend", "docker", "--time", "5"],
+        ["cluster", "up", "--backend", "docker", "--dir"],
         ["cluster", "down", "--all", "--backend", "docker"],
     ],
-    ids=["run", "cluster-down"],
+    ids=["run", "cluster-up", "cluster-down"],
 )
 def test_cli_exits_2_with_the_line(closed_socket: str, args: list[str], tmp_path: Path) -> None:
     if args[0] == "run":
-        args = [*args, "--out", str(tmp_path)]
+        args = [*args, "--out", str(tmp_path / "out")]
+    elif args[-1] == "--dir":
+        args = [*args, str(tmp_path / "c")]
     res = _cli(args, closed_socket)
     assert res.returncode == 2, res.stdout + res.stderr
     lines = [ln for ln in res.stderr.splitlines() if "Docker is not reachable" in ln]
