@@ -125,7 +125,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
         ", ".join(f"{k} {v}" for k, v in found.items()) or "none",
         style=("red" if found else "green"),
     )
-    for key in ("error", "exit"):
+    for key in ("warning", "error", "exit"):
         if summary.get(key) is not None:
             table.add_row(key, str(summary[key]))
     table.add_row("run folder", str(summary.get("run_dir")))

@@ -247,7 +247,8 @@ class Workload:
         """Stop every worker after its current call and wait for them (bounded)."""
         self.stop_event.set()
         if self._loop is not None and self._astop is not None:
-            self._loop.call_soon_threadsafe(self._astop.set)
+            with contextlib.suppress(RuntimeError):  # the loop has already finished
+                self._loop.call_soon_threadsafe(self._astop.set)
         bound = timeout if timeout is not None else 3 * self.timeout + 10
         deadline = time.monotonic() + bound
         for t in self._threads:

@@ -1,0 +1,320 @@
+"""One run, start to finish: cluster up → workload + faults → heal → drain → check → plots.
+
+:func:`run` always tears down what it started (the workload, the nemesis, the cluster
+with its processes, namespaces and rules), also on an exception, Ctrl-C or SIGTERM.
+Its :class:`RunResult` carries the exit status the CLI returns: 0 the history is valid,
+1 the checker found anomalies, 2 the harness itself failed (``reason`` says why).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .scenario import Scenario, ScenarioError, load_scenario
+from .store import RunStore, engine_version, versions
+
+log = logging.getLogger(__name__)
+
+EXIT_VALID, EXIT_ANOMALIES, EXIT_HARNESS = 0, 1, 2
+
+
+class HarnessError(RuntimeError):
+    """The harness could not do its job; the message is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``python -m harness run`` was asked to do."""
+
+    scenario: str
+    time: float | None = None
+    nodes: int | None = None
+    seed: int | None = None
+    subject: str = "rqueue"
+    engine: str = "embedded"
+    rqlited: str | None = None
+    backend: str = "local"
+    out: Path | None = None
+    progress: bool = True
+    request_timeout: float = 5.0
+    cluster_timeout: float = 60.0
+
+
+@dataclass
+class RunResult:
+    """How a run ended."""
+
+    exit_code: int
+    run_dir: Path | None = None
+    check: dict[str, Any] | None = None
+    reason: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool | None:
+        return None if self.check is None else bool(self.check.get("valid"))
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C so every ``finally`` runs."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def resolve(opts: RunOptions) -> Scenario:
+    """The scenario with ``--time`` and ``--nodes`` applied (``ScenarioError`` if bad)."""
+    scenario = load_scenario(opts.scenario)
+    if opts.nodes is not None:
+        scenario = scenario.with_nodes(opts.nodes)
+    if opts.time is not None:
+        scenario = scenario.scaled(opts.time)
+    return scenario
+
+
+def preflight(scenario: Scenario, opts: RunOptions) -> bool:
+    """Check that this machine can run the scenario; returns whether to use netns."""
+    if opts.backend != "local":
+        return False
+    if not scenario.needs_partitions:
+        return False
+    if os.geteuid() != 0:
+        raise HarnessError(
+            f"scenario {scenario.name!r} partitions the network: on the local backend that "
+            "needs root (network namespaces + iptables); run as root or use --backend docker"
+        )
+    return True
+
+
+def run(opts: RunOptions) -> RunResult:
+    """Run one scenario and return its result (never raises for a harness failure)."""
+    from .subjects import get_subject
+
+    try:
+        scenario = resolve(opts)
+        subject = get_subject(opts.subject)
+        netns = preflight(scenario, opts)
+        store = RunStore.create(scenario.name, opts.out)
+    except (ScenarioError, ValueError, HarnessError, FileExistsError, ImportError) as e:
+        return RunResult(EXIT_HARNESS, reason=str(e))
+    seed = opts.seed if opts.seed is not None else int(time.time()) % 100_000
+    store.write_json("scenario.json", scenario.to_json())
+    run_info: dict[str, Any] = {
+        "options": {**asdict(opts), "seed": seed},
+        "phases": {},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    result = RunResult(EXIT_HARNESS, store.root)
+    try:
+        with _sigterm_unwinds():
+            _Run(scenario, subject, opts, store, seed, netns, run_info, result).execute()
+    except (KeyboardInterrupt, _Terminated) as e:
+        result.exit_code, result.reason = EXIT_HARNESS, f"interrupted ({e or 'Ctrl-C'})"
+    run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
+    store.write_json("run.json", run_info)
+    result.summary.update(exit=result.exit_code, error=result.reason, run_dir=str(store.root))
+    return result
+
+
+class _Run:
+    """The phases of one run (an object only to share their state)."""
+
+    def __init__(self, scenario, subject, opts, store, seed, netns, run_info, result) -> None:
+        self.scenario, self.subject, self.opts = scenario, subject, opts
+        self.store, self.seed, self.netns = store, seed, netns
+        self.info, self.result = run_info, result
+        self.cluster: Any = None
+        self.workload: Any = None
+        self.nemesis: Any = None
+        self.recorder: Any = None
+        self.progress: Any = None
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        if self.progress is not None:
+            self.progress.set_phase(name)
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.info["phases"][name] = round(time.monotonic() - t, 3)
+
+    def execute(self) -> None:
+        from .history import HistoryRecorder
+        from .progress import Progress
+
+        s = self.scenario
+        self.recorder = HistoryRecorder(self.store.history)
+        self.progress = Progress(
+            f"{s.name} ({self.opts.subject})",
+            s.duration,
+            lambda: self.workload.ops.counts if self.workload else {},
+            lambda: self.nemesis.current if self.nemesis else "none",
+            enabled=self.opts.progress,
+        )
+        try:
+            with self.progress:
+                self._phases()
+        except HarnessError as e:
+            self.result.exit_code, self.result.reason = EXIT_HARNESS, str(e)
+        except Exception as e:
+            log.exception("run failed")
+            self.result.exit_code = EXIT_HARNESS
+            self.result.reason = f"{type(e).__name__}: {e}"
+        finally:
+            self._teardown()
+        self._summarise()
+
+    def _phases(self) -> None:
+        from .cluster.base import ClusterError
+        from .cluster.factory import make_cluster
+        from .nemesis import Nemesis
+        from .workload import Workload
+
+        s, o = self.scenario, self.opts
+        with self.phase("cluster-up"):
+            try:
+                self.cluster = make_cluster(
+                    o.backend,
+                    engine=o.engine,
+                    nodes=s.nodes,
+                    directory=self.store.cluster_dir,
+                    rqlited=o.rqlited,
+                    netns=self.netns,
+                    timeout=o.cluster_timeout,
+                )
+            except ClusterError as e:
+                raise HarnessError(f"cluster did not start: {e}") from None
+        urls = list(self.cluster.urls)
+        self.info["urls"] = urls
+        self.store.write_json("versions.json", versions(self.cluster.engine, engine_version(urls)))
+        self.workload = Workload(
+            s.workload,
+            self.subject,
+            urls,
+            self.recorder,
+            seed=self.seed,
+            timeout=o.request_timeout,
+        )
+        self.nemesis = Nemesis(
+            self.cluster, self.recorder, self.workload, s.faults, s.duration, seed=self.seed
+        )
+        with self.phase("workload"):
+            self.workload.start()
+            t0 = time.monotonic()
+            self.nemesis.start(t0)
+            while (left := t0 + s.duration - time.monotonic()) > 0:
+                if self.workload.errors:
+                    e = self.workload.errors[0]
+                    raise HarnessError(f"a workload thread died: {type(e).__name__}: {e}")
+                self.workload.stop_event.wait(min(0.5, left))
+                self.progress.tick()
+        with self.phase("heal"):
+            self.nemesis.stop()
+            self.nemesis.heal_all()
+            try:
+                self.cluster.wait_for_leader(o.cluster_timeout)
+            except ClusterError as e:
+                raise HarnessError(f"no leader after healing every fault: {e}") from None
+            self.workload.stop()
+        with self.phase("drain"):
+            drain = self.workload.drain()
+            self.info["drain"] = asdict(drain)
+            if not drain.complete:
+                log.warning("drain incomplete: %s messages left", drain.remaining)
+        self.recorder.close()
+        with self.phase("check"):
+            self.result.check = self._check()
+        self.result.exit_code = EXIT_VALID if self.result.valid else EXIT_ANOMALIES
+        with self.phase("plots"):
+            try:
+                self._plots()
+            except Exception as e:  # the verdict stands; the report says what is missing
+                log.exception("plots or report failed")
+                self.info["plots_error"] = f"{type(e).__name__}: {e}"
+                self.result.summary["warning"] = f"plots/report failed: {e}"
+
+    def _check(self) -> dict[str, Any]:
+        from . import checker
+        from .history import read_history
+
+        check = checker.check(read_history(self.store.history))
+        self.store.write_json("check.json", check)
+        return check
+
+    def _plots(self) -> None:
+        from .plots import plot_run
+        from .report import write_report
+
+        self.info["plots"] = [str(p) for p in plot_run(self.store.root)]
+        self.info["report"] = str(write_report(self.store.root))
+
+    def _teardown(self) -> None:
+        """Stop everything this run started; each step runs even if an earlier one fails."""
+        steps = [
+            ("nemesis", lambda: self.nemesis and self.nemesis.stop(timeout=30)),
+            ("workload", lambda: self.workload and self.workload.stop(timeout=30)),
+            ("cluster", lambda: self.cluster and self.cluster.stop()),
+            ("history", lambda: self.recorder and self.recorder.close()),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception as e:
+                log.warning("teardown of %s failed: %s", name, e)
+                if self.result.reason is None and self.result.exit_code == EXIT_HARNESS:
+                    self.result.reason = f"teardown of {name} failed: {e}"
+
+    def _summarise(self) -> None:
+        counts = self.workload.ops.counts if self.workload else {}
+        ops: dict[str, dict[str, int]] = {}
+        for (f, kind), n in sorted(counts.items()):
+            ops.setdefault(f, {})[kind] = n
+        check = self.result.check or {}
+        anomalies = {k: v.get("count", 0) for k, v in (check.get("anomalies") or {}).items()}
+        verdict = {EXIT_VALID: "valid", EXIT_ANOMALIES: "ANOMALIES"}.get(
+            self.result.exit_code, "harness failed"
+        )
+        self.result.summary.update(
+            scenario=self.scenario.name,
+            subject=self.opts.subject,
+            engine=self.opts.engine,
+            backend=self.opts.backend,
+            nodes=self.scenario.nodes,
+            seed=self.seed,
+            duration=f"{self.scenario.duration:g}s",
+            ops=ops,
+            faults=dict(self.nemesis.counts) if self.nemesis else {},
+            anomalies=anomalies,
+            verdict=verdict,
+        )
+        if "drain" in self.info:
+            d = self.info["drain"]
+            self.result.summary["drain"] = (
+                f"{'complete' if d['complete'] else 'INCOMPLETE'}: {d['acked']} acked in "
+                f"{d['seconds']:.1f}s, {d['remaining']} left"
+            )
+        if self.nemesis and self.nemesis.errors:
+            self.info["nemesis_errors"] = self.nemesis.errors
