@@ -58,6 +58,7 @@ DATA_MOUNT = "/rqlite/file"  # the image's volume; the entrypoint puts data/ und
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 STATE_FILE = "docker-cluster.json"
 NANOS = 1_000_000_000
+LOG_LINES = 20_000  # of each container's log kept in the cluster directory on stop()
 
 
 def clock_skew_message() -> str:
@@ -550,10 +551,25 @@ class DockerCluster(Cluster):
 
     # -- lifecycle ------------------------------------------------------------------------
     def stop(self) -> None:
-        """Remove this cluster's containers, network and volumes (by its label)."""
+        """Keep each node's log in the directory, then remove the cluster (by its label)."""
+        if self._directory is not None:
+            self._save_logs(self._directory)
         reap_docker(self._client, cluster_id=self.cluster_id)
         if self._directory is not None:
             (self._directory / STATE_FILE).unlink(missing_ok=True)
+
+    def _save_logs(self, directory: Path) -> None:
+        """Write ``<node>.log`` (the container's last LOG_LINES lines); best effort."""
+        import docker
+
+        for nid in self._specs:
+            try:
+                data = self._container(nid).logs(tail=LOG_LINES)
+            except (ClusterError, docker.errors.APIError):
+                continue
+            with contextlib.suppress(OSError):
+                directory.mkdir(parents=True, exist_ok=True)
+                (directory / f"{nid}.log").write_bytes(data)
 
     def describe(self) -> dict:
         out = super().describe()

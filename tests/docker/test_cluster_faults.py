@@ -21,8 +21,9 @@ from harness.cluster.base import ClusterError
 
 
 class FakeContainer:
-    def __init__(self, spec: db.ContainerSpec, index: int) -> None:
+    def __init__(self, spec: db.ContainerSpec, index: int, client: FakeClient) -> None:
         self.spec = spec
+        self.client = client
         self.id = f"{index:x}" * 64
         self.status = "running"
         self.pid = 1000 + index
@@ -62,14 +63,53 @@ class FakeContainer:
         self.calls.append("unpause")
         self.status = "running"
 
+    def remove(self, force: bool, v: bool) -> None:
+        assert force and v, "remove running containers and their anonymous volumes"
+        self.client.remove_container(self)
+
+    def logs(self, tail: int) -> bytes:
+        return f"log of {self.spec.node_id}, last {tail} lines\n".encode()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.spec.labels
+
 
 class FakeClient:
+    """Containers only (networks and volumes are listed empty); label filters as the engine."""
+
     def __init__(self, specs: Sequence[db.ContainerSpec]) -> None:
-        self.by_name = {s.name: FakeContainer(s, i) for i, s in enumerate(specs)}
+        self.by_name = {s.name: FakeContainer(s, i, self) for i, s in enumerate(specs)}
         self.containers = self
+        self.removed: list[str] = []
+        self.networks = self.volumes = EmptyList()
 
     def get(self, name: str) -> FakeContainer:
+        if name not in self.by_name:
+            raise docker.errors.NotFound(f"No such container: {name}")
         return self.by_name[name]
+
+    def list(self, all: bool, filters: dict) -> list[FakeContainer]:
+        assert all, "stopped containers must be found too"
+        wanted = [f.split("=", 1) for f in filters["label"]]
+        return [c for c in self.by_name.values() if all_labels(c.labels, wanted)]
+
+    def remove_container(self, c: FakeContainer) -> None:
+        self.removed.append(c.name)
+        del self.by_name[c.name]
+
+
+class EmptyList:
+    def list(self, filters: dict) -> list:
+        return []
+
+
+def all_labels(labels: dict[str, str], wanted: list[list[str]]) -> bool:
+    return all(labels.get(k) == v for k, v in wanted)
 
 
 @pytest.fixture
@@ -221,3 +261,18 @@ def test_kill_a_paused_node_where_the_engine_refuses(setup: tuple) -> None:
     cluster.kill("n3")
     assert n3.calls == ["pause", "kill SIGKILL", "unpause", "kill SIGKILL"]
     assert n3.status == "exited"
+
+
+def test_stop_keeps_logs_and_removes_only_this_cluster(setup: tuple, tmp_path: Path) -> None:
+    cluster, client, _ = setup
+    other = db.container_specs("zz", db.node_ids(3), [6001, 6002, 6003], "rqlite/rqlite:x")
+    client.by_name.update({s.name: FakeContainer(s, 9, client) for s in other})
+    cluster._directory = tmp_path
+    cluster.save()
+    assert (tmp_path / db.STATE_FILE).exists()
+    cluster.stop()
+    assert sorted(client.removed) == ["rqueue-t1-n1", "rqueue-t1-n2", "rqueue-t1-n3"]
+    assert (tmp_path / "n2.log").read_text() == f"log of n2, last {db.LOG_LINES} lines\n"
+    assert not (tmp_path / db.STATE_FILE).exists()
+    assert db.reap_docker(client) == [s.name for s in other]  # --all: every harness container
+    assert client.by_name == {}
