@@ -67,7 +67,12 @@ STATE_FILE = "cluster.json"
 MARKER_ENV = "RQUEUE_CLUSTER_DIR"
 ENGINES = ("embedded", "rqlited")
 #: where Debian's libfaketime package puts the library
-FAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1")
+FAKETIME_GLOBS = (
+    "/usr/lib/*/faketime/libfaketimeMT.so.1",  # the variant for multi-threaded programs
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+    "/usr/lib/*/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+)
 NETNS_HTTP_PORT = 4001
 NETNS_RAFT_PORT = 4002
 _POLL = 0.05  # seconds between checks of a condition we wait for
@@ -166,7 +171,8 @@ def faketime_env(clock_file: Path, library: str) -> dict[str, str]:
         "LD_PRELOAD": library,
         "FAKETIME_TIMESTAMP_FILE": str(clock_file),
         "FAKETIME_NO_CACHE": "1",  # re-read the file on every clock reading
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # Raft timers keep real time
+        # monotonic clocks are shifted too: FAKETIME_DONT_FAKE_MONOTONIC=1 makes
+        # clock_nanosleep(TIMER_ABSTIME) fail with EINVAL; Go's runtime timers bypass libc
     }
 
 
@@ -187,9 +193,14 @@ def find_faketime() -> str | None:
 
 
 def is_dynamic_executable(path: str) -> bool:
-    """Whether the ELF file asks for a dynamic loader (LD_PRELOAD can only reach those)."""
+    """Whether LD_PRELOAD can reach the program: not a statically linked ELF file.
+
+    Scripts count as dynamic (their interpreter is); an ELF file must name a loader.
+    """
     with open(path, "rb") as f:
         head = f.read(8192)
+    if not head.startswith(b"\x7fELF"):
+        return True
     return b"ld-linux" in head or b"ld-musl" in head
 
 
@@ -683,9 +694,9 @@ class LocalCluster(Cluster):
         including the "now" it writes into SQL.
 
         rqlited engine: the node was started with libfaketime preloaded
-        (``LD_PRELOAD``, ``FAKETIME_TIMESTAMP_FILE`` = this file, ``FAKETIME_NO_CACHE=1``,
-        monotonic clocks left real); the offset is written in libfaketime's format and
-        read on every libc clock call. That shifts what C code in the process sees
+        (``LD_PRELOAD``, ``FAKETIME_TIMESTAMP_FILE`` = this file, ``FAKETIME_NO_CACHE=1``);
+        the offset is written in libfaketime's format (``+2.500000``) and read on every
+        libc clock call. That shifts what C code in the process sees
         (SQLite's own ``'now'``) but not Go's runtime clock, which bypasses libc: rqlite
         ≥ 8.33 rewrites ``now`` with Go's clock, so there the skew does not reach SQL.
         A statically linked rqlited cannot be preloaded at all; that raises.
