@@ -724,19 +724,33 @@ def reap_docker(client: Any | None = None, cluster_id: str | None = None) -> lis
 
     Used by ``python -m harness cluster down --all --backend docker`` after a crash;
     also removes what ``docker compose -f docker-compose.cluster.yml up`` made.
-    Returns the names removed.
+    Returns the names removed; raises :class:`ClusterError` naming any it could not
+    remove, after trying all of them.
     """
+    import docker
+
     client = connect() if client is None else client
     selector = f"{LABEL_HARNESS}=true"
     flt = {"label": [selector] + ([f"{LABEL_CLUSTER}={cluster_id}"] if cluster_id else [])}
     removed: list[str] = []
+    failed: list[str] = []
+
+    def remove(name: str, action: Any) -> None:
+        try:
+            action()
+        except docker.errors.NotFound:
+            pass  # went away on its own meanwhile
+        except docker.errors.APIError as exc:
+            failed.append(f"{name}: {exc.explanation or exc}")
+            return
+        removed.append(name)
+
     for c in client.containers.list(all=True, filters=flt):
-        c.remove(force=True, v=True)
-        removed.append(c.name)
+        remove(c.name, lambda c=c: c.remove(force=True, v=True))
     for n in client.networks.list(filters=flt):
-        n.remove()
-        removed.append(n.name)
+        remove(n.name, n.remove)
     for v in client.volumes.list(filters=flt):
-        v.remove(force=True)
-        removed.append(v.name)
+        remove(v.name, lambda v=v: v.remove(force=True))
+    if failed:
+        raise ClusterError("could not remove " + "; ".join(failed))
     return removed

@@ -276,3 +276,16 @@ def test_stop_keeps_logs_and_removes_only_this_cluster(setup: tuple, tmp_path: P
     assert not (tmp_path / db.STATE_FILE).exists()
     assert db.reap_docker(client) == [s.name for s in other]  # --all: every harness container
     assert client.by_name == {}
+
+
+def test_reap_tries_everything_and_names_what_it_could_not_remove(setup: tuple) -> None:
+    _, client, _ = setup
+    stuck = client.get("rqueue-t1-n2")
+
+    def refuse(force: bool, v: bool) -> None:
+        raise docker.errors.APIError("removal of container is already in progress")
+
+    stuck.remove = refuse
+    with pytest.raises(ClusterError, match="could not remove rqueue-t1-n2: removal of container"):
+        db.reap_docker(client)
+    assert sorted(client.removed) == ["rqueue-t1-n1", "rqueue-t1-n3"]
