@@ -7,6 +7,7 @@ would wait ~40 ms on delayed ACKs.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -279,8 +280,6 @@ class NodeService:
                 return True, 0.0, ""
             conn = None
             try:
-                import http.client
-
                 host, _, port = http_addr.rpartition(":")
                 conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
                 conn.request("GET", "/readyz?noleader")

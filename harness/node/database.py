@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
@@ -21,6 +22,7 @@ import apsw
 from .statements import Statement
 
 READ_ONLY_VIOLATION = "attempt to change database via query operation"
+_VFS_IDS = itertools.count(1)
 
 Result = dict[str, Any]
 
@@ -43,13 +45,30 @@ def _error(message: str) -> Result:
     return {"kind": "error", "error": message}
 
 
+class _ClockVFS(apsw.VFS):
+    """The default VFS, except that SQLite's own clock (``'now'`` that was not rewritten,
+    ``CURRENT_TIMESTAMP``) is the node's clock, offset included."""
+
+    def __init__(self, name: str, now: Callable[[], float]) -> None:
+        self.name = name
+        self._now = now
+        super().__init__(name, base="")
+
+    def xCurrentTimeInt64(self) -> int:
+        return int((self._now() / 86400.0 + 2440587.5) * 86_400_000)
+
+
 class Database:
     """One in-memory SQLite database, serialised by a lock (writes come from the Raft
-    thread, reads from HTTP threads)."""
+    thread, reads from HTTP threads). ``now`` is the clock SQLite's date functions read."""
 
-    def __init__(self) -> None:
-        self._conn = apsw.Connection(":memory:")
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._vfs = _ClockVFS(f"rqueue-clock-{next(_VFS_IDS)}", now)
+        self._conn = self._open()
         self._lock = threading.RLock()
+
+    def _open(self) -> apsw.Connection:
+        return apsw.Connection(":memory:", vfs=self._vfs.name)
 
     # -- writes (applied from the Raft log) -------------------------------------------
     def execute(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
@@ -168,7 +187,7 @@ class Database:
                 self._conn.deserialize("main", image)
             else:
                 self._conn.close()
-                self._conn = apsw.Connection(":memory:")
+                self._conn = self._open()
 
 
 def render(result: Result, associative: bool = False, in_request: bool = False) -> dict:

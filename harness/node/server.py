@@ -36,7 +36,7 @@ def run(cfg: NodeConfig) -> int:
         raise SystemExit(f"harness.node: {exc}") from None
     _check_bindable("--raft-addr", cfg.raft_addr)
     _check_bindable("--http-addr", cfg.http_addr)
-    db = Database()
+    db = Database(now=clock.now)
     store = RaftStore(cfg, db)
     service = NodeService(cfg, store, db, clock)
     httpd = make_server(service)

@@ -198,3 +198,12 @@ def test_database_shapes_and_snapshot() -> None:
     other = Database()
     other.restore(db.serialize())
     assert render(other.query([Statement("SELECT COUNT(*) FROM t")], False)[0])["values"] == [[1]]
+
+
+def test_sqlite_clock_is_the_node_clock() -> None:
+    db = Database(now=lambda: EPOCH)
+    (res,) = db.query([Statement("SELECT unixepoch('now'), CURRENT_TIMESTAMP")], False)
+    assert res["values"] == [[int(EPOCH), "2023-11-14 22:13:20"]]
+    db.restore(b"")
+    (res,) = db.query([Statement("SELECT unixepoch()")], False)
+    assert res["values"] == [[int(EPOCH)]]
