@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import ssl
 import threading
 from collections.abc import Generator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,7 +102,12 @@ class FakeNode:
     top-level error), ``"drop"`` (applied, then the connection closes unanswered).
     """
 
-    def __init__(self, executor: SqliteExecutor, version: str = "v8.36.0-fake") -> None:
+    def __init__(
+        self,
+        executor: SqliteExecutor,
+        version: str = "v8.36.0-fake",
+        tls: tuple[str, str] | None = None,
+    ) -> None:
         self.executor = executor
         self.version = version
         self.faults: dict[str, list[str]] = {}
@@ -153,7 +159,13 @@ class FakeNode:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:  # (certfile, keyfile)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
 

@@ -247,3 +247,29 @@ def test_mutant_hook_replaces_one_builder(connect, fake_node) -> None:
 def test_importing_one_twin_never_imports_the_other_library(twin: str, other: str) -> None:
     code = f"import sys, rqueue; rqueue.{twin}; assert {other!r} not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1: (certfile, keyfile)."""
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = str(d / "cert.pem"), str(d / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", key, "-out", cert],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_https_verifies_certificates_and_takes_a_ca_bundle(connect, executor, certificate):
+    node = FakeNode(executor, tls=certificate)
+    try:
+        with pytest.raises(Unavailable, match=r"(?i)certificate"):
+            connect(node.url, timeout=1.0)
+        t = connect(node.url, ca_bundle=certificate[0])
+        t.publish("g", "{}")
+        assert t.claim("w", 30) is not None
+    finally:
+        node.stop()
