@@ -76,18 +76,18 @@ def _classify_body(call: Call, body: Any) -> Verdict:
     if top:
         return _unknown_or_retry(call, f"rqlite error: {top}")
     raw = body.get("results")
+    if isinstance(raw, list):
+        # a statement's error first: with ``transaction`` the results stop at it
+        for i, item in enumerate(raw):
+            if isinstance(item, dict) and item.get("error"):
+                return Verdict(Outcome.FAILED, reason=f"statement {i} failed: {item['error']}")
     if not isinstance(raw, list) or len(raw) != len(call.statements):
         return _unknown_or_retry(
             call, f"expected {len(call.statements)} results, got {_describe(raw)}"
         )
-    results: list[Result] = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            return _unknown_or_retry(call, f"result {i} is not an object")
-        if item.get("error"):
-            return Verdict(Outcome.FAILED, reason=f"statement {i} failed: {item['error']}")
-        results.append(parse_result(item))
-    return Verdict(Outcome.OK, results=tuple(results))
+    if not all(isinstance(item, dict) for item in raw):
+        return _unknown_or_retry(call, "a result is not an object")
+    return Verdict(Outcome.OK, results=tuple(parse_result(item) for item in raw))
 
 
 def _describe(raw: Any) -> str:

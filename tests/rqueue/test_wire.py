@@ -57,6 +57,12 @@ def test_statement_error_is_definite() -> None:
     assert v.outcome is Outcome.FAILED and "no such table" in v.reason
 
 
+def test_statement_error_that_stopped_a_transaction_is_definite() -> None:
+    three = Call("/db/execute", (Stmt("A"), Stmt("B"), Stmt("C")))
+    body = {"results": [{"rows_affected": 1}, {"error": "UNIQUE constraint failed"}]}
+    assert classify_response(three, 200, json.dumps(body)).outcome is Outcome.FAILED
+
+
 def test_auth_refusal_is_flagged() -> None:
     assert classify_response(WRITE, 401, "").auth_failed
 
