@@ -318,3 +318,4 @@ class _Run:
             )
         if self.nemesis and self.nemesis.errors:
             self.info["nemesis_errors"] = self.nemesis.errors
+            self.result.summary["nemesis_errors"] = list(self.nemesis.errors)
