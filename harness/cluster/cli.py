@@ -11,7 +11,8 @@
 ``up`` and ``status`` print exactly one JSON object on stdout,
 ``{"dir": DIR, "leader": URL, "nodes": [{"id", "url", "pid", ...}], ...}``; ``down`` prints
 one too. Diagnostics go to stderr. Exit status: 0 done, 1 ``status`` found no leader,
-2 the command failed (the message says why). ``--backend docker`` drives the Docker
+2 the command failed (the message says why), 130 ``up`` interrupted (Ctrl-C; what it had
+started is stopped). ``--backend docker`` drives the Docker
 backend instead (a directory holding a Docker cluster's state is recognised by itself).
 ``down --all`` takes every cluster started by this project on the machine, other users'
 too; ``--tag`` limits it to nodes started with ``RQUEUE_REAP_TAG=TAG``.
@@ -123,6 +124,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         _print(_describe(cluster, args.dir))
     except (ClusterError, OSError) as exc:
         return _fail(exc)
+    except KeyboardInterrupt:
+        print("interrupted: stopped every node and network started so far", file=sys.stderr)
+        return 130
     return 0
 
 

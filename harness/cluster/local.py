@@ -751,10 +751,25 @@ class LocalCluster(Cluster):
             if self._network is not None:
                 self._partitioned = []  # the rules die with the namespaces
                 self._network.teardown()
+            self._sweep()
             if self.directory.is_dir():
                 self._save()
             if survivors:
                 raise ClusterError(f"nodes survived SIGKILL for 5s: {', '.join(survivors)}")
+
+    def _sweep(self) -> None:
+        """Kill node processes and remove networks of this directory the state missed.
+
+        (A start interrupted between launching a node and saving its pid leaves one.)
+        """
+        strays = [pid for pid, d in our_processes() if d == str(self.directory)]
+        for pid in strays:
+            _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        for pid in strays:
+            while process_environ(pid) is not None and time.monotonic() < deadline:
+                time.sleep(_POLL)
+        reap_networks(owner=str(self.directory))
 
 
 # -- reaping -------------------------------------------------------------------------------

@@ -207,10 +207,11 @@ def _free_octet() -> int:
     raise ClusterError(f"no free /24 left in {SUBNET_PREFIX}.0.0/16 for a network namespace")
 
 
-def reap_networks(tag: str | None = None) -> list[str]:
-    """Tear down networks left behind; only those made under ``tag`` when it is given.
+def reap_networks(tag: str | None = None, owner: str | None = None) -> list[str]:
+    """Tear down networks left behind: all of them, or those made under ``tag`` / for
+    the cluster directory ``owner`` when given.
 
-    Without a tag, also removes unregistered namespaces and links with the project's
+    With neither, also removes unregistered namespaces and links with the project's
     prefixes. Returns the names of what was removed.
     """
     removed: list[str] = []
@@ -220,11 +221,11 @@ def reap_networks(tag: str | None = None) -> list[str]:
                 net = NetnsNetwork.from_json(json.loads(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if tag is not None and net.tag != tag:
+            if (tag is not None and net.tag != tag) or (owner is not None and net.owner != owner):
                 continue
             net.teardown()
             removed.append(net.bridge)
-    if tag is None and os.geteuid() == 0 and shutil.which("ip"):
+    if tag is None and owner is None and os.geteuid() == 0 and shutil.which("ip"):
         for ns in _list_netns():
             if ns.startswith(NETNS_PREFIX):
                 run(["ip", "netns", "del", ns], check=False)
