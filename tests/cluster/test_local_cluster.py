@@ -9,7 +9,7 @@ import pytest
 
 from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.external import ExternalCluster
-from harness.cluster.local import LocalCluster, process_environ
+from harness.cluster.local import LocalCluster, our_processes, process_environ
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -104,3 +104,15 @@ def test_external_cluster_sees_the_same_leader(cluster) -> None:
     assert {n.id for n in ext.nodes()} == {n.id for n in cluster.nodes()}
     with pytest.raises(ClusterError, match="other than"):
         ext.wait_for_leader(0.3, exclude=[lead.id])
+
+
+class _Broken(LocalCluster):
+    node_module = "harness.no_such_node"  # python -m exits at once: a node that dies at start
+
+
+def test_node_dying_at_start_is_reported_with_its_log_and_cleaned_up(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError) as info:
+        _Broken.start(nodes=3, directory=tmp_path / "c", timeout=30)
+    message = str(info.value)
+    assert "died" in message and "No module named harness.no_such_node" in message
+    assert not [p for p, d in our_processes() if d == str(tmp_path / "c")]

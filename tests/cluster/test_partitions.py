@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.cluster.base import probe_node
-from harness.cluster.local import LocalCluster
-from harness.cluster.netns import _list_links, _list_netns
+from harness.cluster.local import LocalCluster, our_processes
+from harness.cluster.netns import NetnsNetwork, _list_links, _list_netns
 from harness.cluster.partition import CHAIN
 from tests.cluster.helpers import execute, rows, wait_until
 
@@ -19,6 +22,7 @@ pytestmark = [
     pytest.mark.timeout(240),
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def can_connect(c: LocalCluster, src: str, dst: str) -> bool:
@@ -82,3 +86,34 @@ def test_five_nodes_majority_minority_and_bridge(make_cluster) -> None:
     c.heal()
     assert all(CHAIN not in chains(c, n) for n in ("n1", "n2", "n4", "n5"))
     c.wait_for_leader(30)
+
+
+def test_ctrl_c_during_up_removes_everything(tmp_path) -> None:
+    d = tmp_path / "c"
+    argv = ["up", "--nodes", "3", "--dir", str(d), "--netns"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cluster.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        # interrupt once the namespaces exist and nodes are being started
+        wait_until(lambda: (d / "cluster.json").exists(), 30, "cluster up to write its state")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode == 0:  # it won the race and finished starting
+        LocalCluster.attach(d).stop()
+    else:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+    assert not [p for p, owner in our_processes() if owner == str(d)]
+    net = NetnsNetwork.from_json(json.loads((d / "cluster.json").read_text())["netns"])
+    assert not [ns for ns in _list_netns() if ns.startswith(f"rqueue-{net.cid}")]
+    assert net.bridge not in _list_links()
