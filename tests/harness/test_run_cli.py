@@ -1,0 +1,126 @@
+"""``python -m harness``: commands, exit statuses, one-line errors, teardown on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.runner import RunOptions, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_list_prints_every_scenario_with_its_description(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("leader-failover", "partition-majority", "clock-skew", "mixed"):
+        assert name in out
+    line = next(x for x in out.splitlines() if x.startswith("partition-leader"))
+    assert "3 nodes" in line and "[root/docker]" in line and "Cut the leader off" in line
+
+
+def test_help_teaches_the_commands():
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    for word in ("run", "list", "check", "plot", "cluster", "bench", "exit status"):
+        assert word in proc.stdout
+
+
+def test_unknown_scenario_exits_2_with_one_line(capsys, tmp_path):
+    assert main(["run", "no-such-scenario", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and err[0].startswith("harness: error: no scenario 'no-such-scenario'")
+
+
+def test_bad_time_is_an_argument_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "steady", "--time", "-3"])
+    assert info.value.code == 2
+    assert "expected a number of seconds > 0" in capsys.readouterr().err
+
+
+def test_partitions_without_root_exit_2_naming_root_or_docker(monkeypatch, tmp_path):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    result = run(RunOptions("partition-leader", out=tmp_path / "r", progress=False))
+    assert result.exit_code == 2
+    assert "needs root" in result.reason and "--backend docker" in result.reason
+    assert not (tmp_path / "r").exists()  # refused before anything was started
+
+
+def test_a_non_empty_out_folder_is_refused(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "x").write_text("")
+    result = run(RunOptions("steady", out=tmp_path / "r", progress=False))
+    assert result.exit_code == 2 and "is not empty" in result.reason
+
+
+def test_unreachable_docker_exits_2_with_the_reason(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    code = main(["run", "steady", "--backend", "docker", "--out", str(tmp_path / "r")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "harness: error: cluster did not start:" in err and "Docker" in err
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _lines(path: Path) -> int:
+    try:
+        return len(path.read_text().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signalled_run_tears_everything_down(tmp_path, sig):
+    if os.environ.get("RQLITE_URLS"):
+        pytest.skip("runs start their own cluster")
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "harness", "run", "leader-failover", "--time", "60"),
+            *("--out", str(out), "--no-progress", "--seed", "1"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: _lines(out / "history.jsonl") > 50, 60, "the workload to start")
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err
+    assert "harness: error: interrupted" in err
+    state = json.loads((out / "cluster" / "cluster.json").read_text())
+    for node in state["nodes"]:
+        assert node["state"] == "stopped"
+        with pytest.raises(ProcessLookupError):
+            os.kill(node["pid"], 0)
+    run_info = json.loads((out / "run.json").read_text())
+    assert run_info["exit"] == 2 and "interrupted" in run_info["reason"]
+    assert _lines(out / "history.jsonl") > 50  # what was recorded stays checkable
