@@ -1,0 +1,259 @@
+"""The nemesis and the workload's pure parts, against a fake cluster and recorder."""
+
+from __future__ import annotations
+
+import collections
+import random
+
+import pytest
+
+from harness.cluster.base import Cluster, ClusterError, NodeInfo
+from harness.history import fault_intervals
+from harness.nemesis import Nemesis
+from harness.scenario import Fault, Workload
+from harness.workload import Ops, plan_lease
+from rqueue import LeaseLost, OutcomeUnknown, StatementError, Unavailable
+
+
+class FakeCluster(Cluster):
+    """Records what the nemesis asks of it (a pure unit-test double)."""
+
+    engine = "fake"
+
+    def __init__(self, n: int = 3, leader: str | None = "n1") -> None:
+        self.ids = [f"n{i}" for i in range(1, n + 1)]
+        self.lead = leader
+        self.calls: list[tuple] = []
+
+    def nodes(self):
+        return [NodeInfo(i, f"http://{i}") for i in self.ids]
+
+    def leader(self, timeout: float = 1.0):
+        return NodeInfo(self.lead, "") if self.lead else None
+
+    def wait_for_leader(self, timeout: float):
+        if self.lead is None:
+            raise ClusterError("no leader")
+        return NodeInfo(self.lead, "")
+
+    def kill(self, node_id):
+        self.calls.append(("kill", node_id))
+
+    def restart(self, node_id):
+        self.calls.append(("restart", node_id))
+
+    def pause(self, node_id):
+        self.calls.append(("pause", node_id))
+
+    def resume(self, node_id):
+        self.calls.append(("resume", node_id))
+
+    def partition(self, components):
+        self.calls.append(("partition", [list(c) for c in components]))
+
+    def heal(self):
+        self.calls.append(("heal",))
+
+    def set_clock_offset(self, node_id, seconds):
+        self.calls.append(("clock", node_id, seconds))
+
+    def stop(self):
+        pass
+
+
+class ListRecorder:
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def nemesis(self, f, value=None, type="info"):
+        self.events.append(
+            {
+                "index": len(self.events),
+                "time": float(len(self.events)),
+                "process": "nemesis",
+                "type": type,
+                "f": f,
+                "value": value,
+            }
+        )
+
+
+class FakeWorkload:
+    claimer_names = ("s0", "s1", "a0", "a1")
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, float] = {}
+        self.stall: list[float | None] = []
+
+    def set_clock_offset(self, worker, seconds):
+        self.offsets[worker] = seconds
+
+    def set_stall_probability(self, p):
+        self.stall.append(p)
+
+
+def nemesis_for(kind: str, nodes: int = 3, **params) -> tuple[Nemesis, FakeCluster, ListRecorder]:
+    cluster, rec = FakeCluster(nodes), ListRecorder()
+    fault = Fault(kind=kind, start=0.0, duration=1.0, **params)
+    n = Nemesis(cluster, rec, FakeWorkload(), [fault], 10.0, seed=3)
+    return n, cluster, rec
+
+
+def begin_then_heal(n: Nemesis) -> None:
+    n._begin((0, 0), n.events[0].fault)
+    assert n.current != "none"
+    n.heal_all()
+    assert n.current == "none"
+
+
+def test_kill_leader_then_restart_is_recorded_as_one_interval():
+    n, cluster, rec = nemesis_for("kill-leader")
+    begin_then_heal(n)
+    assert cluster.calls == [("kill", "n1"), ("restart", "n1")]
+    assert [(e["f"], e["type"]) for e in rec.events] == [
+        ("kill", "invoke"),
+        ("kill", "info"),
+        ("restart", "invoke"),
+        ("restart", "info"),
+    ]
+    assert rec.events[0]["value"] == {"fault": "kill-leader", "phase": "start", "nodes": ["n1"]}
+    assert rec.events[2]["value"]["phase"] == "end"
+    (interval,) = fault_intervals(rec.events)
+    assert (interval.kind, interval.start, interval.end) == ("kill", 0.0, 2.0)
+
+
+def test_kill_all_restarts_every_node():
+    n, cluster, _ = nemesis_for("kill-all")
+    begin_then_heal(n)
+    assert [c for c in cluster.calls if c[0] == "kill"] == [("kill", i) for i in cluster.ids]
+    assert [c for c in cluster.calls if c[0] == "restart"] == [("restart", i) for i in cluster.ids]
+
+
+def test_pause_leader_resumes_it():
+    n, cluster, _ = nemesis_for("pause-leader")
+    begin_then_heal(n)
+    assert cluster.calls == [("pause", "n1"), ("resume", "n1")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "nodes", "sizes"),
+    [
+        ("partition-leader", 3, [1, 2]),
+        ("partition-majority", 5, [2, 3]),
+        ("partition-majority", 3, [1, 2]),
+        ("partition-bridge", 5, [3, 3]),
+    ],
+)
+def test_partitions_put_the_leader_on_the_small_side_and_heal(kind, nodes, sizes):
+    n, cluster, _ = nemesis_for(kind, nodes)
+    begin_then_heal(n)
+    (_, components), heal = cluster.calls
+    assert [len(c) for c in components] == sizes
+    assert "n1" in components[0]
+    assert set().union(*components) == set(cluster.ids)
+    if kind == "partition-bridge":
+        assert len(set(components[0]) & set(components[1])) == 1  # the bridge node
+        assert "n1" not in components[1]
+    assert heal == ("heal",)
+
+
+def test_node_clock_skew_is_reset_to_zero():
+    n, cluster, rec = nemesis_for("clock-skew-node", offset=0.5, target="leader")
+    begin_then_heal(n)
+    assert cluster.calls == [("clock", "n1", 0.5), ("clock", "n1", 0.0)]
+    assert [e["f"] for e in rec.events] == ["clock-skew"] * 2 + ["clock-reset"] * 2
+
+
+def test_worker_clock_skew_hits_a_fraction_of_the_claimers():
+    n, _, rec = nemesis_for("clock-skew-worker", offset=8.0, fraction=0.5)
+    n._begin((0, 0), n.events[0].fault)
+    skewed = {w for w, s in n.workload.offsets.items() if s == 8.0}
+    assert len(skewed) == 2 and skewed <= set(FakeWorkload.claimer_names)
+    assert rec.events[0]["value"]["targets"] == sorted(skewed)
+    n.heal_all()
+    assert set(n.workload.offsets.values()) == {0.0}
+
+
+def test_lease_expiry_turns_stalls_on_and_off():
+    n, _, rec = nemesis_for("lease-expiry", probability=0.7)
+    begin_then_heal(n)
+    assert n.workload.stall == [0.7, None]
+    assert [e["f"] for e in rec.events] == ["start-stall"] * 2 + ["stop-stall"] * 2
+
+
+def test_a_fault_that_cannot_act_is_recorded_as_fail_and_not_undone():
+    n, cluster, rec = nemesis_for("kill-leader")
+    cluster.lead = None
+    with pytest.raises(ClusterError, match="no leader to target"):
+        n._begin((0, 0), n.events[0].fault)
+    assert rec.events == [] and n.current == "none"
+
+    def broken(node_id):
+        raise ClusterError("kill failed")
+
+    cluster.lead, cluster.kill = "n1", broken
+    with pytest.raises(ClusterError):
+        n._begin((0, 0), n.events[0].fault)
+    assert [(e["f"], e["type"]) for e in rec.events] == [("kill", "invoke"), ("kill", "fail")]
+    assert "kill failed" in rec.events[1]["value"]["error"]
+    assert fault_intervals(rec.events) == []
+
+
+def test_schedule_orders_windows_and_ends_before_starts():
+    faults = [Fault("kill-leader", start=1.0, duration=2.0, every=2.0)]
+    n = Nemesis(FakeCluster(), ListRecorder(), FakeWorkload(), faults, 6.0)
+    assert [(e.at, e.order) for e in n.events] == [
+        (1.0, 1),
+        (3.0, 0),
+        (3.0, 1),
+        (5.0, 0),
+        (5.0, 1),
+        (6.0, 0),
+    ]
+
+
+def test_the_schedule_thread_runs_and_stops():
+    faults = [Fault("pause-leader", start=0.0, duration=0.05)]
+    cluster = FakeCluster()
+    n = Nemesis(cluster, ListRecorder(), FakeWorkload(), faults, 0.1)
+    n.start()
+    n.stop(timeout=10)  # may stop before or after the fault; either way nothing is left
+    n.heal_all()
+    assert cluster.calls in ([], [("pause", "n1"), ("resume", "n1")])
+    assert n.current == "none"
+
+
+# -- workload pure parts ------------------------------------------------------------------
+def test_exceptions_map_to_history_types():
+    class Rec:
+        def __init__(self):
+            self.done = []
+
+        def invoke(self, process, f, value):
+            return (process, f)
+
+        def complete(self, op, kind, value, error=None):
+            self.done.append((kind, error))
+
+    rec = Rec()
+    ops = Ops(rec)
+    for exc in (Unavailable("x"), StatementError("x"), LeaseLost("x")):
+        assert ops.failed(ops.start(0, "ack", {}), "ack", {}, exc) == "fail"
+    assert ops.failed(ops.start(1, "ack", {}), "ack", {}, OutcomeUnknown("x")) == "info"
+    assert ops.failed(ops.start(2, "ack", {}), "ack", {}, RuntimeError("boom")) == "info"
+    assert rec.done[-1] == ("info", "RuntimeError: boom")
+    assert ops.counts == collections.Counter({("ack", "fail"): 3, ("ack", "info"): 2})
+
+
+def test_plans_follow_the_configured_mix():
+    spec = Workload(nack_probability=0.2, nack_delay_probability=0.1, stall_probability=0.0)
+    rng = random.Random(1)
+    plans = [plan_lease(rng, spec, stall_probability=0.3) for _ in range(4000)]
+    share = collections.Counter(
+        "stall" if p.stalled else ("park" if p.delay else p.action) for p in plans
+    )
+    assert 0.27 < share["stall"] / 4000 < 0.33
+    assert 0.17 < share["nack"] / 4000 < 0.23
+    assert 0.07 < share["park"] / 4000 < 0.13
+    assert all(p.work > spec.visibility for p in plans if p.stalled)
+    assert all(spec.nack_delay[0] <= p.delay <= spec.nack_delay[1] for p in plans if p.delay)
