@@ -31,10 +31,35 @@ class _WriteInQuery(Exception):
     pass
 
 
-def _value(v: Any) -> Any:
-    if isinstance(v, bytes):  # Go's encoding/json renders []byte as base64
+_TEXT_PREFIXES = ("varchar", "varying character", "nchar", "native character", "nvarchar", "clob")
+
+
+def _is_text_type(decl: str) -> bool:
+    """rqlite's ``isTextType``: a declared type with text affinity (or none at all)."""
+    return decl in ("text", "json", "") or decl.startswith(_TEXT_PREFIXES)
+
+
+def _value(v: Any, decl: str) -> Any:
+    """A SQLite value as rqlite renders it: BLOBs base64 (Go's []byte), except in
+    text-typed (or untyped) columns, where rqlite's driver hands them over as text."""
+    if isinstance(v, bytes):
+        if _is_text_type(decl):
+            return v.decode("utf-8", errors="replace")
         return base64.b64encode(v).decode("ascii")
     return v
+
+
+def _value_type(v: Any) -> str:
+    """rqlite's ``populateEmptyTypes``: the type named after a value of the first row."""
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "real"
+    if isinstance(v, str):
+        return "text"
+    return ""
 
 
 def _rows_result(columns: list[str], types: list[str], values: list[list]) -> Result:
@@ -90,8 +115,11 @@ class Database:
             failed = False
             for stmt in stmts:
                 start = time.perf_counter()
+                read_only = self._read_only_locked(stmt) if mixed else False
                 try:
-                    if stmt.returning or (mixed and self._read_only_locked(stmt)):
+                    if read_only is None:  # rqlite: a statement that does not prepare
+                        res = _error(self._prepare_error(stmt))  # fails alone, even in a tx
+                    elif stmt.returning or read_only:
                         res = self._query_one(stmt, read_only=False)
                     else:
                         res = self._exec_one(stmt)
@@ -120,11 +148,13 @@ class Database:
         }
 
     def is_read_only(self, stmt: Statement) -> bool:
-        """Whether the statement only reads (SQLite's ``sqlite3_stmt_readonly``)."""
+        """Whether the statement only reads (SQLite's ``sqlite3_stmt_readonly``); a statement
+        that does not prepare counts as a write, so it goes through the log and fails there."""
         with self._lock:
-            return self._read_only_locked(stmt)
+            return bool(self._read_only_locked(stmt))
 
-    def _read_only_locked(self, stmt: Statement) -> bool:
+    def _read_only_locked(self, stmt: Statement) -> bool | None:
+        """True/False as SQLite says, None when the statement does not even prepare."""
         cur = self._conn.cursor()
         verdict: list[bool] = []
 
@@ -137,9 +167,18 @@ class Database:
             cur.execute(stmt.sql, stmt.bindings())
         except apsw.ExecTraceAbort:
             pass
+        except apsw.BindingsError:
+            return False  # prepared fine; let the real run report the bindings
         except apsw.Error:
-            return False  # let the real run report the error
+            return None
         return all(verdict) if verdict else True
+
+    def _prepare_error(self, stmt: Statement) -> str:
+        try:
+            self._conn.cursor().execute(f"EXPLAIN {stmt.sql}", stmt.bindings())
+        except apsw.Error as exc:
+            return str(exc)
+        return "statement could not be prepared"
 
     # -- reads -------------------------------------------------------------------------
     def query(self, stmts: Sequence[Statement], timings: bool) -> list[Result]:
@@ -170,10 +209,13 @@ class Database:
             return True
 
         cur.exec_trace = trace
-        values = [[_value(v) for v in row] for row in cur.execute(stmt.sql, stmt.bindings())]
+        rows = list(cur.execute(stmt.sql, stmt.bindings()))
         desc = described[0] if described else ()
         columns = [name for name, _ in desc]
         types = [(decl or "").lower() for _, decl in desc]
+        values = [[_value(v, types[i]) for i, v in enumerate(row)] for row in rows]
+        if values:  # like rqlite, name untyped columns (expressions) after the first row
+            types = [t or _value_type(values[0][i]) for i, t in enumerate(types)]
         return _rows_result(columns, types, values)
 
     # -- snapshots ---------------------------------------------------------------------

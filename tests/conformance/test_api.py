@@ -118,6 +118,8 @@ def test_query_shapes(urls: dict, table: str) -> None:
     execute(url, [[f"INSERT INTO {table}(id, name) VALUES(?, ?)", 7, "x"]])
     r = call("GET", urls["followers"][0], f"/db/query?level=weak&q=SELECT%20name%20FROM%20{table}")
     assert r.status == 200 and r.json["results"][0]["values"] == [["x"]]
+    counted = query(url, [f"SELECT COUNT(*) AS n FROM {table}"])["results"][0]
+    assert counted == {"columns": ["n"], "types": ["integer"], "values": [[1]]}
     assoc = query(url, [f"SELECT id, name FROM {table}"], "?level=strong&associative")
     assert assoc["results"][0]["rows"] == [{"id": 7, "name": "x"}]
     assert assoc["results"][0]["types"] == {"id": "integer", "name": "text"}
