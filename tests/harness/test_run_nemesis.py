@@ -119,7 +119,7 @@ def test_kill_leader_then_restart_is_recorded_as_one_interval():
     assert rec.events[0]["value"] == {"fault": "kill-leader", "phase": "start", "nodes": ["n1"]}
     assert rec.events[2]["value"]["phase"] == "end"
     (interval,) = fault_intervals(rec.events)
-    assert (interval.kind, interval.start, interval.end) == ("kill", 0.0, 2.0)
+    assert (interval.kind, interval.start, interval.end) == ("kill-leader", 0.0, 2.0)
 
 
 def test_kill_all_restarts_every_node():
