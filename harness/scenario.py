@@ -140,7 +140,17 @@ class Scenario:
         return s
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The resolved scenario as plain data (each fault with only its own parameters)."""
+        data = dataclasses.asdict(self)
+        data["faults"] = [
+            {
+                k: round(v, 6) if isinstance(v, float) else v
+                for k, v in dataclasses.asdict(f).items()
+                if k in ("kind", "start", "duration", "every") or k in FAULT_KINDS[f.kind]
+            }
+            for f in self.faults
+        ]
+        return data
 
 
 # -- parsing -------------------------------------------------------------------------------

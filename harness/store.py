@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
 import sys
 import time
+import tomllib
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 DEFAULT_ROOT = Path("results")
+REPO = Path(__file__).resolve().parent.parent
 
 
 class RunStore:
@@ -84,17 +87,49 @@ def versions(engine: str, engine_version: str | None) -> dict[str, Any]:
     try:
         import rqueue
 
-        rq = getattr(rqueue, "__version__", None) or dist("rqueue")
+        rq = getattr(rqueue, "__version__", None) or dist("rqueue") or _source_version()
     except ImportError:
         rq = None
     return {
         "rqueue": rq,
+        "git": _git_commit(),
         "engine": engine,
         "engine_version": engine_version,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "pysyncobj": dist("pysyncobj"),
     }
+
+
+def _source_version() -> str | None:
+    """The version in the source tree's pyproject.toml (rqueue run from a checkout)."""
+    path = REPO / "pyproject.toml"
+    try:
+        return tomllib.loads(path.read_text())["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return None
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` when it has local changes), if any."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head
 
 
 def engine_version(urls: list[str], timeout: float = 3.0) -> str | None:
