@@ -340,6 +340,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """``http.server``'s own errors (malformed requests), with our headers."""
+        self.close_connection = True
+        self._send(text_reply(code, message or HTTPStatus(code).phrase))
+
     def do_GET(self) -> None:
         self._dispatch("GET")
 

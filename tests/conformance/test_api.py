@@ -215,3 +215,23 @@ def test_random_and_now_are_rewritten_so_replicas_agree(urls: dict, table: str) 
             return res["results"][0].get("values") == [lead_row]
 
         wait_for(f"{other} to hold the same random values as the leader", same, timeout=5.0)
+
+
+def test_freshness_on_a_healthy_follower_reads_locally(urls: dict, table: str) -> None:
+    _create(urls["leader"], table)
+    execute(urls["leader"], [f"INSERT INTO {table}(name) VALUES('f')"])
+    url = urls["followers"][0]
+
+    def fresh() -> bool:
+        res = query(url, [f"SELECT name FROM {table}"], "?level=none&freshness=5s")
+        return res["results"][0].get("values") == [["f"]]
+
+    wait_for(f"a fresh level=none read on {url}", fresh, timeout=5.0)
+    bad = call("POST", url, "/db/query?level=none&freshness=soon", [f"SELECT 1 FROM {table}"])
+    assert bad.status == 400
+
+
+def test_unknown_paths_and_methods(urls: dict) -> None:
+    url = urls["leader"]
+    assert call("GET", url, "/no/such/endpoint").status == 404
+    assert call("GET", url, "/db/execute").status == 405
