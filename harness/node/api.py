@@ -103,7 +103,9 @@ class NodeService:
             target = f"{path}?{query}{sep}norwrandom&norwtime"
             method = "POST"
         try:
-            status, ctype, data = self.forwarder.forward(lead[2], method, target, body)
+            # wait a little longer than the leader will wait for the log
+            wait = max(params.duration("timeout", 0.0), self.cfg.apply_timeout) + 5.0
+            status, ctype, data = self.forwarder.forward(lead[2], method, target, body, wait)
         except ForwardError as exc:
             if not exc.sent:
                 return text_reply(503, LEADER_NOT_FOUND)

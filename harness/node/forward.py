@@ -61,10 +61,13 @@ class Forwarder:
         return conn
 
     def forward(
-        self, addr: str, method: str, path: str, body: bytes | None
+        self, addr: str, method: str, path: str, body: bytes | None, timeout: float | None = None
     ) -> tuple[int, str, bytes]:
-        """Send one request to ``addr`` (HOST:PORT); return (status, content type, body)."""
+        """Send one request to ``addr`` (HOST:PORT); return (status, content type, body).
+        ``timeout`` bounds the wait for the answer (default: the forwarder's)."""
         conn = self._conn(addr)
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout or self._timeout)
         headers = {FORWARDED_HEADER: self._node_id}
         if body is not None:
             headers["Content-Type"] = "application/json"
