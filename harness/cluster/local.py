@@ -78,6 +78,18 @@ NETNS_RAFT_PORT = 4002
 _POLL = 0.05  # seconds between checks of a condition we wait for
 
 
+#: how often :meth:`LocalCluster.start` picks new ports when one was taken under it
+PORT_ATTEMPTS = 3
+
+
+class NodeDied(ClusterError):
+    """A node process exited on its own; the message ends with its log's last lines."""
+
+    def __init__(self, message: str, port_taken: bool = False) -> None:
+        super().__init__(message)
+        self.port_taken = port_taken
+
+
 # -- node description ----------------------------------------------------------------------
 @dataclass
 class NodeSpec:
@@ -351,6 +363,32 @@ class LocalCluster(Cluster):
             faketime = find_faketime()
         if netns:
             require_root()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return cls._start_once(
+                    nodes, directory, engine, binary, version, faketime, netns, timeout
+                )
+            except NodeDied as exc:
+                # a free port can be taken by another process before the node binds it
+                if netns or attempt == PORT_ATTEMPTS or not exc.port_taken:
+                    raise
+                for i in range(1, nodes + 1):
+                    shutil.rmtree(directory / f"n{i}", ignore_errors=True)
+                (directory / STATE_FILE).unlink(missing_ok=True)
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _start_once(
+        cls,
+        nodes: int,
+        directory: Path,
+        engine: str,
+        binary: str | None,
+        version: tuple[int, int, int] | None,
+        faketime: str | None,
+        netns: bool,
+        timeout: float,
+    ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
         if netns:
@@ -383,8 +421,11 @@ class LocalCluster(Cluster):
                 cluster._write_clock(s, 0.0)
                 cluster._launch(s)
             cluster.wait_for_leader(timeout)
-        except BaseException:
-            cluster.stop()
+        except BaseException as exc:
+            try:
+                cluster.stop()
+            except ClusterError as stop_exc:
+                exc.add_note(f"and stopping the half-started cluster failed: {stop_exc}")
             raise
         return cluster
 
@@ -568,10 +609,12 @@ class LocalCluster(Cluster):
             if spec.state in ("running", "paused") and not self._alive(spec):
                 proc = self._procs.get(spec.id)
                 code = proc.poll() if proc is not None else None
-                raise ClusterError(
+                tail = log_tail(spec.log_file)
+                raise NodeDied(
                     f"node {spec.id} (pid {spec.pid}) died"
                     + (f" with exit status {code}" if code is not None else "")
-                    + f"; last lines of {spec.log_file}:\n{log_tail(spec.log_file)}"
+                    + f"; last lines of {spec.log_file}:\n{tail}",
+                    port_taken="address already in use" in tail.lower(),
                 )
 
     def describe(self) -> dict:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
+from harness.cluster import local
 from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.external import ExternalCluster
 from harness.cluster.local import LocalCluster, our_processes, process_environ
@@ -116,3 +118,28 @@ def test_node_dying_at_start_is_reported_with_its_log_and_cleaned_up(tmp_path: P
     message = str(info.value)
     assert "died" in message and "No module named harness.no_such_node" in message
     assert not [p for p, d in our_processes() if d == str(tmp_path / "c")]
+
+
+def test_start_picks_new_ports_when_one_is_taken(tmp_path: Path, monkeypatch) -> None:
+    if os.environ.get("RQLITE_URLS"):
+        pytest.skip("starts its own cluster")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        calls = []
+        real = local.free_ports
+
+        def first_one_busy(count: int, host: str = "127.0.0.1") -> list[int]:
+            ports = real(count, host)
+            calls.append(ports)
+            return [busy, *ports[1:]] if len(calls) == 1 else ports
+
+        monkeypatch.setattr(local, "free_ports", first_one_busy)
+        c = LocalCluster.start(nodes=1, directory=tmp_path / "c", timeout=30)
+        try:
+            assert len(calls) == 2 and c.nodes()[0].url != f"http://127.0.0.1:{busy}"
+            log = (tmp_path / "c" / "n1" / "node.log").read_text()
+            assert "already in use" not in log.lower(), "the failed attempt's files are gone"
+        finally:
+            c.stop()
