@@ -33,6 +33,13 @@ from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import ENGINES, STATE_FILE, LocalCluster, reap
 
 DOCKER_STATE_FILE = "docker-cluster.json"
+EXAMPLES = """examples:
+  python -m harness cluster up --nodes 3 --dir /tmp/c      # prints {"dir", "leader", "nodes"}
+  python -m harness cluster up --nodes 5 --dir /tmp/p --netns   # root: partitions possible
+  python -m harness cluster status --dir /tmp/c
+  python -m harness cluster down --dir /tmp/c              # stops the nodes, keeps the files
+  python -m harness cluster down --all                     # reaps every leftover cluster here
+"""
 
 
 def _node_count(text: str) -> int:
@@ -48,7 +55,11 @@ def _node_count(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``cluster`` command with ``up``, ``status`` and ``down`` to ``subparsers``."""
     parser = subparsers.add_parser(
-        "cluster", help="start, inspect and stop clusters", description=__doc__.split("::")[0]
+        "cluster",
+        help="start, inspect and stop clusters",
+        description="Start clusters that outlive the command, inspect them, stop them.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="cluster_command", metavar="{up,status,down}")
     sub.required = True
