@@ -78,7 +78,7 @@ class AsyncRqliteTransport:
             verify=verify_arg,
             trust_env=False,
             follow_redirects=False,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+            limits=httpx.Limits(max_connections=128, max_keepalive_connections=64),
         )
         try:
             endpoints = settings.endpoints()

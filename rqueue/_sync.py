@@ -93,7 +93,7 @@ class RqliteTransport:
         session.verify = settings.ca_bundle or settings.verify
         if settings.credentials is not None:
             session.auth = settings.credentials.as_tuple()
-        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=16, max_retries=0)
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64, max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         try:

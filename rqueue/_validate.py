@@ -57,9 +57,9 @@ def optional_text(name: str, value: Any) -> str | None:
 
 
 def lease(value: Any, origin: str) -> Lease:
-    """A :class:`Lease` issued by a transport on the same queue (or untagged)."""
+    """A :class:`Lease` issued on the same queue (a node URL in common) or untagged."""
     if not isinstance(value, Lease):
         raise TypeError(f"lease: expected a Lease, got {type(value).__name__}")
-    if value.origin and value.origin != origin:
+    if value.origin and not set(value.origin.split(",")) & set(origin.split(",")):
         raise ValueError("lease: it was issued by a transport for another queue")
     return value
