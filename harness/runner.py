@@ -132,10 +132,32 @@ def run(opts: RunOptions) -> RunResult:
             _Run(scenario, subject, opts, store, seed, netns, run_info, result).execute()
     except (KeyboardInterrupt, _Terminated) as e:
         result.exit_code, result.reason = EXIT_HARNESS, f"interrupted ({e or 'Ctrl-C'})"
+    result.summary.update(exit=result.exit_code, error=result.reason, run_dir=str(store.root))
     run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
     store.write_json("run.json", run_info)
-    result.summary.update(exit=result.exit_code, error=result.reason, run_dir=str(store.root))
+    if store.history.is_file():
+        _plots_and_report(store, run_info, result)
     return result
+
+
+def _plots_and_report(store: RunStore, run_info: dict[str, Any], result: RunResult) -> None:
+    """Draw the plots and write report.md (after run.json, which the report reads).
+
+    A failure here leaves the verdict as it is; the summary and run.json say what is missing.
+    """
+    t = time.monotonic()
+    try:
+        from .plots import plot_run
+        from .report import write_report
+
+        run_info["plots"] = [str(p) for p in plot_run(store.root)]
+        run_info["report"] = str(write_report(store.root, result.summary))
+    except Exception as e:
+        log.exception("plots or report failed")
+        run_info["plots_error"] = f"{type(e).__name__}: {e}"
+        result.summary["warning"] = f"plots/report failed: {e}"
+    run_info["phases"]["plots"] = round(time.monotonic() - t, 3)
+    store.write_json("run.json", run_info)
 
 
 class _Run:
@@ -248,13 +270,6 @@ class _Run:
         with self.phase("check"):
             self.result.check = self._check()
         self.result.exit_code = EXIT_VALID if self.result.valid else EXIT_ANOMALIES
-        with self.phase("plots"):
-            try:
-                self._plots()
-            except Exception as e:  # the verdict stands; the report says what is missing
-                log.exception("plots or report failed")
-                self.info["plots_error"] = f"{type(e).__name__}: {e}"
-                self.result.summary["warning"] = f"plots/report failed: {e}"
 
     def _check(self) -> dict[str, Any]:
         from . import checker
@@ -263,13 +278,6 @@ class _Run:
         check = checker.check(read_history(self.store.history))
         self.store.write_json("check.json", check)
         return check
-
-    def _plots(self) -> None:
-        from .plots import plot_run
-        from .report import write_report
-
-        self.info["plots"] = [str(p) for p in plot_run(self.store.root)]
-        self.info["report"] = str(write_report(self.store.root))
 
     def _teardown(self) -> None:
         """Stop everything this run started; each step runs even if an earlier one fails."""
