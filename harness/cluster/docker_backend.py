@@ -58,6 +58,7 @@ DATA_MOUNT = "/rqlite/file"  # the image's volume; the entrypoint puts data/ und
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 STATE_FILE = "docker-cluster.json"
 NANOS = 1_000_000_000
+PORT_ATTEMPTS = 3  # fresh host ports when one was taken between picking and binding
 LOG_LINES = 20_000  # of each container's log kept in the cluster directory on stop()
 
 
@@ -76,6 +77,10 @@ UNSUPPORTED_FAULTS: dict[str, str] = {"clock-skew-node": clock_skew_message()}
 
 class DockerUnreachable(ClusterError):
     """The Docker engine cannot be reached; the message is one line naming the address."""
+
+
+class PortTaken(ClusterError):
+    """A host port picked as free was taken before Docker could bind it."""
 
 
 # -- pure builders ---------------------------------------------------------------------
@@ -233,6 +238,12 @@ def unreachable_message(address: str, reason: str | None = None, from_env: bool 
         f"Docker is not reachable at {address} ({where}{why}); "
         "--backend local runs the embedded cluster instead"
     )
+
+
+def is_port_conflict(message: str) -> bool:
+    """Whether the engine refused a container because its host port is in use."""
+    text = message.lower()
+    return "port is already allocated" in text or "address already in use" in text
 
 
 def is_local_engine(address: str) -> bool:
@@ -626,7 +637,8 @@ def start_docker_cluster(
     """Create an rqlite cluster in containers and wait (bounded) for a leader.
 
     Pulls the image first when missing (not counted in ``timeout``). On any failure
-    the containers, network and volumes made so far are removed again.
+    the containers, network and volumes made so far are removed again; a host port
+    taken before Docker bound it is retried with new ports.
     """
     ids = node_ids(nodes)
     image = rqlite_image(version)
@@ -637,18 +649,34 @@ def start_docker_cluster(
             f"publishes ports on {bind_host}, but DOCKER_HOST={address} is remote"
         )
     client = connect()
-    cluster_id = uuid.uuid4().hex[:8]
-    specs = container_specs(cluster_id, ids, _free_ports(nodes, bind_host), image, bind_host)
-    cluster = DockerCluster(client, cluster_id, specs, directory)
+    _ensure_image(client, image)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        cluster_id = uuid.uuid4().hex[:8]
+        specs = container_specs(cluster_id, ids, _free_ports(nodes, bind_host), image, bind_host)
+        cluster = DockerCluster(client, cluster_id, specs, directory)
+        try:
+            _create(client, cluster_id, specs)
+            cluster.save()
+            cluster.wait_for_leader(timeout)
+            return cluster
+        except PortTaken:
+            _discard(cluster)
+            if attempt == PORT_ATTEMPTS:
+                raise
+        except BaseException as exc:
+            _discard(cluster, exc)
+            raise
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _discard(cluster: DockerCluster, exc: BaseException | None = None) -> None:
+    """Remove a cluster that failed to start, without hiding why it failed."""
     try:
-        _ensure_image(client, image)
-        _create(client, cluster_id, specs)
-        cluster.save()
-        cluster.wait_for_leader(timeout)
-    except BaseException:
         cluster.stop()
-        raise
-    return cluster
+    except Exception as err:
+        if exc is None:
+            raise
+        exc.add_note(f"removing the half-started cluster failed too: {err}")
 
 
 def _ensure_image(client: Any, image: str) -> None:
@@ -676,9 +704,9 @@ def _create(client: Any, cluster_id: str, specs: Sequence[ContainerSpec]) -> Non
         try:
             client.containers.create(**kw).start()
         except docker.errors.APIError as exc:
-            raise ClusterError(
-                f"cannot start container {spec.name}: {exc.explanation or exc}"
-            ) from None
+            why = str(exc.explanation or exc)
+            kind = PortTaken if is_port_conflict(why) else ClusterError
+            raise kind(f"cannot start container {spec.name}: {why}") from None
 
 
 def attach_docker_cluster(directory: Path) -> DockerCluster:

@@ -289,3 +289,71 @@ def test_reap_tries_everything_and_names_what_it_could_not_remove(setup: tuple) 
     with pytest.raises(ClusterError, match="could not remove rqueue-t1-n2: removal of container"):
         db.reap_docker(client)
     assert sorted(client.removed) == ["rqueue-t1-n1", "rqueue-t1-n3"]
+
+
+def test_is_port_conflict() -> None:
+    assert db.is_port_conflict(
+        "driver failed programming external connectivity on endpoint rqueue-x-n1: "
+        "Bind for 127.0.0.1:5001 failed: port is already allocated"
+    )
+    assert db.is_port_conflict("listen tcp4 127.0.0.1:5001: bind: address already in use")
+    assert not db.is_port_conflict("No such image: rqlite/rqlite:nope")
+
+
+def test_start_retries_with_new_ports_and_removes_each_failed_attempt(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    reaped: list[str | None] = []
+    attempts: list[list[int]] = []
+
+    def fake_create(client: object, cluster_id: str, specs: list) -> None:
+        attempts.append([s.host_port for s in specs])
+        if len(attempts) < 3:
+            raise db.PortTaken(f"cannot start container {specs[0].name}: port is already allocated")
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(db, "connect", lambda: object())
+    monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
+    monkeypatch.setattr(db, "_create", fake_create)
+    monkeypatch.setattr(db, "reap_docker", lambda client, cluster_id: reaped.append(cluster_id))
+    monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
+    monkeypatch.setattr(db.DockerCluster, "wait_for_leader", lambda self, t: None)
+    cluster = db.start_docker_cluster(nodes=3, directory=tmp_path, timeout=1)
+    assert len(attempts) == 3 and len(reaped) == 2  # two attempts discarded by their id
+    assert cluster.cluster_id not in reaped
+    assert (tmp_path / db.STATE_FILE).exists()
+    state = (tmp_path / db.STATE_FILE).read_text()
+    assert cluster.cluster_id in state and str(attempts[-1][0]) in state
+
+    def always_taken(client: object, cluster_id: str, specs: list) -> None:
+        raise db.PortTaken("cannot start container: port is already allocated")
+
+    monkeypatch.setattr(db, "_create", always_taken)
+    reaped.clear()
+    with pytest.raises(db.PortTaken, match="port is already allocated"):
+        db.start_docker_cluster(nodes=3, directory=tmp_path / "x", timeout=1)
+    assert len(reaped) == db.PORT_ATTEMPTS  # each attempt removed, then the error surfaces
+
+
+def test_a_failed_start_is_removed_and_its_reason_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def no_leader(self: db.DockerCluster, timeout: float) -> None:
+        raise ClusterError("waited 1s for an agreed leader")
+
+    def reap_fails(client: object, cluster_id: str) -> None:
+        raise ClusterError("could not remove rqueue-x-n1: engine went away")
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(db, "connect", lambda: object())
+    monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
+    monkeypatch.setattr(db, "_create", lambda client, cluster_id, specs: None)
+    monkeypatch.setattr(db, "reap_docker", reap_fails)
+    monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
+    monkeypatch.setattr(db.DockerCluster, "wait_for_leader", no_leader)
+    with pytest.raises(ClusterError, match="agreed leader") as err:
+        db.start_docker_cluster(nodes=3, directory=tmp_path, timeout=1)
+    assert err.value.__notes__ == [
+        "removing the half-started cluster failed too: could not remove rqueue-x-n1: "
+        "engine went away"
+    ]
