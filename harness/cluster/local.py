@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -61,6 +62,7 @@ from harness.cluster.base import (
     probe_nodes,
 )
 from harness.cluster.netns import REAP_TAG_ENV, NetnsNetwork, reap_networks, require_root
+from harness.cluster.netns import run as run_command
 
 STATE_FILE = "cluster.json"
 #: environment variable that marks a process as a node of the cluster in that directory
@@ -701,12 +703,10 @@ class LocalCluster(Cluster):
             raise ClusterError(str(exc)) from exc
         with self._lock:
             self.heal()
+            self._partitioned = list(rules)  # saved first: a crash mid-way can still heal
+            self._save()
             try:
-                for node_id, argvs in rules.items():
-                    self._partitioned.append(node_id)
-                    self._save()
-                    for argv in argvs:
-                        self._netns_run(node_id, argv)
+                self._run_rules(rules, check=True)
             except BaseException:
                 self.heal()
                 raise
@@ -716,18 +716,24 @@ class LocalCluster(Cluster):
         if self._network is None:
             return
         with self._lock:
-            for node_id, argvs in partition_rules.heal_rules(self._partitioned).items():
-                for argv in argvs:
-                    # a half-applied partition may lack some of these: ignore "not found"
-                    self._netns_run(node_id, argv, check=False)
+            # a half-applied partition may lack some of these: ignore "not found"
+            self._run_rules(partition_rules.heal_rules(self._partitioned), check=False)
             self._partitioned = []
             self._save()
 
-    def _netns_run(self, node_id: str, argv: list[str], check: bool = True) -> None:
-        from harness.cluster.netns import run
+    def _run_rules(self, rules: dict[str, list[list[str]]], check: bool) -> None:
+        """Run each node's iptables argv lists in order, the nodes in parallel."""
+        net = self._network
+        assert net is not None
 
-        assert self._network is not None
-        run(self._network.exec_prefix(node_id) + argv, check=check)
+        def one_node(node_id: str) -> None:
+            for argv in rules[node_id]:
+                run_command(net.exec_prefix(node_id) + argv, check=check)
+
+        if rules:
+            with ThreadPoolExecutor(max_workers=len(rules)) as pool:
+                for future in [pool.submit(one_node, n) for n in rules]:
+                    future.result()
 
     def set_clock_offset(self, node_id: str, seconds: float) -> None:
         """Make the node's wall clock read ``seconds`` ahead (negative: behind).
