@@ -377,9 +377,11 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
 
     A nemesis ``invoke`` and the next completion with the same ``f`` form one action
     (timed at the invoke, its completion only confirming); a lone event is an action by
-    itself; an action that ``fail``\\ ed did nothing. An action ends a fault when its
-    ``f`` is in :data:`FAULT_ENDS`, starts ``stop-``/``end-`` (ending ``start-…``), or
-    is a ``clock-skew`` to offset 0; every other action starts a fault of kind ``f``.
+    itself; an action that failed did nothing. A value with ``"phase": "start"``
+    or ``"end"`` says what the action does to the fault named by its ``"fault"`` (the
+    harness's nemesis writes these). Otherwise an action ends a fault when its ``f`` is
+    in :data:`FAULT_ENDS`, starts ``stop-``/``end-`` (ending ``start-…``), or is a
+    ``clock-skew`` to offset 0; every other action starts a fault of kind ``f``.
     An end closes the open faults of its kind that share a target (``node``/``nodes``/
     ``target`` in the value, or a string value) or, when none does, all of them.
     """
@@ -403,18 +405,26 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
         if outcome == "fail":
             continue
         f, value = ev["f"], ev.get("value")
-        ends = _ends_kind(f, value)
-        if ends is None:
-            faults.append(
-                [f, _label(f, value), ev["time"], None, ev["index"], None, _targets(value)]
-            )
-            continue
-        open_ = [x for x in faults if x[0] == ends and x[3] is None]
+        kind, ending = _classify(f, value)
         targets = _targets(value)
+        if not ending:
+            label = f"{kind} {','.join(sorted(targets))}" if targets else kind
+            faults.append([kind, label, ev["time"], None, ev["index"], None, targets])
+            continue
+        open_ = [x for x in faults if x[0] == kind and x[3] is None]
         chosen = [x for x in open_ if targets & x[6]] or open_
         for x in chosen:
             x[3], x[5] = ev["time"], ev["index"]
     return [Fault(k, lab, s, e, si, ei) for k, lab, s, e, si, ei, _ in faults]
+
+
+def _classify(f: str, value: Any) -> tuple[str, bool]:
+    """(fault kind, whether the action ends it) for one nemesis action."""
+    if isinstance(value, dict) and value.get("phase") in ("start", "end"):
+        kind = value.get("fault")
+        return (kind if isinstance(kind, str) and kind else f), value["phase"] == "end"
+    ends = _ends_kind(f, value)
+    return (f, False) if ends is None else (ends, True)
 
 
 def _ends_kind(f: str, value: Any) -> str | None:
@@ -443,11 +453,6 @@ def _targets(value: Any) -> frozenset[str]:
         elif isinstance(v, list):
             found.update(x for x in v if isinstance(x, str))
     return frozenset(found)
-
-
-def _label(f: str, value: Any) -> str:
-    targets = sorted(_targets(value))
-    return f"{f} {','.join(targets)}" if targets else f
 
 
 def _names(names: Iterable[str]) -> str:

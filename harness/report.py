@@ -1,0 +1,198 @@
+"""``report.md``: one readable page per run, from the files in its folder.
+
+Sections: the verdict; the scenario (``scenario.json``), the subject and versions
+(``run.json``, ``versions.json``) when present; the summary table; every anomaly found
+with its example operations printed as the actual history lines; statistics and
+availability; the plots that exist. Works on any folder holding a ``history.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .checker import ANOMALIES, check
+from .history import HistoryFormatError, read_history
+
+REPORT_EXAMPLES = 5
+PLOTS = (
+    ("throughput.png", "Throughput (successful claims per second; faults shaded)"),
+    ("latency.png", "Latency by outcome, with p50/p99"),
+    ("anomaly-timeline.png", "Leases around the first anomalies"),
+)
+
+
+def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
+    """Write ``run_dir/report.md`` and return its path.
+
+    ``summary`` (the runner's summary) is shown as a table; without it the ``summary``
+    saved in ``run.json`` is used, if any. The check result comes from ``check.json``,
+    or from checking ``history.jsonl`` when there is none.
+    """
+    root = Path(run_dir)
+    run = _json(root / "run.json") or {}
+    summary = summary if summary is not None else run.get("summary")
+    lines: list[str] = [f"# Run report: {root.resolve().name}", ""]
+    history_lines, error = _history_lines(root / "history.jsonl")
+    result = _json(root / "check.json")
+    if result is None and error is None:
+        try:
+            result = check(read_history(root / "history.jsonl"))
+        except HistoryFormatError as e:
+            error = f"line {e.line}: {e.reason}"
+    lines += _verdict(result, error, run)
+    lines += _scenario(_json(root / "scenario.json"))
+    lines += _setup(run, _json(root / "versions.json"))
+    if summary:
+        lines += ["## Summary", "", *_table(_flatten(summary)), ""]
+    if result is not None:
+        lines += _anomalies(result, history_lines)
+        lines += _statistics(result.get("stats", {}))
+    lines += _plots(root)
+    path = root / "report.md"
+    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return path
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _history_lines(path: Path) -> tuple[list[str], str | None]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines(), None
+    except FileNotFoundError:
+        return [], f"{path.name} is missing"
+    except (OSError, UnicodeDecodeError) as e:
+        return [], f"{path.name} cannot be read: {e}"
+
+
+def _verdict(result: dict | None, error: str | None, run: dict) -> list[str]:
+    if error is not None:
+        return [f"**Verdict: the history could not be checked** ({error}).", ""]
+    if result is None:
+        return ["**Verdict: not checked.**", ""]
+    if result.get("valid"):
+        out = ["**Verdict: valid** — no anomaly found.", ""]
+    else:
+        found = [f"{n} ({a['count']})" for n, a in result["anomalies"].items() if a["count"]]
+        out = [f"**Verdict: ANOMALIES** — {', '.join(found)}.", ""]
+    if run.get("reason"):
+        out += [f"Run ended with: {run['reason']}", ""]
+    return out
+
+
+def _scenario(scenario: dict | None) -> list[str]:
+    if not isinstance(scenario, dict):
+        return []
+    out = ["## Scenario", ""]
+    head = {k: v for k, v in scenario.items() if k not in ("faults", "workload")}
+    out += _table(_flatten(head))
+    if isinstance(scenario.get("workload"), dict):
+        out += ["", "Workload:", "", *_table(_flatten(scenario["workload"]))]
+    faults = scenario.get("faults") or []
+    if faults:
+        out += ["", "Fault schedule:", ""]
+        for f in faults:
+            if isinstance(f, dict):
+                rest = ", ".join(f"{k}={v}" for k, v in f.items() if k != "kind")
+                out.append(f"- `{f.get('kind', '?')}` {rest}")
+    return [*out, ""]
+
+
+def _setup(run: dict, versions: Any) -> list[str]:
+    out: list[str] = []
+    options = run.get("options") if isinstance(run, dict) else None
+    if isinstance(options, dict):
+        keep = ("subject", "engine", "backend", "nodes", "seed", "time")
+        shown = {k: options[k] for k in keep if options.get(k) is not None}
+        if shown:
+            out += ["## Subject and options", "", *_table(shown), ""]
+    if isinstance(versions, dict) and versions:
+        out += ["## Versions", "", *_table(_flatten(versions)), ""]
+    return out
+
+
+def _anomalies(result: dict, history: list[str]) -> list[str]:
+    anomalies = result.get("anomalies", {})
+    out = ["## Anomalies", "", "| anomaly | count |", "|---|---:|"]
+    out += [f"| {name} | {anomalies.get(name, {}).get('count', 0)} |" for name in ANOMALIES]
+    out.append("")
+    for name in ANOMALIES:
+        body = anomalies.get(name) or {}
+        if not body.get("count"):
+            continue
+        shown = body.get("examples", [])[:REPORT_EXAMPLES]
+        out += [f"### {name}: {body['count']}", ""]
+        out.append(f"{len(shown)} of the examples, each as the history lines that show it:")
+        out.append("")
+        for k, example in enumerate(shown, 1):
+            out += [f"Example {k} (indices {', '.join(map(str, example))}):", "", "```json"]
+            for i in example:
+                out.append(history[i] if 0 <= i < len(history) else f"(no line {i})")
+            out += ["```", ""]
+    return out
+
+
+def _statistics(stats: dict) -> list[str]:
+    if not stats:
+        return []
+    out = ["## Statistics", ""]
+    plain = {k: v for k, v in stats.items() if not isinstance(v, dict | list)}
+    out += _table(plain)
+    ops = stats.get("ops") or {}
+    latency = stats.get("latency") or {}
+    if ops:
+        out += ["", "| operation | ok | fail | info | open | p50 ms | p99 ms |",
+                "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for f, c in ops.items():
+            lat = latency.get(f, {})
+            ms = [f"{lat[k] * 1000:.1f}" if k in lat else "-" for k in ("p50", "p99")]
+            row = [str(c.get(k, 0)) for k in ("ok", "fail", "info", "open")]
+            out.append(f"| {f} | {' | '.join(row)} | {' | '.join(ms)} |")
+    faults = stats.get("availability") or []
+    if faults:
+        out += [
+            "",
+            "Availability: for each fault, the time from its start to the next "
+            "successful claim invoked after it.",
+            "",
+            "| fault | start s | end s | next lease after s |",
+            "|---|---:|---:|---:|",
+        ]
+        for a in faults:
+            end = "-" if a.get("end") is None else f"{a['end']:.2f}"
+            rec = "never" if a.get("recovery") is None else f"{a['recovery']:.3f}"
+            out.append(f"| {a.get('label', a.get('kind'))} | {a['start']:.2f} | {end} | {rec} |")
+    return [*out, ""]
+
+
+def _plots(root: Path) -> list[str]:
+    out: list[str] = []
+    for name, caption in PLOTS:
+        if (root / name).exists():
+            out += [f"### {caption}", "", f"![{caption}]({name})", ""]
+    return ["## Plots", "", *out] if out else []
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v and len(v) <= 12:
+            flat.update(_flatten(v, key + "."))
+        else:
+            flat[key] = v
+    return flat
+
+
+def _table(data: dict[str, Any]) -> list[str]:
+    out = ["| | |", "|---|---|"]
+    for k, v in data.items():
+        text = v if isinstance(v, str) else json.dumps(v, default=str)
+        out.append(f"| {k} | {str(text).replace('|', '/')} |")
+    return out
