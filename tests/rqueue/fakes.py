@@ -98,7 +98,7 @@ class FakeNode:
     """A real HTTP server speaking rqlite's API over an executor, with injected faults.
 
     ``faults`` maps a path (``"/db/request"``) to a list of modes consumed one per
-    request: ``"503"`` (not applied), ``"lost"`` (applied, then HTTP 200 with a
+    request: ``"503"`` (not applied), ``"401"`` (refused), ``"lost"`` (applied, then HTTP 200 with a
     top-level error), ``"drop"`` (applied, then the connection closes unanswered).
     """
 
@@ -144,8 +144,9 @@ class FakeNode:
                 )
                 pending = node.faults.get(split.path) or []
                 mode = pending.pop(0) if pending else None
-                if mode == "503":
-                    self._reply(503, "leader not found", "text/plain")
+                if mode in ("503", "401"):
+                    text = "leader not found" if mode == "503" else "unauthorized"
+                    self._reply(int(mode), text, "text/plain")
                     return
                 answer = node.executor.run(split.path, parse_qs(split.query), body)
                 if mode == "lost":

@@ -8,6 +8,7 @@ examples, fast) and against the shared cluster with both twins (fewer examples).
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -45,8 +46,12 @@ class LocalCore:
         )
         drive(self.core.open(), self.ex)
 
-    def publish(self, group: str, event: Any, priority: int = 0) -> int:
-        return drive(self.core.publish(group, json.dumps(event), priority, None), self.ex)
+    def publish(self, group: str, event: Any, priority: int = 0, dedup_id=None) -> int:
+        return drive(self.core.publish(group, json.dumps(event), priority, dedup_id), self.ex)
+
+    def publish_many(self, items: list[tuple[str, Any, int]]) -> list[int]:
+        batch = [(g, json.dumps(e), p) for g, e, p in items]
+        return drive(self.core.publish_many(batch), self.ex)
 
     def claim(self, worker: str, visibility: float, min_priority: int = 0) -> Lease | None:
         return drive(self.core.claim(worker, visibility, min_priority), self.ex)
@@ -74,6 +79,9 @@ def machine_for(queue: Any, reset: Any) -> type[RuleBasedStateMachine]:
             self.held: list[Lease] = []  # leases we may still hold
             self.stale: list[Lease] = []  # leases we certainly no longer hold
             self.n = 0
+            self.run = uuid.uuid4().hex  # dedup ids are remembered across examples
+            self.dedup: dict[str, int] = {}
+            self.published: set[int] = set()
 
         @rule(group=GROUPS, priority=PRIORITIES)
         def publish(self, group: str, priority: int) -> None:
@@ -82,6 +90,32 @@ def machine_for(queue: Any, reset: Any) -> type[RuleBasedStateMachine]:
             seq = queue.publish(group, event, priority=priority)
             assert all(seq > s for s in self.model.messages)
             self.model.publish(seq, group, json.dumps(event), priority)
+            self.published.add(seq)
+
+        @rule(
+            items=st.lists(st.tuples(GROUPS, PRIORITIES), min_size=1, max_size=4),
+        )
+        def publish_many(self, items: list[tuple[str, int]]) -> None:
+            batch = []
+            for group, priority in items:
+                self.n += 1
+                batch.append((group, {"n": self.n}, priority))
+            seqs = queue.publish_many(batch)
+            assert seqs == sorted(seqs) and all(seqs[0] > s for s in self.model.messages)
+            for seq, (group, event, priority) in zip(seqs, batch, strict=True):
+                self.model.publish(seq, group, json.dumps(event), priority)
+                self.published.add(seq)
+
+        @rule(group=GROUPS, key=st.sampled_from(["d1", "d2", "d3"]))
+        def publish_deduplicated(self, group: str, key: str) -> None:
+            self.n += 1
+            event = {"n": self.n}
+            seq = queue.publish(group, event, dedup_id=f"{self.run}-{key}")
+            first = self.dedup.setdefault(key, seq)
+            if first == seq and seq not in self.published:
+                self.model.publish(seq, group, json.dumps(event), 0)
+                self.published.add(seq)
+            assert seq == first, "a repeated dedup id stored a second message"
 
         @rule(min_priority=PRIORITIES)
         def claim(self, min_priority: int) -> None:
@@ -147,7 +181,7 @@ def test_core_matches_the_seed_model() -> None:
     local = LocalCore()
     run_state_machine_as_test(
         machine_for(local, local.clear),
-        settings=settings(max_examples=150, stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=60, stateful_step_count=40, deadline=None),
     )
 
 
@@ -156,8 +190,8 @@ def test_transport_matches_the_seed_model(connect, queue_urls) -> None:
     run_state_machine_as_test(
         machine_for(t, lambda: clear_queue(queue_urls)),
         settings=settings(
-            max_examples=12,
-            stateful_step_count=25,
+            max_examples=10,
+            stateful_step_count=20,
             deadline=None,
             suppress_health_check=list(HealthCheck),
         ),

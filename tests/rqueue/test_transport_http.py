@@ -273,3 +273,19 @@ def test_https_verifies_certificates_and_takes_a_ca_bundle(connect, executor, ce
         assert t.claim("w", 30) is not None
     finally:
         node.stop()
+
+
+def test_no_leader_until_the_deadline_is_unavailable(connect, fake_node) -> None:
+    t = connect(fake_node.url, timeout=0.5)
+    fake_node.inject("/db/execute", *["503"] * 10_000)
+    with pytest.raises(Unavailable, match="HTTP 503: leader not found"):
+        t.publish("g", "{}")
+
+
+def test_refused_credentials_are_not_retried(connect, fake_node) -> None:
+    t = connect(fake_node.url)
+    fake_node.inject("/db/execute", "401")
+    before = len(fake_node.requests)
+    with pytest.raises(Unavailable, match="HTTP 401"):
+        t.publish("g", "{}")
+    assert len(fake_node.requests) == before + 1
