@@ -83,7 +83,9 @@ class AsyncRqliteTransport:
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
-            server = await _detect(client, endpoints, deadline, settings.request_timeout)
+            server = await _detect(
+                client, endpoints, deadline, settings.request_timeout, settings.timeout
+            )
             core = settings.core(server, cls.statements_class)
             self = cls(settings, client, core)
             self._endpoints = endpoints
@@ -183,7 +185,13 @@ class AsyncRqliteTransport:
             return stop.value
 
     async def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
-        attempts = Attempts(call, self._endpoints, deadline, self._settings.request_timeout)
+        attempts = Attempts(
+            call,
+            self._endpoints,
+            deadline,
+            self._settings.request_timeout,
+            limit=self._settings.timeout,
+        )
         while True:
             url, timeout = attempts.next()
             try:
@@ -207,10 +215,14 @@ class AsyncRqliteTransport:
 
 
 async def _detect(
-    client: httpx.AsyncClient, endpoints: Endpoints, deadline: float, request_timeout: float
+    client: httpx.AsyncClient,
+    endpoints: Endpoints,
+    deadline: float,
+    request_timeout: float,
+    limit: float,
 ) -> ServerInfo:
     """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
-    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout)
+    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout, limit=limit)
     while True:
         url, timeout = attempts.next()
         try:

@@ -39,12 +39,14 @@ class Attempts:
         deadline: float,
         request_timeout: float,
         monotonic: Callable[[], float] = time.monotonic,
+        limit: float | None = None,
     ) -> None:
         self.call = call
         self.endpoints = endpoints
         self.deadline = deadline
         self.request_timeout = request_timeout
         self._monotonic = monotonic
+        self.limit = limit
         self._rounds = 0
         self.last_failure = "no attempt made"
 
@@ -55,8 +57,9 @@ class Attempts:
         """The node to try and the timeout for this try; Unavailable when time is up."""
         left = self.remaining()
         if left <= 0:
+            limit = f" of {self.limit:g} s" if self.limit is not None else ""
             raise Unavailable(
-                f"{self.call.what}: gave up after the time limit; tried "
+                f"{self.call.what}: gave up after the time limit{limit}; tried "
                 f"{', '.join(self.endpoints.urls)}; last failure: {self.last_failure}"
             )
         return self.endpoints.current, min(self.request_timeout, left)

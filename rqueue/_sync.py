@@ -13,6 +13,7 @@ from . import _validate
 from ._attempts import CONNECT_TIMEOUT, Attempts, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
+from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
 from ._models import Call, Lease, Result
 from ._statements import Statements
@@ -99,7 +100,9 @@ class RqliteTransport:
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
-            server = _detect(session, endpoints, deadline, settings.request_timeout)
+            server = _detect(
+                session, endpoints, deadline, settings.request_timeout, settings.timeout
+            )
             core = settings.core(server, cls.statements_class)
             self = cls(settings, session, core)
             self._endpoints = endpoints
@@ -199,7 +202,13 @@ class RqliteTransport:
             return stop.value
 
     def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
-        attempts = Attempts(call, self._endpoints, deadline, self._settings.request_timeout)
+        attempts = Attempts(
+            call,
+            self._endpoints,
+            deadline,
+            self._settings.request_timeout,
+            limit=self._settings.timeout,
+        )
         while True:
             url, timeout = attempts.next()
             try:
@@ -224,9 +233,15 @@ class RqliteTransport:
                 time.sleep(pause)
 
 
-def _detect(session: requests.Session, endpoints, deadline: float, request_timeout: float):
+def _detect(
+    session: requests.Session,
+    endpoints: Endpoints,
+    deadline: float,
+    request_timeout: float,
+    limit: float,
+) -> ServerInfo:
     """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
-    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout)
+    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout, limit=limit)
     while True:
         url, timeout = attempts.next()
         try:
