@@ -191,7 +191,7 @@ class History:
 
     def _holder_lease(self, inv: dict) -> tuple[Any, Lease | None]:
         value = inv["value"]
-        msg = _key(value, "msg", inv)
+        msg = _key(value, "msg", inv, nullable=True)
         lease = self._holding.get((inv["process"], msg))
         if lease is not None:
             token = value.get("token")
@@ -202,7 +202,7 @@ class History:
     def _release(self, inv: dict, comp: dict | None, typ: str) -> None:
         f = inv["f"]
         if f == "dead-letter":
-            msg = _key(inv["value"], "msg", inv)
+            msg = _key(inv["value"], "msg", inv, nullable=True)
             if typ == "ok":
                 self.dead_lettered.add(msg)
         else:
@@ -239,14 +239,16 @@ class History:
             lease.stretch = until
 
 
-def _key(value: Any, name: str, ev: dict) -> Any:
+def _key(value: Any, name: str, ev: dict, nullable: bool = False) -> Any:
+    """``value[name]``: a string or integer (or null if ``nullable``, e.g. the ``msg`` of
+    an ack of a leased event that carried none)."""
     if type(value) is not dict:
         raise HistoryFormatError(
             ev["index"] + 1, f"{ev['f']} {ev['type']} value must be an object with {name!r}"
         )
     key = value.get(name)
     _check_key(key, name, ev)
-    if key is None:
+    if key is None and not (nullable and name in value):
         raise HistoryFormatError(ev["index"] + 1, f"{ev['f']} {ev['type']} value lacks {name!r}")
     return key
 
