@@ -148,7 +148,7 @@ class History:
                 release(inv, None, "open")
 
     def _publish(self, inv: dict, comp: dict | None, typ: str) -> None:
-        value = inv["value"]
+        value = inv.get("value")
         try:
             msg, group = value["msg"], value["group"]
             if msg.__hash__ is None or group.__hash__ is None:
@@ -170,7 +170,7 @@ class History:
     def _claim(self, inv: dict, comp: dict, typ: str) -> None:
         if typ != "ok":
             return
-        value = comp["value"]
+        value = comp.get("value")
         if value is None:
             self.empty_claims += 1
             return
@@ -190,7 +190,7 @@ class History:
         self._holding[inv["process"], msg] = lease
 
     def _holder_lease(self, inv: dict) -> tuple[Any, Lease | None]:
-        value = inv["value"]
+        value = inv.get("value")
         msg = _key(value, "msg", inv, nullable=True)
         lease = self._holding.get((inv["process"], msg))
         if lease is not None:
@@ -202,7 +202,7 @@ class History:
     def _release(self, inv: dict, comp: dict | None, typ: str) -> None:
         f = inv["f"]
         if f == "dead-letter":
-            msg = _key(inv["value"], "msg", inv, nullable=True)
+            msg = _key(inv.get("value"), "msg", inv, nullable=True)
             if typ == "ok":
                 self.dead_lettered.add(msg)
         else:
@@ -229,7 +229,7 @@ class History:
         _, lease = self._holder_lease(inv)
         if lease is None or typ == "fail":
             return
-        vis = inv["value"].get("visibility")
+        vis = inv.get("value", {}).get("visibility")
         if not _is_number(vis):
             raise HistoryFormatError(inv["index"] + 1, "extend needs a numeric 'visibility'")
         until = inv["time"] + vis

@@ -97,7 +97,7 @@ def throughput_figure(events: Sequence[dict], faults: list[Fault], end: float) -
         if comp is None or comp["type"] != "ok":
             continue
         f = inv["f"]
-        if f == "claim" and comp["value"] is not None:
+        if f == "claim" and comp.get("value") is not None:
             series["claims (leases)"].append(comp["time"])
         elif f == "ack":
             series["acks"].append(comp["time"])
