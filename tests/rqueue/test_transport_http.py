@@ -7,6 +7,7 @@ dropped after the write was applied, 503 before applying.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -51,38 +52,38 @@ def test_round_trip(connect, fake_node: FakeNode) -> None:
     assert t.claim("w", 30) is None
 
 
-@pytest.mark.parametrize(
-    ("call", "exc", "name"),
-    [
-        (lambda t: t.publish("", "{}"), ValueError, "group_id"),
-        (lambda t: t.publish(7, "{}"), TypeError, "group_id"),
-        (lambda t: t.publish("g", "not json"), ValueError, "event"),
-        (lambda t: t.publish("g", object()), TypeError, "event"),
-        (lambda t: t.publish("g", float("nan")), TypeError, "event"),
-        (lambda t: t.publish("g", "{}", priority=5), ValueError, "priority"),
-        (lambda t: t.publish("g", "{}", priority=True), TypeError, "priority"),
-        (lambda t: t.publish("g", "{}", dedup_id=""), ValueError, "dedup_id"),
-        (lambda t: t.claim("w", 0), ValueError, "visibility"),
-        (lambda t: t.claim("w", -1), ValueError, "visibility"),
-        (lambda t: t.claim("", 1), ValueError, "worker_id"),
-        (lambda t: t.claim("w", 1, min_priority=-1), ValueError, "min_priority"),
-        (lambda t: t.nack(Lease(1, "g", "{}", "t"), delay=-1), ValueError, "delay"),
-        (lambda t: t.extend(Lease(1, "g", "{}", "t"), float("inf")), ValueError, "visibility"),
-        (lambda t: t.ack("not a lease"), TypeError, "lease"),
-        (
-            lambda t: t.ack(Lease(1, "g", "{}", "t", origin="http://elsewhere:1")),
-            ValueError,
-            "lease",
-        ),
-        (lambda t: t.publish_many([("g",)]), TypeError, "items[0]"),
-        (lambda t: t.publish_many([("g", "{}", 9)]), ValueError, "items[0].priority"),
-    ],
-)
-def test_bad_input_is_refused_before_sending(connect, fake_node, call, exc, name) -> None:
+BAD_INPUT = [
+    (lambda t: t.publish("", "{}"), ValueError, "group_id"),
+    (lambda t: t.publish(7, "{}"), TypeError, "group_id"),
+    (lambda t: t.publish("g", "not json"), ValueError, "event"),
+    (lambda t: t.publish("g", object()), TypeError, "event"),
+    (lambda t: t.publish("g", float("nan")), TypeError, "event"),
+    (lambda t: t.publish("g", "{}", priority=5), ValueError, "priority"),
+    (lambda t: t.publish("g", "{}", priority=True), TypeError, "priority"),
+    (lambda t: t.publish("g", "{}", dedup_id=""), ValueError, "dedup_id"),
+    (lambda t: t.claim("w", 0), ValueError, "visibility"),
+    (lambda t: t.claim("w", -1), ValueError, "visibility"),
+    (lambda t: t.claim("", 1), ValueError, "worker_id"),
+    (lambda t: t.claim("w", 1, min_priority=-1), ValueError, "min_priority"),
+    (lambda t: t.nack(Lease(1, "g", "{}", "t"), delay=-1), ValueError, "delay"),
+    (lambda t: t.extend(Lease(1, "g", "{}", "t"), float("inf")), ValueError, "visibility"),
+    (lambda t: t.ack("not a lease"), TypeError, "lease"),
+    (
+        lambda t: t.ack(Lease(1, "g", "{}", "t", origin="http://elsewhere:1")),
+        ValueError,
+        "lease",
+    ),
+    (lambda t: t.publish_many([("g",)]), TypeError, "items[0]"),
+    (lambda t: t.publish_many([("g", "{}", 9)]), ValueError, "items[0].priority"),
+]
+
+
+def test_bad_input_is_refused_before_sending(connect, fake_node) -> None:
     t = connect(fake_node.url)
     before = len(fake_node.requests)
-    with pytest.raises(exc, match=name.replace("[", r"\[").replace("]", r"\]")):
-        call(t)
+    for call, exc, name in BAD_INPUT:
+        with pytest.raises(exc, match=re.escape(name)):
+            call(t)
     assert len(fake_node.requests) == before
 
 
