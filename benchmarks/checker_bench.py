@@ -319,7 +319,7 @@ def write_history(events: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from harness.checker import check
-    from harness.history import _gc_paused, read_history
+    from harness.history import gc_paused, read_history
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000, help="history size (workload part)")
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         write_history(events, path)
         del events
         size = path.stat().st_size
-        with _gc_paused():  # as main_check does
+        with gc_paused():  # as main_check does
             t2, c2 = time.perf_counter(), time.process_time()
             loaded = read_history(path)
             t3, c3 = time.perf_counter(), time.process_time()

@@ -1,4 +1,7 @@
-"""Check a queue history for the anomalies defined in ``docs/history.md``.
+"""Check a queue history for the anomalies the history format defines.
+
+The format and the definitions are the project's public contract ("History format and
+anomaly definitions", history.md in the shared docs); this module follows it.
 
 :func:`check` is a pure function of the events: it pairs operations, builds the leases
 and each message's publishes and acks, runs one finder per anomaly and adds statistics.
@@ -29,9 +32,9 @@ from typing import Any
 from .history import (
     CLIENT_FS,
     HistoryFormatError,
-    _gc_paused,
     completion_error,
     fault_intervals,
+    gc_paused,
     invoke_error,
     read_history,
 )
@@ -46,8 +49,6 @@ ANOMALIES = (
 )
 MAX_EXAMPLES = 10
 INF = math.inf
-SETTLING = ("ack", "dead-letter")
-RELEASING = ("ack", "nack")
 
 
 class Lease:
@@ -473,7 +474,7 @@ def check(events: Sequence[dict]) -> dict[str, Any]:
     Raises :class:`HistoryFormatError` when operations do not pair up or a value lacks
     what a check needs.
     """
-    with _gc_paused():
+    with gc_paused():
         h = History(events)
         anomalies = {}
         for name in ANOMALIES:
@@ -499,7 +500,7 @@ def main_check(path: str | Path) -> int:
     """
     source = history_path(path)
     try:
-        with _gc_paused():
+        with gc_paused():
             result = check(read_history(source))
     except HistoryFormatError as e:
         print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)

@@ -1,10 +1,11 @@
 """Histories: record a run's operations as JSON Lines, read them back, pair them up.
 
-The format is the public contract in ``docs/history.md`` (shared docs): one JSON object
-per line with ``index``, ``time``, ``process``, ``type``, ``f`` and ``value`` (and an
-optional ``error``). Client processes are integers; faults use the process
-``"nemesis"``. A completion (``ok``/``fail``/``info``) closes the most recent ``invoke``
-of its process, and a process that got ``info`` issues nothing afterwards.
+The format is a public contract ("History format and anomaly definitions", history.md
+in the shared docs): one JSON object per line with ``index``, ``time``, ``process``,
+``type``, ``f`` and ``value`` (and an optional ``error``). Client processes are
+integers; faults use the process ``"nemesis"``. A completion (``ok``/``fail``/``info``)
+closes the most recent ``invoke`` of its process, and a process that got ``info``
+issues nothing afterwards.
 
 :class:`HistoryRecorder` writes such a file (thread-safe, callable from asyncio code),
 :func:`read_history` reads one back and raises :class:`HistoryFormatError` naming the
@@ -182,7 +183,7 @@ def read_history(path: str | Path) -> list[dict]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    with _gc_paused():
+    with gc_paused():
         objects = _decode_bulk(text, lines)
         if objects is None:
             objects = [_decode_line(line, i + 1) for i, line in enumerate(lines)]
@@ -289,7 +290,7 @@ def _bad_client(typ: Any, f: Any) -> str:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic GC: building a million small dicts otherwise triggers it constantly."""
     enabled = gc.isenabled()
     gc.disable()

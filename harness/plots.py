@@ -28,7 +28,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .checker import History, Lease, check, history_path
-from .history import Fault, _gc_paused, fault_intervals, pairs, read_history
+from .history import Fault, fault_intervals, gc_paused, pairs, read_history
 
 SIZE = (12.0, 5.0)
 DPI = 100
@@ -47,7 +47,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     root = Path(run_dir)
     source = history_path(root)
     root = source.parent
-    with _gc_paused():
+    with gc_paused():
         events = read_history(source)
         result = _load_check(root) or check(events)
     faults = fault_intervals(events)
