@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -82,6 +83,7 @@ class Endpoints:
 
     Pure state, no I/O: the transports call :meth:`current`, then :meth:`failed` or
     :meth:`succeeded`, and ask :meth:`round_done` whether every node failed in a row.
+    Safe to share between threads.
     """
 
     def __init__(self, urls: list[str]) -> None:
@@ -90,21 +92,24 @@ class Endpoints:
         self.urls = list(urls)
         self._index = 0
         self._failures_in_row = 0
+        self._lock = threading.Lock()
 
     @property
     def current(self) -> str:
         return self.urls[self._index]
 
     def succeeded(self, url: str) -> None:
-        self._failures_in_row = 0
-        if url in self.urls:
-            self._index = self.urls.index(url)
+        with self._lock:
+            self._failures_in_row = 0
+            if url in self.urls:
+                self._index = self.urls.index(url)
 
     def failed(self, url: str) -> None:
         """Record a failure of ``url`` and move to the next node."""
-        self._failures_in_row += 1
-        if self.urls[self._index] == url:
-            self._index = (self._index + 1) % len(self.urls)
+        with self._lock:
+            self._failures_in_row += 1
+            if self.urls[self._index] == url:
+                self._index = (self._index + 1) % len(self.urls)
 
     def round_done(self) -> bool:
         """True after every node failed once since the last success (time to back off)."""

@@ -6,6 +6,8 @@ polls on the condition under test.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -167,3 +169,49 @@ def test_opening_a_seed_era_database_migrates_it(connect, queue_urls) -> None:
     assert (lease.group_id, lease.event) == ("old", "1")
     t.ack(lease)
     assert t.claim("w", VIS).event == "2"
+
+
+def test_concurrent_claimers_keep_exclusivity_and_fifo(connect, queue_urls) -> None:
+    """Eight claimers share one transport (threads, or tasks on one loop)."""
+    t = connect(",".join(queue_urls))
+    t.publish_many([(f"g{i % 4}", {"i": i}) for i in range(80)])
+    held: dict[str, str] = {}
+    order: dict[str, list[int]] = {}
+    problems: list[str] = []
+
+    def leased(lease, who: str) -> None:
+        if lease.group_id in held:
+            problems.append(f"{who} leased {lease.group_id} held by {held[lease.group_id]}")
+        held[lease.group_id] = who
+        order.setdefault(lease.group_id, []).append(lease.seq)
+        del held[lease.group_id]  # released before the ack frees it on the server
+
+    if connect.twin == "sync":
+
+        def work(who: str) -> None:
+            while (lease := t.claim(who, VIS)) is not None or held:
+                if lease is not None:
+                    leased(lease, who)
+                    t.ack(lease)
+
+        threads = [threading.Thread(target=work, args=(f"w{k}",)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=60)
+    else:
+        a = t.transport
+
+        async def work(who: str) -> None:
+            while (lease := await a.claim(who, VIS)) is not None or held:
+                if lease is not None:
+                    leased(lease, who)
+                    await a.ack(lease)
+
+        async def all_workers() -> None:
+            await asyncio.gather(*(work(f"w{k}") for k in range(8)))
+
+        t._loop.run_until_complete(all_workers())
+    assert not problems, problems
+    assert sum(len(v) for v in order.values()) == 80
+    assert all(seqs == sorted(seqs) for seqs in order.values())
