@@ -100,6 +100,11 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         help="run folder (new or empty); default results/<scenario>-<timestamp>",
     )
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="skip the plots and report.md (draw them later with `python -m harness plot`)",
+    )
     p.set_defaults(handler=_run)
 
 
@@ -130,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         backend=args.backend,
         out=args.out,
         progress=not args.no_progress,
+        plots=not args.no_plots,
     )
     result = run(opts)
     if result.run_dir is not None:

@@ -45,6 +45,7 @@ class RunOptions:
     backend: str = "local"
     out: Path | None = None
     progress: bool = True
+    plots: bool = True
     request_timeout: float = 5.0
     cluster_timeout: float = 60.0
 
@@ -135,7 +136,7 @@ def run(opts: RunOptions) -> RunResult:
     result.summary.update(exit=result.exit_code, error=result.reason, run_dir=str(store.root))
     run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
     store.write_json("run.json", run_info)
-    if store.history.is_file():
+    if opts.plots and store.history.is_file():
         _plots_and_report(store, run_info, result)
     return result
 

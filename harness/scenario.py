@@ -65,7 +65,7 @@ class Workload:
     priorities: tuple[int, ...] = (0, 1, 2)
     min_priority_probability: float = 0.1
     publish_pause: tuple[float, float] = (0.0, 0.02)
-    max_outstanding: int = 120
+    max_outstanding: int = 60
     work: tuple[float, float] = (0.0, 0.1)
     stall_probability: float = 0.01
     nack_probability: float = 0.08

@@ -1,0 +1,168 @@
+"""Whole runs on the embedded cluster: rqueue stays valid, the harness catches broken subjects.
+
+Each run starts its own cluster, drives the workload with the scenario's fault schedule
+(scaled down to a few seconds), heals, drains and checks; the runs that show anomalies
+also draw the plots and the report. Full-length runs of every scenario are opt-in:
+``pytest -m chaos``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from harness.scenario import list_scenarios
+
+#: seconds of workload per run in the default suite (the schedule is scaled to it)
+BRIEF = float(os.environ.get("HARNESS_TEST_RUN_TIME", "6"))
+
+RUN_FILES = ("history.jsonl", "check.json", "scenario.json", "versions.json", "run.json")
+PLOT_FILES = ("throughput.png", "latency.png", "report.md")
+
+SCENARIOS = {s.name: s for s in list_scenarios()}
+NOT_ROOT = os.geteuid() != 0
+
+#: rqlite (and the embedded node, which follows it) rewrites 'now' to a julian day
+#: printed with 6 decimals: server time comes in steps of 86.4 ms, so a lease can lapse
+#: up to that much early on the server. Until rqueue claims with a grace period, a
+#: duplicate-group-lease within that edge (plus the scenario's node skew) is this known
+#: issue and the test xfails; any other anomaly, or a wider one, fails it.
+TIME_STEP = 0.0864
+KNOWN_EDGE_REASON = (
+    "known rqueue issue: server time steps of 86.4 ms (julian day %f) plus node skew "
+    "let a lapsed lease be re-claimed just before the claim's visibility ends"
+)
+
+
+def _params(names):
+    out = []
+    for name in names:
+        if SCENARIOS[name].needs_partitions:
+            marks = [
+                pytest.mark.root,
+                pytest.mark.skipif(NOT_ROOT, reason="partitions need root (netns + iptables)"),
+            ]
+            out.append(pytest.param(name, marks=marks))
+        else:
+            out.append(name)
+    return out
+
+
+FAULT_SCENARIOS = _params(sorted(n for n, s in SCENARIOS.items() if s.faults))
+ALL_SCENARIOS = _params(sorted(SCENARIOS))
+
+
+def assert_complete_run_folder(result, scenario: str, plots: bool = True) -> dict:
+    root = result.run_dir
+    for name in RUN_FILES + (PLOT_FILES if plots else ()):
+        assert (root / name).is_file(), f"{name} missing from {root}"
+    check = json.loads((root / "check.json").read_text())
+    assert check == result.check
+    resolved = json.loads((root / "scenario.json").read_text())
+    assert resolved["name"] == scenario
+    versions = json.loads((root / "versions.json").read_text())
+    assert versions["engine_version"] and versions["python"] and versions["rqueue"]
+    run = json.loads((root / "run.json").read_text())
+    assert run["drain"]["complete"], run["drain"]
+    assert set(run["phases"]) >= {"cluster-up", "workload", "heal", "drain", "check"}
+    return check
+
+
+def assert_no_cluster_left(result) -> None:
+    """Every node process is gone and every network namespace removed."""
+    state = json.loads((result.run_dir / "cluster" / "cluster.json").read_text())
+    for node in state["nodes"]:
+        assert node["state"] == "stopped", node
+        if node["pid"]:
+            with pytest.raises(ProcessLookupError):
+                os.kill(node["pid"], 0)
+    if state.get("netns"):
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for member in state["netns"]["members"].values():
+            assert member["netns"] not in left
+
+
+def known_lease_edge(result, scenario: str) -> bool:
+    """Are all anomalies duplicate leases inside the known server-time edge?"""
+    counts = {k: v["count"] for k, v in result.check["anomalies"].items() if v["count"]}
+    if set(counts) != {"duplicate-group-lease"}:
+        return False
+    skew = max(
+        (abs(f.offset) for f in SCENARIOS[scenario].faults if f.kind == "clock-skew-node"),
+        default=0.0,
+    )
+    events = [json.loads(x) for x in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    examples = result.check["anomalies"]["duplicate-group-lease"]["examples"]
+    for ex in examples:
+        claim1, claim1_ok, claim2_ok = events[ex[0]], events[ex[1]], events[ex[-1]]
+        end = claim1["time"] + claim1_ok["value"]["visibility"]
+        if not 0 <= end - claim2_ok["time"] <= TIME_STEP + skew + 0.005:
+            return False
+        token = claim1_ok["value"]["token"]
+        if any(
+            e["f"] == "extend" and e["type"] == "ok" and e["value"].get("token") == token
+            for e in events
+        ):
+            return False  # the window was stretched: not the plain edge
+    return len(examples) == counts["duplicate-group-lease"]
+
+
+@pytest.mark.parametrize("scenario", FAULT_SCENARIOS)
+def test_rqueue_is_valid_under_every_scenario(run_scenario, scenario):
+    result = run_scenario(scenario, time=BRIEF, plots=False)
+    assert result.exit_code in (0, 1), (result.reason, result.summary)
+    check = assert_complete_run_folder(result, scenario, plots=False)
+    ops = result.summary["ops"]
+    assert ops["publish"]["ok"] > 10 and ops["claim"]["ok"] > 10 and ops["ack"]["ok"] > 10
+    kinds = {f.kind for f in SCENARIOS[scenario].faults}
+    assert set(result.summary["faults"]) == kinds  # every kind of fault struck
+    assert not result.summary.get("nemesis_errors")
+    assert_no_cluster_left(result)
+    if result.exit_code == 1 and known_lease_edge(result, scenario):
+        pytest.xfail(KNOWN_EDGE_REASON)
+    assert result.exit_code == 0 and check["valid"] is True, check["anomalies"]
+
+
+@pytest.mark.parametrize(
+    ("subject", "anomaly"),
+    [
+        ("mutant-no-exclusivity", "duplicate-group-lease"),
+        ("mutant-lifo", "fifo-violation"),
+        ("mutant-ack-wrong-row", "lost"),
+    ],
+)
+def test_each_mutant_is_caught(run_scenario, subject, anomaly):
+    result = run_scenario("steady", time=4, subject=subject, plots=subject == "mutant-lifo")
+    assert result.exit_code == 1, (result.reason, result.summary)
+    assert result.check["anomalies"][anomaly]["count"] > 0, result.check["anomalies"]
+    if subject == "mutant-lifo":
+        assert_complete_run_folder(result, "steady")
+        report = (result.run_dir / "report.md").read_text()
+        assert "fifo-violation" in report and '"f": "claim"' in report  # example operations
+
+
+@pytest.mark.parametrize(
+    ("scenario", "anomalies"),
+    [
+        ("lease-expiry", {"stale-ack-accepted", "duplicate-group-lease"}),
+        ("clock-skew", {"duplicate-group-lease"}),
+    ],
+)
+def test_seed_reference_shows_anomalies(run_scenario, scenario, anomalies):
+    result = run_scenario(scenario, time=BRIEF, subject="seed-reference")
+    assert result.exit_code == 1, (result.reason, result.summary)
+    found = {k for k, v in result.check["anomalies"].items() if v["count"]}
+    assert found & anomalies, result.check["anomalies"]
+    assert_complete_run_folder(result, scenario)
+    assert "anomaly-timeline.png" in (result.run_dir / "report.md").read_text()
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("scenario", ALL_SCENARIOS)
+def test_rqueue_is_valid_at_full_length(run_scenario, scenario):
+    result = run_scenario(scenario)
+    assert result.exit_code == 0, (result.reason, result.summary)
+    assert assert_complete_run_folder(result, scenario)["valid"] is True
