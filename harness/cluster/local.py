@@ -38,6 +38,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -82,6 +83,8 @@ _POLL = 0.05  # seconds between checks of a condition we wait for
 
 #: how often :meth:`LocalCluster.start` picks new ports when one was taken under it
 PORT_ATTEMPTS = 3
+#: loopback clusters take ports from here up to the kernel's ephemeral range
+PORT_FLOOR = 20000
 
 
 class NodeDied(ClusterError):
@@ -244,11 +247,38 @@ def resolve_rqlited(path: str | os.PathLike | None) -> str:
 
 
 # -- processes -----------------------------------------------------------------------------
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that were free on ``host`` a moment ago."""
-    socks = []
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux default 32768-60999)."""
     try:
-        for _ in range(count):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that were free on ``host`` a moment ago.
+
+    They are drawn from below the ephemeral range (``PORT_FLOOR`` up to it), so that a
+    killed node's port is not handed to some client's outgoing connection before the
+    node restarts on it; only when that range is too small does the kernel pick.
+    """
+    low, _ = ephemeral_port_range()
+    candidates = list(range(PORT_FLOOR, low))
+    random.shuffle(candidates)
+    socks: list[socket.socket] = []
+    try:
+        for port in candidates:
+            if len(socks) == count:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((host, port))  # no SO_REUSEADDR: lingering connections count as busy
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((host, 0))
             socks.append(s)

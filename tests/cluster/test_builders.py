@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,13 @@ def test_netns_names_fit_interface_limits() -> None:
     assert net.gateway == "127.77.7.1" and net.subnet == "127.77.7.0/24"
     assert len(f"{netns.VETH_PREFIX}{net.cid}-12") <= 15
     assert os.sep not in net.bridge
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
+    ports = local.free_ports(10)
+    low, _ = local.ephemeral_port_range()
+    assert len(set(ports)) == 10
+    assert all(local.PORT_FLOOR <= p < low for p in ports)
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
