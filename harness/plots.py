@@ -8,12 +8,13 @@
   groups involved in the first anomalies, around them, each lease drawn as its certain
   validity window.
 
-``python -m harness plot RUN_DIR`` calls :func:`plot_run`.
+``python -m harness plot RUN_DIR`` is :func:`main_plot` (:func:`plot_run` and the report).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .checker import History, Lease, check, history_path
-from .history import Fault, fault_intervals, gc_paused, pairs, read_history
+from .history import (
+    Fault,
+    HistoryFormatError,
+    fault_intervals,
+    gc_paused,
+    pairs,
+    read_history,
+)
 
 SIZE = (12.0, 5.0)
 DPI = 100
@@ -61,6 +69,31 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         if fig is not None:
             written.append(_save(fig, root / "anomaly-timeline.png"))
     return written
+
+
+def main_plot(run_dir: str | Path) -> int:
+    """``python -m harness plot RUN_DIR``: plots and report.md; prints what it wrote.
+
+    Returns 0, or 2 when the run folder has no readable history (the message names the
+    file, the line and what is wrong; report.md still says so).
+    """
+    from .report import write_report
+
+    source = history_path(run_dir)
+    try:
+        written = plot_run(source.parent)
+    except HistoryFormatError as e:
+        print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
+        if source.is_file():
+            print(write_report(source.parent))
+        return 2
+    except OSError as e:
+        print(f"{source}: cannot read: {e.strerror or e}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    print(write_report(source.parent))
+    return 0
 
 
 def _load_check(root: Path) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from harness.checker import main_check
-from harness.plots import DPI, SIZE, plot_run
+from harness.plots import DPI, SIZE, main_plot, plot_run
 from harness.report import write_report
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -117,3 +117,16 @@ def test_report_of_a_valid_run_and_of_an_unreadable_history(tmp_path: Path) -> N
     shutil.copy(HISTORIES / "time-backwards.jsonl", bad / "history.jsonl")
     text = write_report(bad).read_text()
     assert "could not be checked** (line 3: time goes backwards" in text
+
+
+def test_main_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(HISTORIES / "lost.jsonl", tmp_path / "history.jsonl")
+    assert main_plot(tmp_path) == 0
+    out = capsys.readouterr().out.split()
+    assert [Path(p).name for p in out] == [
+        "throughput.png", "latency.png", "anomaly-timeline.png", "report.md"
+    ]  # fmt: skip
+    shutil.copy(HISTORIES / "bad-json.jsonl", tmp_path / "history.jsonl")
+    assert main_plot(tmp_path) == 2
+    assert "history.jsonl:3: malformed JSON" in capsys.readouterr().err
+    assert main_plot(tmp_path / "nowhere") == 2
