@@ -690,6 +690,10 @@ class LocalCluster(Cluster):
             spec = self._spec(node_id)
             if spec.state in ("running", "paused") and self._alive(spec):
                 raise ClusterError(f"cannot restart node {node_id}: it is still {spec.state}")
+            if spec.state in ("new", "stopped"):
+                raise ClusterError(
+                    f"cannot restart node {node_id}: the cluster was stopped; start a new one"
+                )
             self._launch(spec)
 
     def pause(self, node_id: str) -> None:

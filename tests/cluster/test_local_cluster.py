@@ -89,6 +89,8 @@ def test_stop_is_idempotent_and_leaves_files(make_cluster) -> None:
     assert all(n.pid is None for n in c.nodes())
     with pytest.raises(ClusterError, match="not running"):
         c.kill("n1")
+    with pytest.raises(ClusterError, match="the cluster was stopped"):
+        c.restart("n1")
 
 
 def test_started_nodes_carry_the_marker(cluster) -> None:
