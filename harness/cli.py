@@ -197,16 +197,9 @@ def _register_plot(sub: argparse._SubParsersAction) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from .plots import plot_run
-    from .report import write_report
+    from .plots import main_plot
 
-    if not (args.run_dir / "history.jsonl").is_file():
-        print(f"harness: error: {args.run_dir}/history.jsonl not found", file=sys.stderr)
-        return EXIT_HARNESS
-    for path in plot_run(args.run_dir):
-        print(path)
-    print(write_report(args.run_dir))
-    return 0
+    return main_plot(args.run_dir)
 
 
 def _external(module: str) -> Callable[[argparse._SubParsersAction], None]:

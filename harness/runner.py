@@ -185,11 +185,9 @@ class _Run:
             self.info["phases"][name] = round(time.monotonic() - t, 3)
 
     def execute(self) -> None:
-        from .history import HistoryRecorder
         from .progress import Progress
 
         s = self.scenario
-        self.recorder = HistoryRecorder(self.store.history)
         self.progress = Progress(
             f"{s.name} ({self.opts.subject})",
             s.duration,
@@ -213,6 +211,7 @@ class _Run:
     def _phases(self) -> None:
         from .cluster.base import ClusterError
         from .cluster.factory import make_cluster
+        from .history import HistoryRecorder
         from .nemesis import Nemesis
         from .workload import Workload
 
@@ -230,6 +229,8 @@ class _Run:
                 )
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None
+        # the history's time 0 is the moment the cluster is up and the workload starts
+        self.recorder = HistoryRecorder(self.store.history)
         urls = list(self.cluster.urls)
         self.info["urls"] = urls
         self.store.write_json("versions.json", versions(self.cluster.engine, engine_version(urls)))

@@ -124,3 +124,32 @@ def test_a_signalled_run_tears_everything_down(tmp_path, sig):
     run_info = json.loads((out / "run.json").read_text())
     assert run_info["exit"] == 2 and "interrupted" in run_info["reason"]
     assert _lines(out / "history.jsonl") > 50  # what was recorded stays checkable
+
+
+def _tiny_history(path: Path) -> None:
+    from harness.history import HistoryRecorder
+
+    with HistoryRecorder(path) as rec:
+        op = rec.invoke(0, "publish", {"group": "g", "msg": "m1", "priority": 0})
+        rec.complete(op, "ok", {"group": "g", "msg": "m1", "priority": 0, "seq": 1})
+        op = rec.invoke(1, "claim", {"visibility": 3.0, "min_priority": 0})
+        lease = {"group": "g", "msg": "m1", "seq": 1, "token": "t1"}
+        rec.complete(op, "ok", {**lease, "visibility": 3.0})
+        op = rec.invoke(1, "ack", lease)
+        rec.complete(op, "ok", lease)
+
+
+def test_check_and_plot_commands_work_on_a_hand_written_history(tmp_path, capsys):
+    _tiny_history(tmp_path / "history.jsonl")
+    assert main(["check", str(tmp_path / "history.jsonl")]) == 0
+    assert json.loads((tmp_path / "check.json").read_text())["valid"] is True
+    assert main(["plot", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    for name in ("throughput.png", "latency.png", "report.md"):
+        assert (tmp_path / name).is_file() and name in printed
+
+
+def test_plot_without_a_history_exits_2(tmp_path, capsys):
+    assert main(["plot", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "history.jsonl") in err and "cannot read" in err
