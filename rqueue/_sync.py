@@ -24,8 +24,8 @@ _NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.C
 
 def _not_sent(exc: requests.RequestException) -> bool:
     """True when the request certainly never reached a server."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
+    if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.SSLError):
+        return True  # no connection, or the TLS handshake failed: nothing was sent
     if isinstance(exc, requests.exceptions.ConnectionError) and exc.args:
         reason = getattr(exc.args[0], "reason", exc.args[0])
         return isinstance(reason, _NOT_SENT_REASONS)

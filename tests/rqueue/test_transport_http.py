@@ -205,6 +205,12 @@ def test_old_server_uses_three_requests_and_the_worker_clock(connect, fake_node,
     assert lease.expires_at == 5030.0
 
 
+def test_server_clock_on_an_old_server_is_refused(connect, fake_node) -> None:
+    fake_node.version = "v8.32.0"
+    with pytest.raises(ValueError, match="server_clock"):
+        connect(fake_node.url, server_clock=True)
+
+
 def test_linearizable_on_an_old_server_is_refused(connect, fake_node) -> None:
     fake_node.version = "v8.31.0"
     with pytest.raises(ValueError, match="read_consistency"):
