@@ -180,12 +180,11 @@ def read_history(path: str | Path) -> list[dict]:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise HistoryFormatError(line, f"not UTF-8: {e.reason} at byte {e.start}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    body = text[:-1] if text.endswith("\n") else text
     with gc_paused():
-        objects = _decode_bulk(text, lines)
+        objects = _decode_bulk(body) if text else []
         if objects is None:
+            lines = body.split("\n")
             objects = [_decode_line(line, i + 1) for i, line in enumerate(lines)]
         return validate(objects)
 
@@ -194,8 +193,8 @@ def read_history(path: str | Path) -> list[dict]:
 _TWO_ON_A_LINE = re.compile(r"\}[ \t\r]*,[ \t\r]*\{")
 
 
-def _decode_bulk(text: str, lines: list[str]) -> list | None:
-    """Decode all lines as one JSON array (fast), or None when that proves nothing.
+def _decode_bulk(body: str) -> list | None:
+    """Decode the lines of ``body`` as one JSON array (fast), or None if that proves nothing.
 
     Joining the lines with commas yields exactly one element per line unless a comma we
     insert lands inside a value (which lowers the count) or a line holds two top-level
@@ -203,13 +202,13 @@ def _decode_bulk(text: str, lines: list[str]) -> list | None:
     rules out the second, so a matching count means each line decoded as itself. Any
     doubt returns None, and the caller decodes line by line for exact error lines.
     """
-    if _TWO_ON_A_LINE.search(text):
+    if _TWO_ON_A_LINE.search(body):
         return None
     try:
-        objects = json.loads("[" + ",".join(lines) + "]")
+        objects = json.loads("[" + body.replace("\n", ",") + "]")
     except ValueError:
         return None
-    if len(objects) != len(lines) or any(type(x) is not dict for x in objects):
+    if len(objects) != body.count("\n") + 1 or any(type(x) is not dict for x in objects):
         return None
     return objects
 

@@ -201,3 +201,11 @@ def test_fault_intervals_from_plain_names() -> None:
         ("clock-skew n3", 5.0, 7.0),
         ("pause n1", 9.0, None),
     ]
+
+
+def test_values_that_look_like_two_objects_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    with HistoryRecorder(path) as rec:
+        op = rec.invoke(0, "claim", {"visibility": 1.0})
+        rec.complete(op, "fail", {"visibility": 1.0}, error='bad answer: [{"a": 1}, {"b": 2}]')
+    assert read_history(path)[1]["error"] == 'bad answer: [{"a": 1}, {"b": 2}]'
