@@ -57,7 +57,7 @@ def test_seed_semantics_script(connect, queue_urls) -> None:
     t.ack(again)
 
     # park a's head: the group stays blocked until the delay passes, then FIFO resumes
-    t.nack(first, delay=0.5)
+    t.nack(first, delay=1.5)
     assert t.claim("w1", VIS) is None
     back = wait_for("the parked message", lambda: t.claim("w1", VIS))
     assert back.seq == a1
@@ -92,10 +92,10 @@ def test_expired_lease_ack_is_refused_and_the_new_holders_ack_succeeds(connect, 
 def test_extend_keeps_the_group_past_the_first_visibility(connect, queue_urls) -> None:
     t = connect(",".join(queue_urls))
     t.publish("g", "{}")
-    lease = t.claim("w", 1.0)
+    lease = t.claim("w", 2.0)
     t.extend(lease, VIS)
     started = time.monotonic()
-    wait_for("the first visibility to pass", lambda: time.monotonic() - started > 1.3)
+    wait_for("the first visibility to pass", lambda: time.monotonic() - started > 2.2)
     assert t.claim("w2", VIS) is None
     t.ack(lease)
 
