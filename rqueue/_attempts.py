@@ -109,5 +109,9 @@ class Attempts:
         self.last_failure = f"{url}: /status answered HTTP {status}"
         self.endpoints.failed(url)
         if status in (401, 403):
+            # a user without the "status" permission: every answer still names the version
+            version = version_from_status(headers, None)
+            if version is not None:
+                return ServerInfo.from_version(version)
             raise Unavailable(f"{self.call.what}: {self.last_failure}: authentication refused")
         return None

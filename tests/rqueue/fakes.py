@@ -111,6 +111,7 @@ class FakeNode:
         self.executor = executor
         self.version = version
         self.faults: dict[str, list[str]] = {}
+        self.status_forbidden = False
         self.requests: list[dict[str, Any]] = []
         node = self
 
@@ -130,7 +131,9 @@ class FakeNode:
 
             def do_GET(self) -> None:
                 node.requests.append({"method": "GET", "path": self.path, "headers": self.headers})
-                if urlsplit(self.path).path == "/status":
+                if urlsplit(self.path).path == "/status" and node.status_forbidden:
+                    self._reply(401, "unauthorized", "text/plain")
+                elif urlsplit(self.path).path == "/status":
                     self._reply(200, {"build": {"version": node.version}})
                 else:
                     self._reply(404, "not found", "text/plain")

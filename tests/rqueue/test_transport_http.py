@@ -193,6 +193,13 @@ def test_basic_auth_is_sent_and_never_shown(connect, fake_node) -> None:
     assert "hunter2" not in repr(t) and "bob" not in repr(t)
 
 
+def test_version_from_the_header_when_status_is_forbidden(connect, fake_node) -> None:
+    fake_node.status_forbidden = True
+    t = connect(fake_node.url)
+    assert t.server.version == fake_node.version
+    t.publish("g", "{}")
+
+
 def test_old_server_uses_three_requests_and_the_worker_clock(connect, fake_node, monkeypatch):
     monkeypatch.setattr("rqueue._config._warned_worker_clock", False)
     fake_node.version = "v8.0.0"
