@@ -26,6 +26,7 @@ import sys
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,8 @@ ANOMALIES = (
 )
 MAX_EXAMPLES = 10
 INF = math.inf
+_first = itemgetter(0)
+_ci, _co = attrgetter("ci"), attrgetter("co")
 
 
 class Lease:
@@ -300,11 +303,11 @@ def find_duplicate_group_leases(h: History) -> list[list[int]]:
     for leases in _by(h.leases, lambda x: x.group).values():
         if len(leases) < 2:
             continue
-        by_ok = sorted(leases, key=lambda x: x.co)
+        by_ok = sorted(leases, key=_co)
         best: Lease | None = None
         second: Lease | None = None
         k = 0
-        for x in sorted(leases, key=lambda x: x.ci):
+        for x in sorted(leases, key=_ci):
             while k < len(by_ok) and by_ok[k].co <= x.ci:
                 y = by_ok[k]
                 k += 1
@@ -322,36 +325,40 @@ def find_duplicate_group_leases(h: History) -> list[list[int]]:
 def find_fifo_violations(h: History) -> list[list[int]]:
     """``b`` leased while an earlier-published ``a`` of its group was certainly unacked.
 
-    Per group, messages sorted by their first ``ok`` publish carry a running maximum of
-    "first possible ack invoke" (infinite if none); a lease of ``b`` violates FIFO when
-    that maximum over messages published before ``b``'s first invoke reaches its ok time.
+    Per group, one sweep over the messages in order of first publish invoke (as ``b``)
+    against those in order of first ``ok`` publish (as ``a``) gives each ``b`` the latest
+    "first possible ack invoke" (infinite if none) of any ``a`` published before it; a
+    lease of ``b`` violates FIFO when that reaches the lease's claim ok.
     """
-    by_group: dict[Any, list[tuple[float, float, Any]]] = {}
-    settled = h.settled
-    for msg, (t_ok, _, _) in h.pub_ok.items():
-        s = settled.get(msg)
-        by_group.setdefault(h.pub_group[msg], []).append((t_ok, INF if s is None else s[0], msg))
-    prefix: dict[Any, tuple[list[float], list[tuple[float, Any]]]] = {}
-    for group, rows in by_group.items():
-        rows.sort(key=lambda r: r[0])
-        times, best, running = [], [], (-INF, None)
-        for t_ok, ack_inv, msg in rows:
-            if ack_inv > running[0]:
-                running = (ack_inv, msg)
-            times.append(t_ok)
-            best.append(running)
-        prefix[group] = (times, best)
+    settled, pub_ok, pub_group = h.settled, h.pub_ok, h.pub_group
+    groups: dict[Any, tuple[list, list]] = {}
+    for msg, (t_inv, _) in h.pub_inv.items():
+        as_a, as_b = groups.setdefault(pub_group[msg], ([], []))
+        as_b.append((t_inv, msg))
+        done = pub_ok.get(msg)
+        if done is not None:
+            s = settled.get(msg)
+            as_a.append((done[0], INF if s is None else s[0], msg))
+    worst: dict[Any, tuple[float, Any]] = {}  # b -> (latest first-ack invoke, its a)
+    for as_a, as_b in groups.values():
+        if not as_a:
+            continue
+        as_a.sort(key=_first)
+        as_b.sort(key=_first)
+        k, running = 0, (-INF, None)
+        for t_inv, msg in as_b:
+            while k < len(as_a) and as_a[k][0] < t_inv:
+                if as_a[k][1] > running[0]:
+                    running = (as_a[k][1], as_a[k][2])
+                k += 1
+            if running[1] is not None:
+                worst[msg] = running
     found = []
     for x in h.leases:
-        first = h.pub_inv.get(x.msg)
-        if first is None:
-            continue
-        times, best = prefix.get(h.pub_group[x.msg], ((), ()))  # type: ignore[arg-type]
-        n = bisect_left(times, first[0])
-        if n and best[n - 1][0] >= x.co:
-            a = best[n - 1][1]
-            _, ai, aj = h.pub_ok[a]
-            found.append([ai, aj, first[1], x.i_inv, x.i_ok])
+        w = worst.get(x.msg)
+        if w is not None and w[0] >= x.co:
+            _, ai, aj = pub_ok[w[1]]
+            found.append([ai, aj, h.pub_inv[x.msg][1], x.i_inv, x.i_ok])
     return found
 
 
@@ -366,7 +373,7 @@ def find_stale_acks(h: History) -> list[list[int]]:
     for leases in _by(h.leases, lambda x: x.msg).values():
         if len(leases) < 2 or not any(x.releases for x in leases):
             continue
-        leases.sort(key=lambda x: x.ci)
+        leases.sort(key=_ci)
         starts = [x.ci for x in leases]
         suffix: list[tuple[Lease | None, Lease | None]] = [(None, None)] * (len(leases) + 1)
         for i in range(len(leases) - 1, -1, -1):
@@ -445,7 +452,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def availability(leases: list[Lease], faults: list) -> list[dict[str, Any]]:
     """For each fault, the first lease claimed (invoked) at or after its start."""
-    ordered = sorted(leases, key=lambda x: x.ci)
+    ordered = sorted(leases, key=_ci)
     starts = [x.ci for x in ordered]
     first_ok = [INF] * (len(ordered) + 1)
     for i in range(len(ordered) - 1, -1, -1):
