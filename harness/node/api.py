@@ -202,10 +202,11 @@ class NodeService:
             return self._results(
                 self.db.query(stmts, params.flag("timings")), params, start, request
             )
+        if level == "strong":  # it goes through the log: rewrite here, on the receiving node
+            self._rewrite(stmts, params)
         if not self.store.is_leader():
             return self._not_leader("POST", path, query, params, stmts, headers)
         if level == "strong":
-            self._rewrite(stmts, params)
             return self._through_log(QUERY, stmts, params, start, request)
         if level == "linearizable":
             try:
