@@ -1,0 +1,553 @@
+"""``python -m harness bench``: the figures of issue 6, on one cluster, in one run.
+
+Measured in this order, each on a queue prepared for it:
+
+1. the store's limit: single-statement INSERTs/s over HTTP at each concurrency;
+2. publish/s, single ``publish`` and batched ``publish_many``;
+3. rqueue claims/s alone (a pre-filled queue, one message per group) and claim+ack
+   cycles/s, at each concurrency;
+4. 64 sync threads vs 64 asyncio tasks on one loop (claim+ack cycles);
+5. claim latency p50/p99 of one claimer with a small backlog;
+6. the ``seed-reference`` subject's claim+ack cycles/s (on the seed's own schema);
+7. claim latency p50/p99 with a big backlog (1,000,000 messages over 10,000 groups).
+
+Every worker has its own client; leases are long (nothing lapses mid-run). The results
+go to ``bench.json`` with the targets checked as ratios of figures from this run, a plot
+``bench.png`` and a printed table. The queue's tables are emptied and dropped between
+measurements: never point ``--urls`` at a cluster whose queue you want to keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import bench_queue as queue
+from . import bench_store as store
+from .bench_load import Load, percentile_ms, run_tasks, run_threads
+
+EXIT_OK, EXIT_MISSED, EXIT_HARNESS = 0, 1, 2
+BENCH_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Sizes and durations of one benchmark run."""
+
+    seconds: float = 5.0  # measured window of each throughput figure
+    warmup: float = 1.0  # unmeasured run-in before each window
+    concurrency: tuple[int, ...] = (1, 8, 32)
+    async_concurrency: int = 64
+    claim_backlog: int = 20_000  # groups (one message each) before a claims-alone run
+    cycle_backlog: int = 5_000  # messages before a claim+ack run ...
+    cycle_groups: int = 500  # ... over this many groups
+    publish_batch: int = 100
+    samples: int = 500  # claim latency samples per backlog
+    small_backlog: int = 1_000  # messages (one group each)
+    big_backlog: int = 1_000_000
+    big_groups: int = 10_000
+    bulk_batch: int = 100_000  # rows per bulk INSERT statement when filling
+    target_concurrency: int = field(default=8)
+
+    def __post_init__(self) -> None:
+        positive = {k: v for k, v in asdict(self).items() if k not in ("concurrency", "warmup")}
+        for name, value in positive.items():
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise ValueError(f"concurrency levels must be >= 1, got {self.concurrency}")
+        if self.target_concurrency not in self.concurrency:
+            raise ValueError(
+                f"the targets are checked at concurrency {self.target_concurrency}, which is "
+                f"not among the levels measured ({', '.join(map(str, self.concurrency))})"
+            )
+        if self.cycle_groups > self.cycle_backlog or self.big_groups > self.big_backlog:
+            raise ValueError("a backlog needs at least as many messages as groups")
+
+
+class Progress:
+    """One line per step on stderr, with the elapsed time."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.t0 = time.monotonic()
+
+    def __call__(self, text: str) -> None:
+        if not self.quiet:
+            print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+
+# -- the run -------------------------------------------------------------------------------
+def run_bench(
+    urls: list[str], settings: BenchSettings, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Measure everything on the cluster at ``urls`` (leader first); the bench.json dict."""
+    from .subjects import get_subject
+
+    rqueue, seed = get_subject("rqueue"), get_subject("seed-reference")
+    s = settings
+    http = store.Http(urls[0])
+    doc: dict[str, Any] = {
+        "format": BENCH_FORMAT,
+        "settings": {**asdict(s), "concurrency": list(s.concurrency)},
+        "started": _utc(),
+        "machine": {"cpus": os.cpu_count(), "load_before": list(os.getloadavg())},
+        "store_insert": [],
+        "publish": [],
+        "rqueue_claim": [],
+        "rqueue_cycle": [],
+        "seed_cycle": [],
+        "sync_vs_async": [],
+        "claim_latency": [],
+    }
+    try:
+        _store_limit(http, urls, s, doc, progress)
+        store.drop_queue(http)
+        _publish(rqueue, urls, http, s, doc, progress)
+        _claims(rqueue, urls, http, s, doc, progress)
+        _threads_vs_tasks(rqueue, urls, http, s, doc, progress)
+        progress(f"claim latency: {s.small_backlog:,} queued")
+        _reset(http)
+        queue.fill(
+            rqueue,
+            urls,
+            http,
+            prefix="lat-",
+            groups=s.small_backlog,
+            messages=s.small_backlog,
+            bulk_batch=s.bulk_batch,
+        )
+        doc["claim_latency"].append(_latency(rqueue, urls, s, s.small_backlog, s.small_backlog))
+        _seed(seed, urls, http, s, doc, progress)
+        progress(f"claim latency: filling {s.big_backlog:,} messages over {s.big_groups:,} groups")
+        store.drop_queue(http)
+        t0 = time.monotonic()
+        queue.fill(
+            rqueue,
+            urls,
+            http,
+            prefix="big-",
+            groups=s.big_groups,
+            messages=s.big_backlog,
+            bulk_batch=s.bulk_batch,
+        )
+        doc["big_fill_seconds"] = round(time.monotonic() - t0, 1)
+        progress(f"claim latency: {s.big_backlog:,} queued (filled in {doc['big_fill_seconds']} s)")
+        doc["claim_latency"].append(_latency(rqueue, urls, s, s.big_backlog, s.big_groups))
+    finally:
+        http.close()
+    doc["machine"]["load_after"] = list(os.getloadavg())
+    doc["finished"] = _utc()
+    from .bench_report import targets
+
+    doc["targets"] = [t.to_json() for t in targets(doc, s.target_concurrency)]
+    return doc
+
+
+def _store_limit(http, urls, s: BenchSettings, doc, progress) -> None:
+    store.create_insert_table(http)
+    for c in s.concurrency:
+        progress(f"store: single-statement INSERTs at concurrency {c}")
+
+        def open_worker(i: int):
+            conn = store.Http(urls[0])
+            return store.insert_step(conn, i), conn.close
+
+        doc["store_insert"].append(run_threads(open_worker, c, s.seconds, s.warmup).to_json())
+    http.execute([f"DROP TABLE {store.INSERT_TABLE}"])
+
+
+def _publish(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+    for c in s.concurrency:
+        for batch in (1, s.publish_batch):
+            progress(
+                f"publish: {'single' if batch == 1 else f'batches of {batch}'}, concurrency {c}"
+            )
+            _reset(http)
+            if batch == 1:
+                load = run_threads(
+                    lambda i: queue.publish_worker(subject, urls, i), c, s.seconds, s.warmup
+                )
+            else:
+                load = run_threads(
+                    lambda i, b=batch: queue.publish_many_worker(subject, urls, i, b),
+                    c,
+                    s.seconds,
+                    s.warmup,
+                )
+            row = load.to_json()
+            row["batch"] = batch
+            row["messages_per_second"] = round(load.rate * batch, 1)
+            doc["publish"].append(row)
+
+
+def _claims(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+    for c in s.concurrency:
+        progress(f"rqueue: claims alone at concurrency {c} ({s.claim_backlog:,} groups queued)")
+        _reset(http)
+        queue.fill(
+            subject,
+            urls,
+            http,
+            prefix="c-",
+            groups=s.claim_backlog,
+            messages=s.claim_backlog,
+            bulk_batch=s.bulk_batch,
+        )
+        load = run_threads(lambda i: queue.claim_worker(subject, urls, i), c, s.seconds, s.warmup)
+        doc["rqueue_claim"].append(load.to_json())
+    for c in s.concurrency:
+        doc["rqueue_cycle"].append(_cycles(subject, urls, http, s, c, progress))
+
+
+def _cycles(subject, urls, http, s: BenchSettings, c: int, progress) -> dict[str, Any]:
+    progress(
+        f"{subject.name}: claim+ack cycles at concurrency {c} "
+        f"({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
+    )
+    _reset(http)
+    queue.fill(
+        subject,
+        urls,
+        http,
+        prefix="y-",
+        groups=s.cycle_groups,
+        messages=s.cycle_backlog,
+        bulk_batch=s.bulk_batch,
+    )
+    load = run_threads(lambda i: queue.cycle_worker(subject, urls, i), c, s.seconds, s.warmup)
+    return load.to_json()
+
+
+def _threads_vs_tasks(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+    n = s.async_concurrency
+    row = _cycles(subject, urls, http, s, n, progress)
+    doc["sync_vs_async"].append({"mode": "threads", **row})
+    progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop")
+    _reset(http)
+    queue.fill(
+        subject,
+        urls,
+        http,
+        prefix="y-",
+        groups=s.cycle_groups,
+        messages=s.cycle_backlog,
+        bulk_batch=s.bulk_batch,
+    )
+    load: Load = run_tasks(lambda i: queue.cycle_task(subject, urls, i), n, s.seconds, s.warmup)
+    doc["sync_vs_async"].append({"mode": "tasks", **load.to_json()})
+
+
+def _latency(subject, urls, s: BenchSettings, backlog: int, groups: int) -> dict[str, Any]:
+    queue.claim_latencies(subject, urls, min(20, s.samples))  # warm-up, not recorded
+    lat = queue.claim_latencies(subject, urls, s.samples)
+    return {
+        "backlog": backlog,
+        "groups": groups,
+        "samples": len(lat),
+        "p50_ms": _r(percentile_ms(lat, 50)),
+        "p99_ms": _r(percentile_ms(lat, 99)),
+    }
+
+
+def _seed(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+    store.drop_queue(http)  # the seed makes its own schema: no head_seq, no indexes
+    for c in s.concurrency:
+        doc["seed_cycle"].append(_cycles(subject, urls, http, s, c, progress))
+    store.drop_queue(http)
+
+
+def _reset(http: store.Http) -> None:
+    store.empty_queue(http)
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def _utc() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# -- the command ---------------------------------------------------------------------------
+class _Terminated(BaseException):
+    """SIGTERM: unwind like Ctrl-C so the cluster is stopped."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure claim throughput and latency against the store's own limit",
+        description=(
+            "Start a cluster (or use --urls), measure on it in one run: the store's "
+            "single-INSERT rate, publish (single and batched), rqueue claims and claim+ack "
+            "cycles, the seed-reference design's cycles, claim latency with a small and a "
+            "1,000,000-message backlog, and 64 threads vs 64 asyncio tasks. Prints a "
+            "table, writes bench.json and bench.png to the output folder, and checks the "
+            "targets of issue 6 as ratios of figures from this run."
+        ),
+        epilog=(
+            "The queue's tables are emptied and dropped between measurements: never point "
+            "--urls at a cluster whose queue you want to keep. Exit status: 0 every target "
+            "met, 1 a target missed, 2 the benchmark failed (the reason on stderr)."
+        ),
+    )
+    p.add_argument("--nodes", type=int, default=3, choices=(3, 5), help="cluster size (3)")
+    p.add_argument(
+        "--engine",
+        default="embedded",
+        choices=("embedded", "rqlited"),
+        help="embedded: the project's node (default); rqlited: a real rqlite",
+    )
+    p.add_argument("--rqlited", metavar="PATH", help="the rqlited binary (default: on PATH)")
+    p.add_argument(
+        "--urls",
+        metavar="URLS",
+        help="comma-separated node URLs of a running cluster to use instead",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output folder (new or empty); default results/bench-<timestamp>",
+    )
+    d = BenchSettings()
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=d.seconds,
+        help=f"measured seconds per throughput figure ({d.seconds:g})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=d.warmup,
+        help=f"unmeasured seconds before each ({d.warmup:g})",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=d.concurrency,
+        metavar="N,N,...",
+        help="concurrency levels (1,8,32); must include 8, where targets are checked",
+    )
+    p.add_argument(
+        "--async-concurrency",
+        type=int,
+        default=d.async_concurrency,
+        metavar="N",
+        help=f"threads and tasks compared ({d.async_concurrency})",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=d.samples,
+        help=f"claim latency samples per backlog ({d.samples})",
+    )
+    p.add_argument(
+        "--small-backlog",
+        type=int,
+        default=d.small_backlog,
+        metavar="N",
+        help=f"messages queued for the small latency figure ({d.small_backlog:,})",
+    )
+    p.add_argument(
+        "--big-backlog",
+        type=int,
+        default=d.big_backlog,
+        metavar="N",
+        help=f"messages queued for the big latency figure ({d.big_backlog:,})",
+    )
+    p.add_argument(
+        "--big-groups",
+        type=int,
+        default=d.big_groups,
+        metavar="N",
+        help=f"groups of the big backlog ({d.big_groups:,})",
+    )
+    p.add_argument(
+        "--claim-backlog",
+        type=int,
+        default=d.claim_backlog,
+        metavar="N",
+        help=f"groups queued before each claims-alone run ({d.claim_backlog:,})",
+    )
+    p.add_argument(
+        "--cycle-backlog",
+        type=int,
+        default=d.cycle_backlog,
+        metavar="N",
+        help=f"messages queued before each claim+ack run ({d.cycle_backlog:,})",
+    )
+    p.add_argument(
+        "--cycle-groups",
+        type=int,
+        default=d.cycle_groups,
+        metavar="N",
+        help=f"groups of that backlog ({d.cycle_groups:,})",
+    )
+    p.add_argument(
+        "--publish-batch",
+        type=int,
+        default=d.publish_batch,
+        metavar="N",
+        help=f"messages per publish_many ({d.publish_batch})",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(handler=main_bench)
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not levels or any(n < 1 for n in levels):
+        raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1, got {text!r}")
+    return levels
+
+
+def settings_from_args(args: argparse.Namespace) -> BenchSettings:
+    return BenchSettings(
+        seconds=args.seconds,
+        warmup=args.warmup,
+        concurrency=args.concurrency,
+        async_concurrency=args.async_concurrency,
+        claim_backlog=args.claim_backlog,
+        cycle_backlog=args.cycle_backlog,
+        cycle_groups=args.cycle_groups,
+        publish_batch=args.publish_batch,
+        samples=args.samples,
+        small_backlog=args.small_backlog,
+        big_backlog=args.big_backlog,
+        big_groups=args.big_groups,
+    )
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (options that differ from the defaults)."""
+    parts = ["python -m harness bench"]
+    defaults = {"nodes": 3, "engine": "embedded", **asdict(BenchSettings())}
+    for name in ("nodes", "engine", "rqlited", "urls", "out", *_SIZE_OPTIONS):
+        value = getattr(args, name, None)
+        if value is None or value == defaults.get(name):
+            continue
+        if isinstance(value, tuple):
+            value = ",".join(map(str, value))
+        parts.append(f"--{name.replace('_', '-')} {value}")
+    return " ".join(parts)
+
+
+_SIZE_OPTIONS = (
+    "seconds",
+    "warmup",
+    "concurrency",
+    "async_concurrency",
+    "samples",
+    "small_backlog",
+    "big_backlog",
+    "big_groups",
+    "claim_backlog",
+    "cycle_backlog",
+    "cycle_groups",
+    "publish_batch",
+)
+
+
+def main_bench(args: argparse.Namespace) -> int:
+    """The ``bench`` command: returns 0 (targets met), 1 (a target missed) or 2."""
+    try:
+        settings = settings_from_args(args)
+        out = _out_dir(args.out)
+    except (ValueError, FileExistsError) as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return EXIT_HARNESS
+    progress = Progress(args.quiet)
+    try:
+        with _sigterm_unwinds():
+            doc = _bench_on_cluster(args, settings, out, progress)
+    except (KeyboardInterrupt, _Terminated) as exc:
+        print(f"harness: error: interrupted ({exc or 'Ctrl-C'}); cluster stopped", file=sys.stderr)
+        return EXIT_HARNESS
+    except Exception as exc:
+        print(f"harness: error: bench failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_HARNESS
+    return EXIT_OK if all(t["met"] for t in doc["targets"]) else EXIT_MISSED
+
+
+def _bench_on_cluster(args, settings: BenchSettings, out: Path, progress) -> dict[str, Any]:
+    from rich.console import Console
+
+    from .bench_report import plot, tables
+    from .cluster.base import Cluster
+
+    cluster: Cluster
+    if args.urls:
+        from .cluster.external import ExternalCluster
+
+        cluster = ExternalCluster([u.strip() for u in args.urls.split(",")])
+        engine = "external"
+    else:
+        from .cluster.local import LocalCluster
+
+        progress(f"starting a {args.nodes}-node {args.engine} cluster in {out / 'cluster'}")
+        cluster = LocalCluster.start(
+            nodes=args.nodes,
+            directory=out / "cluster",
+            engine=args.engine,
+            rqlited=args.rqlited,
+            timeout=60.0,
+        )
+        engine = args.engine
+    with cluster:
+        leader = cluster.wait_for_leader(60.0)
+        urls = [leader.url] + [u for u in cluster.urls if u != leader.url]
+        doc = run_bench(urls, settings, progress)
+        doc["cluster"] = {"engine": engine, "nodes": len(cluster.urls), "leader": leader.url}
+    doc["command"] = command_line(args)
+    (out / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
+    plot(doc, out / "bench.png")
+    console = Console()
+    for table in tables(doc):
+        console.print(table)
+    console.print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    return doc
+
+
+def _out_dir(out: Path | None) -> Path:
+    if out is None:
+        out = Path("results") / f"bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"--out {out}: exists and is not an empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out

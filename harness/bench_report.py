@@ -1,0 +1,271 @@
+"""The benchmark's results: the targets of issue 6, the printed table and the plot.
+
+Everything here is a pure function of the ``bench.json`` document (see
+:func:`harness.bench.run_bench`), so a saved run can be re-rendered later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    """One performance target: ``value`` must be at least (or at most) ``required``."""
+
+    name: str
+    value: float | None
+    required: float
+    detail: str
+    at_most: bool = False
+
+    @property
+    def met(self) -> bool:
+        if self.value is None:
+            return False
+        return self.value <= self.required if self.at_most else self.value >= self.required
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["value"] = None if self.value is None else round(self.value, 3)
+        out["met"] = self.met
+        return out
+
+
+#: the throughput series: (label, bench.json key)
+SERIES = (
+    ("store INSERT", "store_insert"),
+    ("rqueue claim", "rqueue_claim"),
+    ("rqueue claim+ack", "rqueue_cycle"),
+    ("seed claim+ack", "seed_cycle"),
+)
+
+
+def _row(rows: list[dict[str, Any]], concurrency: int) -> dict[str, Any] | None:
+    return next((r for r in rows if r["concurrency"] == concurrency), None)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def _rate(rows: list[dict[str, Any]], concurrency: int) -> float | None:
+    row = _row(rows, concurrency)
+    return None if row is None else row["per_second"]
+
+
+def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
+    """Issue 6's targets, each a ratio of two figures of this one run."""
+    store = _rate(doc["store_insert"], at)
+    claims = _rate(doc["rqueue_claim"], at)
+    cycles = _rate(doc["rqueue_cycle"], at)
+    out = [
+        Target(
+            f"claims/s vs INSERTs/s at concurrency {at}",
+            _ratio(claims, store),
+            0.8,
+            f"{_fmt(claims)} claims/s, {_fmt(store)} INSERTs/s",
+        ),
+        Target(
+            f"claim+ack cycles/s vs INSERTs/s at concurrency {at}",
+            _ratio(cycles, store),
+            0.4,
+            f"{_fmt(cycles)} cycles/s, {_fmt(store)} INSERTs/s",
+        ),
+    ]
+    lat = {r["backlog"]: r for r in doc["claim_latency"]}
+    small, big = (lat.get(k) for k in sorted(lat)) if len(lat) == 2 else (None, None)
+    if small and big:
+        out.append(
+            Target(
+                f"claim p50 with {big['backlog']:,} queued vs with {small['backlog']:,}",
+                _ratio(big["p50_ms"], small["p50_ms"]),
+                1.5,
+                f"p50 {big['p50_ms']:.2f} ms vs {small['p50_ms']:.2f} ms",
+                at_most=True,
+            )
+        )
+    for c in sorted({r["concurrency"] for r in doc["publish"]}):
+        single = next(
+            (r for r in doc["publish"] if r["concurrency"] == c and r["batch"] == 1), None
+        )
+        batched = next(
+            (r for r in doc["publish"] if r["concurrency"] == c and r["batch"] > 1), None
+        )
+        if single and batched:
+            out.append(
+                Target(
+                    f"batched vs single publish, messages/s at concurrency {c}",
+                    _ratio(batched["messages_per_second"], single["messages_per_second"]),
+                    10.0,
+                    f"{_fmt(batched['messages_per_second'])} vs "
+                    f"{_fmt(single['messages_per_second'])} messages/s "
+                    f"(batches of {batched['batch']})",
+                )
+            )
+    modes = {r["mode"]: r for r in doc["sync_vs_async"]}
+    if "threads" in modes and "tasks" in modes:
+        n = modes["tasks"]["concurrency"]
+        out.append(
+            Target(
+                f"{n} async tasks vs {n} threads, claim+ack cycles/s",
+                _ratio(modes["tasks"]["per_second"], modes["threads"]["per_second"]),
+                1.0,
+                f"{_fmt(modes['tasks']['per_second'])} vs "
+                f"{_fmt(modes['threads']['per_second'])} cycles/s",
+            )
+        )
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:,.0f}"
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+# -- the printed tables ------------------------------------------------------------------
+def tables(doc: dict[str, Any]) -> list[Any]:
+    """Rich tables: throughput by concurrency, publish, latency, threads/tasks, targets."""
+    from rich.table import Table
+
+    info = doc["cluster"]
+    seconds = doc["settings"]["seconds"]
+    title = f"{info['engine']} {info['nodes']}-node cluster, {seconds:g} s per figure"
+    levels = sorted({r["concurrency"] for r in doc["store_insert"]})
+    t = Table(title=f"Throughput, ops/s (ratio to the store's INSERTs/s) — {title}")
+    lt = Table(title="Latency of those operations, p50 / p99 ms")
+    for table in (t, lt):
+        table.add_column("operation")
+        for c in levels:
+            table.add_column(f"{c} client{'s' if c > 1 else ''}", justify="right")
+    for label, key in SERIES:
+        rates, lats = [label], [label]
+        for c in levels:
+            r = _row(doc[key], c)
+            ratio = _ratio(_rate(doc[key], c), _rate(doc["store_insert"], c))
+            flag = " !" if r and (r.get("empty") or r.get("errors")) else ""
+            rates.append(
+                "-"
+                if r is None
+                else f"{r['per_second']:,.0f}"
+                + ("" if key == "store_insert" or ratio is None else f" ({ratio:.2f})")
+                + flag
+            )
+            lats.append("-" if r is None else f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])}")
+        t.add_row(*rates)
+        lt.add_row(*lats)
+
+    p = Table(title="Publish (messages/s)")
+    for col in ("concurrency", "mode", "messages/s", "requests/s", "p50 ms", "p99 ms"):
+        p.add_column(col, justify="right")
+    for r in doc["publish"]:
+        mode = "single" if r["batch"] == 1 else f"publish_many({r['batch']})"
+        p.add_row(
+            str(r["concurrency"]),
+            mode,
+            _fmt(r["messages_per_second"]),
+            _fmt(r["per_second"]),
+            _ms(r["p50_ms"]),
+            _ms(r["p99_ms"]),
+        )
+
+    cl = Table(title="Claim latency, one claimer (ms)")
+    for col in ("queued messages", "groups", "samples", "p50", "p99"):
+        cl.add_column(col, justify="right")
+    for r in doc["claim_latency"]:
+        cl.add_row(
+            f"{r['backlog']:,}",
+            f"{r['groups']:,}",
+            str(r["samples"]),
+            _ms(r["p50_ms"]),
+            _ms(r["p99_ms"]),
+        )
+
+    sa = Table(title="Sync threads vs async tasks (claim+ack cycles)")
+    for col in ("mode", "concurrency", "cycles/s", "p50 ms", "p99 ms"):
+        sa.add_column(col, justify="right")
+    for r in doc["sync_vs_async"]:
+        sa.add_row(
+            r["mode"],
+            str(r["concurrency"]),
+            _fmt(r["per_second"]),
+            _ms(r["p50_ms"]),
+            _ms(r["p99_ms"]),
+        )
+
+    tt = Table(title="Targets (ratios from this run)")
+    for col in ("target", "ratio", "required", "met", "figures"):
+        tt.add_column(col)
+    for tg in doc["targets"]:
+        value = "n/a" if tg["value"] is None else f"{tg['value']:.2f}"
+        met = "[green]yes[/green]" if tg["met"] else "[red]NO[/red]"
+        bound = f"{'<=' if tg['at_most'] else '>='} {tg['required']:.2f}"
+        tt.add_row(tg["name"], value, bound, met, tg["detail"])
+    return [t, lt, p, cl, sa, tt]
+
+
+# -- the plot ------------------------------------------------------------------------------
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """Four panels: throughput by concurrency, publish, claim latency, threads vs tasks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    ax = axes[0][0]
+    for label, key in SERIES:
+        rows = sorted(doc[key], key=lambda r: r["concurrency"])
+        if rows:
+            ax.plot(
+                [r["concurrency"] for r in rows],
+                [r["per_second"] for r in rows],
+                marker="o",
+                label=label,
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent clients")
+    ax.set_ylabel("operations/s")
+    ax.set_title("Throughput")
+    ax.legend()
+
+    ax = axes[0][1]
+    labels = [
+        f"{'single' if r['batch'] == 1 else 'batch ' + str(r['batch'])}\nc={r['concurrency']}"
+        for r in doc["publish"]
+    ]
+    ax.bar(labels, [r["messages_per_second"] for r in doc["publish"]])
+    ax.set_yscale("log")
+    ax.set_ylabel("messages/s")
+    ax.set_title("Publish")
+
+    ax = axes[1][0]
+    lat = doc["claim_latency"]
+    xs = range(len(lat))
+    ax.bar([x - 0.2 for x in xs], [r["p50_ms"] or 0 for r in lat], width=0.4, label="p50")
+    ax.bar([x + 0.2 for x in xs], [r["p99_ms"] or 0 for r in lat], width=0.4, label="p99")
+    ax.set_xticks(list(xs), [f"{r['backlog']:,} queued" for r in lat])
+    ax.set_ylabel("claim latency (ms)")
+    ax.set_title("Claim latency by backlog")
+    ax.legend()
+
+    ax = axes[1][1]
+    sa = doc["sync_vs_async"]
+    ax.bar([f"{r['concurrency']} {r['mode']}" for r in sa], [r["per_second"] for r in sa])
+    ax.set_ylabel("claim+ack cycles/s")
+    ax.set_title("Sync threads vs async tasks")
+
+    fig.suptitle(
+        f"python -m harness bench — {doc['cluster']['engine']} {doc['cluster']['nodes']} nodes"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

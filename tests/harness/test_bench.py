@@ -1,0 +1,206 @@
+"""``python -m harness bench``: a smoke run on tiny sizes, and its pure parts.
+
+The smoke run checks that the command measures every item end to end on a real
+3-node cluster and writes bench.json and bench.png; it checks no speed (figures are
+for the benchmark itself to print, not for a test to time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from harness.bench import BenchSettings, command_line
+from harness.bench_load import LoadError, percentile_ms, run_tasks, run_threads
+from harness.bench_report import targets
+from harness.cli import build_parser, main
+
+TINY = [
+    "--seconds", "0.3", "--warmup", "0.1", "--concurrency", "1,8", "--async-concurrency", "4",
+    "--samples", "10", "--small-backlog", "50", "--big-backlog", "2000", "--big-groups", "40",
+    "--claim-backlog", "400", "--cycle-backlog", "300", "--cycle-groups", "30",
+    "--publish-batch", "10", "--quiet",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "run"
+    code = main(["bench", "--out", str(out), *TINY])
+    return code, out
+
+
+def test_bench_measures_every_item_and_writes_its_files(bench_run):
+    code, out = bench_run
+    assert code in (0, 1), "2 means the benchmark itself failed"
+    doc = json.loads((out / "bench.json").read_text())
+    assert (out / "bench.png").stat().st_size > 0
+    assert doc["cluster"]["engine"] == "embedded" and doc["cluster"]["nodes"] == 3
+    for key in ("store_insert", "rqueue_claim", "rqueue_cycle", "seed_cycle"):
+        assert [r["concurrency"] for r in doc[key]] == [1, 8], key
+        for row in doc[key]:
+            assert row["ops"] > 0 and row["errors"] == 0, (key, row)
+    assert {(r["concurrency"], r["batch"]) for r in doc["publish"]} == {
+        (1, 1), (1, 10), (8, 1), (8, 10),
+    }  # fmt: skip
+    batched = [r for r in doc["publish"] if r["batch"] == 10]
+    assert all(
+        r["messages_per_second"] == pytest.approx(r["per_second"] * 10, rel=0.01) for r in batched
+    )
+    assert [r["backlog"] for r in doc["claim_latency"]] == [50, 2000]
+    assert all(r["samples"] == 10 and r["p50_ms"] > 0 for r in doc["claim_latency"])
+    assert [(r["mode"], r["concurrency"]) for r in doc["sync_vs_async"]] == [
+        ("threads", 4),
+        ("tasks", 4),
+    ]
+    assert len(doc["targets"]) == 6
+    assert (code == 0) == all(t["met"] for t in doc["targets"])
+    assert doc["command"].startswith("python -m harness bench --out ")
+
+
+def test_bench_leaves_no_node_running(bench_run):
+    _, out = bench_run
+    state = json.loads((out / "cluster" / "cluster.json").read_text())
+    for node in state["nodes"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(node["pid"], 0)
+
+
+def test_bench_refuses_a_used_output_folder(tmp_path, capsys):
+    (tmp_path / "x").write_text("")
+    assert main(["bench", "--out", str(tmp_path), "--quiet"]) == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+
+
+def test_bench_rejects_levels_without_the_target_concurrency(tmp_path, capsys):
+    assert main(["bench", "--out", str(tmp_path / "o"), "--concurrency", "1,4"]) == 2
+    assert "targets are checked at concurrency 8" in capsys.readouterr().err
+
+
+def test_bench_parser_rejects_bad_levels(capsys):
+    with pytest.raises(SystemExit):
+        build_parser("bench").parse_args(["bench", "--concurrency", "1,x"])
+    assert "comma-separated integers" in capsys.readouterr().err
+
+
+def test_settings_validation_names_the_problem():
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        BenchSettings(seconds=0)
+    with pytest.raises(ValueError, match="at least as many messages as groups"):
+        BenchSettings(big_backlog=10, big_groups=20)
+
+
+def test_command_line_lists_only_changed_options():
+    args = build_parser("bench").parse_args(["bench", "--seconds", "2", "--concurrency", "1,8"])
+    assert command_line(args) == "python -m harness bench --seconds 2.0 --concurrency 1,8"
+
+
+def test_percentile():
+    values = [i / 1000 for i in range(1, 101)]  # 1..100 ms
+    assert percentile_ms(values, 50) == pytest.approx(50.5)
+    assert percentile_ms(values, 99) == pytest.approx(99.0, abs=0.1)
+    assert percentile_ms([], 50) is None
+    assert percentile_ms([0.002], 99) == 2.0
+    with pytest.raises(ValueError):
+        percentile_ms(values, 100)
+
+
+def test_run_threads_counts_only_steps_inside_the_window():
+    calls = []
+    lock = threading.Lock()
+
+    def open_worker(i):
+        def step():
+            time.sleep(0.01)
+            with lock:
+                calls.append(i)
+            return i == 0  # worker 1 always finds nothing
+
+        return step, lambda: None
+
+    load = run_threads(open_worker, 2, seconds=0.3, warmup=0.1)
+    assert 0 < load.ops < len(calls)  # warm-up steps are not counted
+    assert load.empty > 0 and load.errors == 0
+    assert load.rate == pytest.approx(load.ops / 0.3)
+
+
+def test_run_threads_closes_workers_and_reports_total_failure():
+    closed = []
+
+    def open_worker(i):
+        def step():
+            raise RuntimeError("node gone")
+
+        return step, lambda: closed.append(i)
+
+    with pytest.raises(LoadError, match="node gone"):
+        run_threads(open_worker, 3, seconds=0.05, warmup=0)
+    assert sorted(closed) == [0, 1, 2]
+
+
+def test_run_tasks_runs_on_one_loop():
+    threads = set()
+
+    async def open_task(i):
+        async def step():
+            import asyncio
+
+            threads.add(threading.get_ident())
+            await asyncio.sleep(0.005)
+            return True
+
+        async def close():
+            return None
+
+        return step, close
+
+    load = run_tasks(open_task, 4, seconds=0.2, warmup=0)
+    assert load.ops > 4 and len(threads) == 1
+
+
+def _doc(insert=1000.0, claim=850.0, cycle=420.0, small=2.0, big=2.9, tasks=110.0, threads=100.0):
+    def rows(rate):
+        return [{"concurrency": 8, "per_second": rate}]
+
+    return {
+        "store_insert": rows(insert),
+        "rqueue_claim": rows(claim),
+        "rqueue_cycle": rows(cycle),
+        "claim_latency": [
+            {"backlog": 1000, "p50_ms": small},
+            {"backlog": 1_000_000, "p50_ms": big},
+        ],
+        "publish": [
+            {"concurrency": 8, "batch": 1, "messages_per_second": 500.0},
+            {"concurrency": 8, "batch": 100, "messages_per_second": 4000.0},
+        ],
+        "sync_vs_async": [
+            {"mode": "threads", "concurrency": 64, "per_second": threads},
+            {"mode": "tasks", "concurrency": 64, "per_second": tasks},
+        ],
+    }
+
+
+def test_targets_are_ratios_of_one_run():
+    found = {t.name: t for t in targets(_doc())}
+    assert len(found) == 5
+    met = {name: t.met for name, t in found.items()}
+    assert met == {
+        "claims/s vs INSERTs/s at concurrency 8": True,
+        "claim+ack cycles/s vs INSERTs/s at concurrency 8": True,
+        "claim p50 with 1,000,000 queued vs with 1,000": True,
+        "batched vs single publish, messages/s at concurrency 8": False,  # 8x
+        "64 async tasks vs 64 threads, claim+ack cycles/s": True,
+    }
+    assert found["claim p50 with 1,000,000 queued vs with 1,000"].value == pytest.approx(1.45)
+
+
+def test_targets_missed():
+    found = {t.name: t for t in targets(_doc(claim=700.0, big=3.1, tasks=99.0))}
+    assert not found["claims/s vs INSERTs/s at concurrency 8"].met
+    assert not found["claim p50 with 1,000,000 queued vs with 1,000"].met
+    assert not found["64 async tasks vs 64 threads, claim+ack cycles/s"].met
