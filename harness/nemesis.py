@@ -268,7 +268,11 @@ class Nemesis:
         c = self.cluster
 
         def set_all(seconds: float) -> Callable[[], None]:
-            return lambda: [c.set_clock_offset(n, seconds) for n in nodes] and None
+            def act() -> None:
+                for n in nodes:
+                    c.set_clock_offset(n, seconds)
+
+            return act
 
         return self._start(
             fault,
@@ -286,7 +290,11 @@ class Nemesis:
         w = self.workload
 
         def set_all(seconds: float) -> Callable[[], None]:
-            return lambda: [w.set_clock_offset(n, seconds) for n in workers] and None
+            def act() -> None:
+                for n in workers:
+                    w.set_clock_offset(n, seconds)
+
+            return act
 
         return self._start(
             fault,

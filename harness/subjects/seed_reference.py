@@ -156,7 +156,11 @@ class SeedTransport:
 
     @classmethod
     def from_url(
-        cls, urls: Sequence[str], clock: Clock = time.time, timeout: float = 5.0, wait=30.0
+        cls,
+        urls: Sequence[str],
+        clock: Clock = time.time,
+        timeout: float = 5.0,
+        wait: float = 30.0,
     ) -> SeedTransport:
         """Connect and create the schema, retrying until a leader answers or ``wait`` passes."""
         t = cls(urls, clock, timeout)
@@ -254,7 +258,11 @@ class AsyncSeedTransport:
 
     @classmethod
     async def from_url(
-        cls, urls: Sequence[str], clock: Clock = time.time, timeout: float = 5.0, wait=30.0
+        cls,
+        urls: Sequence[str],
+        clock: Clock = time.time,
+        timeout: float = 5.0,
+        wait: float = 30.0,
     ) -> AsyncSeedTransport:
         import asyncio
 
