@@ -125,6 +125,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
         ", ".join(f"{k} {v}" for k, v in found.items()) or "none",
         style=("red" if found else "green"),
     )
+    for err in summary.get("nemesis_errors") or []:
+        table.add_row("fault failed", str(err), style="yellow")
     for key in ("warning", "error", "exit"):
         if summary.get(key) is not None:
             table.add_row(key, str(summary[key]))
