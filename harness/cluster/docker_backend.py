@@ -424,20 +424,32 @@ class DockerCluster(Cluster):
             return None
         return NodeInfo(id=lead.node_id, url=self._specs[lead.node_id].url, pid=None)
 
-    def wait_for_leader(self, timeout: float) -> NodeInfo:
+    def wait_for_leader(
+        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
+    ) -> NodeInfo:
+        """Wait for an agreed leader (not in ``exclude``) and, with ``all_ready``, every
+        live container ready; see :meth:`Cluster.wait_for_leader`."""
+        exclude = set(exclude)
         deadline = time.monotonic() + timeout
         while True:
             statuses = self._statuses()
             lead = agreed_leader(statuses, len(self._specs))
-            waiting = [s for s in statuses if not s.ready]
-            if lead is not None and lead.node_id in self._specs and not waiting:
+            waiting = [s for s in statuses if not s.ready] if all_ready else []
+            if (
+                lead is not None
+                and lead.node_id in self._specs
+                and lead.node_id not in exclude
+                and not waiting
+            ):
                 return NodeInfo(id=lead.node_id, url=self._specs[lead.node_id].url, pid=None)
             if time.monotonic() >= deadline:
                 self._raise_if_exited()
+                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
+                what += " and /readyz 200 on every live node" if all_ready else ""
                 seen = "; ".join(s.summary() for s in statuses) or "no live node"
                 raise ClusterError(
-                    f"docker cluster {self.cluster_id}: waited {timeout:.0f}s for an agreed "
-                    f"leader and /readyz 200 on every live node; saw {seen}"
+                    f"docker cluster {self.cluster_id}: waited {timeout:.0f}s for {what}; "
+                    f"saw {seen}"
                 )
             time.sleep(0.25)
 
