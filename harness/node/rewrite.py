@@ -19,6 +19,7 @@ text that is not rewritten (comments, spacing, literals) is left byte for byte.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from collections.abc import Callable
@@ -107,6 +108,25 @@ def _call_args(tokens: list[Token], sig: list[int], open_pos: int) -> tuple[list
     return args, min(pos, len(sig) - 1)
 
 
+#: slots of a plan: where a rewritten value goes
+_JD, _RANDOM = "jd", "random"
+#: statements longer than this are analysed on every call instead of cached
+_CACHE_MAX_SQL = 8192
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What rewriting does to one SQL text: text pieces and the slots between them.
+
+    ``parts`` holds ``str`` pieces and ``tuple`` slots: ``("jd",)`` (the Julian day of
+    now), ``("random",)`` (a random 63-bit integer) or ``("blob", n)`` (n random bytes).
+    """
+
+    parts: tuple[str | tuple, ...]
+    modified: bool
+    returning: bool
+
+
 def rewrite(
     sql: str,
     *,
@@ -114,25 +134,51 @@ def rewrite(
     rewrite_time: bool = True,
     now: Callable[[], float] | None = None,
 ) -> Rewritten:
-    """Rewrite one statement's SQL text as rqlite does; ``now`` gives epoch seconds."""
+    """Rewrite one statement's SQL text as rqlite does; ``now`` gives epoch seconds.
+
+    The analysis of a text is cached (clients send the same statements over and over);
+    the values that fill its slots are new on every call.
+    """
+    if len(sql) <= _CACHE_MAX_SQL:
+        plan = _cached_plan(sql, rewrite_random, rewrite_time)
+    else:
+        plan = _plan(sql, rewrite_random, rewrite_time)
+    if len(plan.parts) == 1 and isinstance(plan.parts[0], str):
+        return Rewritten(sql, plan.modified, plan.returning)
+    jd_text: str | None = None
+    out: list[str] = []
+    for part in plan.parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif part[0] == _JD:
+            if jd_text is None:
+                jd_text = f"{julian_day((now or _wall)()):f}"
+            out.append(jd_text)
+        elif part[0] == _RANDOM:
+            out.append(str(secrets.randbits(63)))
+        else:
+            out.append(f"X'{secrets.token_hex(part[1]).upper()}'")
+    return Rewritten("".join(out), plan.modified, plan.returning)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> _Plan:
+    return _plan(sql, rewrite_random, rewrite_time)
+
+
+def _plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> _Plan:
+    """Find what :func:`rewrite` replaces in ``sql`` (rqlite's rules, see the module)."""
     tokens = tokenize(sql)
     sig = [i for i, t in enumerate(tokens) if t.kind not in ("ws", "comment")]
     returning = any(tokens[i].kind == "id" and tokens[i].text.lower() == "returning" for i in sig)
     if not (rewrite_random or rewrite_time):
-        return Rewritten(sql, False, returning)
+        return _Plan((sql,), False, returning)
 
-    replace: dict[int, str] = {}  # token index -> new text
+    replace: dict[int, tuple] = {}  # token index -> slot
     drop: set[int] = set()  # token indexes folded into a replacement
-    jd_text: str | None = None
     modified = False
     depth = 0
     order_depths: list[int] = []
-
-    def jd() -> str:
-        nonlocal jd_text
-        if jd_text is None:
-            jd_text = f"{julian_day((now or _wall)()):f}"
-        return jd_text
 
     for pos, idx in enumerate(sig):
         tok = tokens[idx]
@@ -163,32 +209,39 @@ def rewrite(
         args, close_pos = _call_args(tokens, sig, pos + 1)
         if rewrite_time and word in _NOW_ARG0 and args:
             if _is_now(tokens, args[0]):
-                replace[args[0][0]] = jd()
+                replace[args[0][0]] = (_JD,)
             modified = True
         elif rewrite_time and word == "strftime" and len(args) > 1:
             if _is_now(tokens, args[1]):
-                replace[args[1][0]] = jd()
+                replace[args[1][0]] = (_JD,)
             modified = True
         elif rewrite_time and word == "timediff" and len(args) > 1:
             for arg in args[:2]:
                 if _is_now(tokens, arg):
-                    replace[arg[0]] = jd()
+                    replace[arg[0]] = (_JD,)
             modified = True
         elif rewrite_random and not in_order_by and word == "random":
-            replace[idx] = str(secrets.randbits(63))
+            replace[idx] = (_RANDOM,)
             drop.update(range(idx + 1, sig[close_pos] + 1))
             modified = True
         elif rewrite_random and not in_order_by and word == "randomblob" and len(args) == 1:
             arg = args[0]
             if len(arg) == 1 and tokens[arg[0]].kind == "num" and tokens[arg[0]].text.isdigit():
-                size = max(int(tokens[arg[0]].text), 1)
-                replace[idx] = f"X'{secrets.token_hex(size).upper()}'"
+                replace[idx] = ("blob", max(int(tokens[arg[0]].text), 1))
                 drop.update(range(idx + 1, sig[close_pos] + 1))
                 modified = True
     if not replace:
-        return Rewritten(sql, modified, returning)
-    out = [replace.get(i, t.text) for i, t in enumerate(tokens) if i not in drop]
-    return Rewritten("".join(out), modified, returning)
+        return _Plan((sql,), modified, returning)
+    parts: list[str | tuple] = []
+    for i, t in enumerate(tokens):
+        if i in drop:
+            continue
+        part = replace.get(i, t.text)
+        if isinstance(part, str) and parts and isinstance(parts[-1], str):
+            parts[-1] += part
+        else:
+            parts.append(part)
+    return _Plan(tuple(parts), modified, returning)
 
 
 def _wall() -> float:
