@@ -226,3 +226,46 @@ def test_a_claim_after_an_ack_returned_is_delivered_after_ack(events: list[dict]
     dal = check(mutated)["anomalies"]["delivered-after-ack"]
     assert dal["count"] == 1
     assert dal["examples"][0][2:] == [claim["index"], done["index"]]
+
+
+@PROPERTY
+@given(histories(), st.randoms(use_true_random=False))
+def test_an_ack_accepted_after_another_claim_past_expiry_is_stale(
+    events: list[dict], rnd: Any
+) -> None:
+    events = copy.deepcopy(events)
+    # leases acked (ok) by their holder after they expired: workers that stalled
+    late = []
+    for inv, ok in leases(events):
+        expiry = inv["time"] + ok["value"]["visibility"]
+        for e in events:
+            if (e["process"] == inv["process"] and e["f"] == "ack" and e["type"] == "ok"
+                    and e["value"]["token"] == ok["value"]["token"]):  # fmt: skip
+                ack_ok = e
+                break
+        else:
+            continue
+        ack_inv = max(
+            e["time"] for e in events
+            if e["process"] == inv["process"] and e["type"] == "invoke"
+            and e["time"] <= ack_ok["time"]
+        )  # fmt: skip
+        extended = any(
+            e["process"] == inv["process"] and e["f"] == "extend" and e["time"] < ack_inv
+            and e["value"]["token"] == ok["value"]["token"]
+            for e in events
+        )  # fmt: skip
+        if not extended and ack_inv - expiry > 0.01:
+            late.append((ok, expiry, ack_inv))
+    if not late:
+        return
+    ok, expiry, ack_inv = rnd.choice(late)
+    p = new_process(events)
+    claim = {"index": -1, "time": expiry + 0.002, "process": p, "type": "invoke", "f": "claim",
+             "value": {"visibility": 1.0, "min_priority": 0}}  # fmt: skip
+    done = {"index": -1, "time": expiry + 0.004, "process": p, "type": "ok", "f": "claim",
+            "value": {**ok["value"], "token": "usurper"}}  # fmt: skip
+    mutated = insert(events, [claim, done])
+    stale = check(mutated)["anomalies"]["stale-ack-accepted"]
+    assert stale["count"] >= 1
+    assert any(ex[2:4] == [claim["index"], done["index"]] for ex in stale["examples"])

@@ -1,0 +1,169 @@
+"""The checker's sweeps against a brute-force reading of the definitions.
+
+Hypothesis builds random histories of a *wrong* queue (claims hand out any message at
+any time, acks succeed or not at random, times on a coarse grid so that ties are
+common), and every anomaly count of :func:`harness.checker.check` must equal the one
+computed pair by pair, straight from the document's wording.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.checker import check
+from harness.history import pairs
+
+MSGS = [f"m{i}" for i in range(4)]
+GROUP = {m: f"g{i % 2}" for i, m in enumerate(MSGS)}
+INF = float("inf")
+
+
+@st.composite
+def wrong_histories(draw: st.DrawFn) -> list[dict]:
+    rows: list[tuple[float, int, int, str, str, Any]] = []  # time, process, seq, type, f, v
+    token = 0
+    # a publisher first, so that messages are certainly published one after another
+    t = 0.0
+    for k, m in enumerate(draw(st.lists(st.sampled_from(MSGS), max_size=4))):
+        value = {"group": GROUP[m], "msg": m, "priority": 0}
+        rows.append((t, 99, 2 * k, "invoke", "publish", value))
+        t = round(t + 0.1, 1)
+        rows.append((t, 99, 2 * k + 1, "ok", "publish", {**value, "seq": 1}))
+    for p in range(draw(st.integers(1, 6))):
+        t = draw(st.integers(0, 10)) / 10
+        held: dict | None = None
+        for k in range(draw(st.integers(1, 12))):
+            f = draw(st.sampled_from(["publish", "claim", "claim", "ack", "nack", "extend",
+                                      "dead-letter"]))  # fmt: skip
+            if f in ("ack", "nack", "extend") and held is None:
+                f = "claim"
+            outcome = draw(st.sampled_from(["ok"] * 6 + ["fail", "info", "open"]))
+            duration = draw(st.integers(1, 6)) / 10
+            if f == "publish":
+                m = draw(st.sampled_from(MSGS))
+                inv = {"group": GROUP[m], "msg": m, "priority": 0}
+                done = {**inv, "seq": 1}
+            elif f == "claim":
+                vis = draw(st.sampled_from([0.3, 0.5, 1.0]))
+                inv = {"visibility": vis, "min_priority": 0}
+                m = draw(st.sampled_from([*MSGS, *MSGS, "ghost", None]))
+                token += 1
+                g = GROUP.get(m, "g0")  # type: ignore[arg-type]
+                lease = {"group": g, "msg": m, "seq": 1, "token": f"t{token}", "visibility": vis}
+                lease = None if m is None else lease
+                done = lease
+                if outcome == "ok" and lease is not None:
+                    held = lease
+            elif f == "dead-letter":
+                m = draw(st.sampled_from(MSGS))
+                inv = done = {"group": GROUP[m], "msg": m}
+            else:
+                assert held is not None
+                inv = {k: held[k] for k in ("group", "msg", "seq", "token")}
+                if f == "nack":
+                    inv["delay"] = 0
+                if f == "extend":
+                    inv["visibility"] = draw(st.sampled_from([0.3, 1.0, 2.0]))
+                done = inv
+            rows.append((t, p, 2 * k, "invoke", f, inv))
+            if outcome == "open":
+                break
+            t = round(t + duration, 1)
+            rows.append((t, p, 2 * k + 1, outcome, f, done if outcome == "ok" else inv))
+            if outcome == "info":
+                break
+            t = round(t + draw(st.integers(0, 8)) / 10, 1)
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return [
+        {"index": i, "time": t, "process": p, "type": typ, "f": f, "value": v}
+        for i, (t, p, _, typ, f, v) in enumerate(rows)
+    ]
+
+
+def reference(events: list[dict]) -> dict[str, int]:
+    """Each anomaly's count, by brute force over the definitions."""
+    ops = [
+        {"f": inv["f"], "p": inv["process"], "inv": inv["time"], "v": inv["value"],
+         "type": "open" if c is None else c["type"],
+         "done": INF if c is None else c["time"], "out": None if c is None else c["value"]}
+        for inv, c in pairs(events)
+    ]  # fmt: skip
+    pubs = [o for o in ops if o["f"] == "publish"]
+    settles = [o for o in ops if o["f"] in ("ack", "dead-letter") and o["type"] != "fail"]
+    acks_ok = [o for o in ops if o["f"] in ("ack", "dead-letter") and o["type"] == "ok"]
+    leases = [o for o in ops if o["f"] == "claim" and o["type"] == "ok" and o["out"]]
+
+    def holder_ops(lease: dict, fs: tuple[str, ...]) -> list[dict]:
+        return [o for o in ops if o["p"] == lease["p"] and o["f"] in fs
+                and o["v"]["token"] == lease["out"]["token"]]  # fmt: skip
+
+    def vis(lease: dict) -> float:
+        return lease["out"]["visibility"]
+
+    def end(lease: dict) -> float:
+        stretched = max([lease["inv"] + vis(lease)] + [
+            e["inv"] + e["v"]["visibility"] for e in holder_ops(lease, ("extend",))
+            if e["type"] == "ok"])  # fmt: skip
+        cut = min([INF] + [a["inv"] for a in holder_ops(lease, ("ack", "nack"))])
+        return min(stretched, cut)
+
+    def expiry(lease: dict) -> float:
+        return max([lease["inv"] + vis(lease)] + [
+            e["inv"] + e["v"]["visibility"] for e in holder_ops(lease, ("extend",))
+            if e["type"] != "fail"])  # fmt: skip
+
+    msg = lambda o: o["out"]["msg"]  # noqa: E731
+    lost = {
+        p["v"]["msg"] for p in pubs
+        if p["type"] == "ok" and not any(a["v"]["msg"] == p["v"]["msg"] for a in settles)
+    }  # fmt: skip
+    dup = [
+        b for b in leases
+        if any(a is not b and a["out"]["group"] == b["out"]["group"]
+               and b["inv"] >= a["done"] and b["done"] <= end(a) for a in leases)
+    ]  # fmt: skip
+
+    def pub_ok(m: str) -> float:
+        return min([INF] + [p["done"] for p in pubs if p["v"]["msg"] == m and p["type"] == "ok"])
+
+    def pub_inv(m: str) -> float:
+        return min([INF] + [p["inv"] for p in pubs if p["v"]["msg"] == m])
+
+    fifo = [
+        b for b in leases
+        if pub_inv(msg(b)) < INF and any(  # b published (else it is "unexpected")
+            GROUP[a] == GROUP[msg(b)] and pub_ok(a) < pub_inv(msg(b))
+            and not any(s["v"]["msg"] == a and s["inv"] < b["done"] for s in settles)
+            for a in MSGS)
+    ]  # fmt: skip
+    dal = [
+        c for c in leases
+        if any(a["v"]["msg"] == msg(c) and c["inv"] > a["done"] for a in acks_ok)
+    ]  # fmt: skip
+    unexpected = [c for c in leases if not any(p["v"]["msg"] == msg(c) for p in pubs)]
+    stale = [
+        a for lease in leases for a in holder_ops(lease, ("ack", "nack"))
+        if a["type"] == "ok" and any(
+            o["p"] != lease["p"] and msg(o) == msg(lease)
+            and o["inv"] >= expiry(lease) and o["done"] <= a["inv"] for o in leases)
+    ]  # fmt: skip
+    return {
+        "lost": len(lost),
+        "duplicate-group-lease": len(dup),
+        "fifo-violation": len(fifo),
+        "delivered-after-ack": len(dal),
+        "unexpected": len(unexpected),
+        "stale-ack-accepted": len(stale),
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(wrong_histories())
+def test_counts_match_the_definitions(events: list[dict]) -> None:
+    result = check(events)
+    got = {k: v["count"] for k, v in result["anomalies"].items()}
+    assert got == reference(events)
+    assert result["valid"] == (not any(got.values()))
