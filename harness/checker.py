@@ -154,10 +154,12 @@ class History:
     def _publish(self, inv: dict, comp: dict | None, typ: str) -> None:
         value = inv.get("value")
         try:
-            msg, group = value["msg"], value["group"]
-            if msg.__hash__ is None or group.__hash__ is None:
-                raise TypeError
+            msg, group = value["msg"], value["group"]  # type: ignore[index]
         except (TypeError, KeyError):
+            msg = group = None
+        if (type(msg) is not str and type(msg) is not int) or (
+            type(group) is not str and type(group) is not int
+        ):
             msg, group = _key(value, "msg", inv), _key(value, "group", inv)
         t = inv["time"]
         first = self.pub_inv.get(msg)
