@@ -29,6 +29,9 @@ from ._models import Lease, Stmt
 #: server time in epoch seconds; rqlite >= 8.33 and the embedded node rewrite it to a
 #: literal on the node that receives the request, so every replica applies one value
 SERVER_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+#: resolution of the server clock: rqlite prints the rewritten ``now`` as a Julian day
+#: with six decimals, so each server timestamp is rounded by up to half of this
+SERVER_CLOCK_STEP = 86400.0 / 1e6
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
 PARKED = "__parked__"
 
@@ -54,6 +57,10 @@ class Statements:
     def __init__(self, *, server_clock: bool, clock: Callable[[], float]) -> None:
         self.server_clock = server_clock
         self.clock = clock
+        #: a lease (or park) counts as lapsed only this much after its stored expiry:
+        #: two rounded server timestamps differ from real time by up to one step, and
+        #: without the margin a claim could take a group whose lease has not yet run out
+        self.lapse_margin = SERVER_CLOCK_STEP if server_clock else 0.0
 
     # -- rendering ----------------------------------------------------------------------
     def stmt(self, sql: str, *params: Any) -> Stmt:
@@ -130,12 +137,13 @@ class Statements:
         free" is "its head is free or its lease lapsed", read from ``groups.head_seq``
         through an index: the cost does not grow with the number of queued messages.
         The UPDATE does nothing when a row already carries ``token`` (a retried claim).
+        A lease lapses :attr:`lapse_margin` after its stored expiry (server-clock rounding).
         """
         return self.stmt(
             "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? "
             "WHERE seq = ("
             "SELECT g.head_seq FROM groups g JOIN messages m ON m.seq = g.head_seq "
-            "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now}) "
+            "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now} - ?) "
             "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
             "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
             token,
@@ -143,6 +151,7 @@ class Statements:
             visibility,
             min_priority,
             NOW,
+            self.lapse_margin,
             token,
         )
 
