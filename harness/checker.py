@@ -555,8 +555,11 @@ def print_check(result: dict[str, Any], source: Path, out: Path | None = None) -
         f"redeliveries {stats['redeliveries']}, events {stats['events']}, "
         f"duration {stats['duration']:.1f} s"
     )
-    for a in stats["availability"]:
+    faults = stats["availability"]
+    for a in faults[:20]:
         rec = "never" if a["recovery"] is None else f"{a['recovery']:.2f} s"
         console.print(f"  fault {a['label']} at {a['start']:.2f} s: next lease after {rec}")
+    if len(faults) > 20:
+        console.print(f"  … and {len(faults) - 20} more faults (check.json has them all)")
     verdict = "[green]history is valid[/]" if result["valid"] else "[bold red]anomalies found[/]"
     console.print(f"{verdict}" + (f"; wrote {out}" if out else ""))
