@@ -231,6 +231,8 @@ class _Run:
                 raise HarnessError(f"cluster did not start: {e}") from None
         # the history's time 0 is the moment the cluster is up and the workload starts
         self.recorder = HistoryRecorder(self.store.history)
+        # to compare server epoch times (a claim's expires_at) with the history's times
+        self.info["epoch_at_time_0"] = time.time() - self.recorder.elapsed()
         urls = list(self.cluster.urls)
         self.info["urls"] = urls
         self.store.write_json("versions.json", versions(self.cluster.engine, engine_version(urls)))

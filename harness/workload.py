@@ -112,7 +112,13 @@ def lease_value(lease: LeaseLike) -> dict[str, Any]:
 
 def _claimed(visibility: float) -> Callable[[Any, LeaseLike | None], dict | None]:
     def ok_value(_value: Any, lease: LeaseLike | None) -> dict | None:
-        return None if lease is None else {**lease_value(lease), "visibility": visibility}
+        if lease is None:
+            return None
+        value = {**lease_value(lease), "visibility": visibility}
+        expires = getattr(lease, "expires_at", None)
+        if isinstance(expires, int | float):
+            value["expires_at"] = expires  # the server's lease deadline (epoch seconds)
+        return value
 
     return ok_value
 
