@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
     )
     result = run(opts)
-    if result.run_dir is not None:
+    if result.run_dir is not None and (result.summary.get("ops") or result.check):
         Console().print(summary_table(result.summary))
     if result.exit_code == EXIT_HARNESS:
         print(f"harness: error: {result.reason}", file=sys.stderr)
