@@ -90,6 +90,9 @@ class RaftStore(SyncObj):
         self._cfg = cfg
         self._db = db
         self._last_leader_contact = 0.0
+        # requests waiting for their entries; failed at once when this node stops leading
+        self._waiting: dict[int, tuple[threading.Event, dict[str, Any]]] = {}
+        self._waiting_lock = threading.Lock()
         os.makedirs(cfg.data_dir, exist_ok=True)
         conf = SyncObjConf(
             serializer=self._write_snapshot,
@@ -124,17 +127,27 @@ class RaftStore(SyncObj):
         """Append one entry and wait for its outcome; see the module docstring."""
         done = threading.Event()
         box: dict[str, Any] = {}
+        key = id(box)
 
         def on_result(res: Any, err: int) -> None:
-            box["res"], box["err"] = res, err
-            done.set()
+            with self._waiting_lock:
+                if done.is_set():  # already answered "leadership lost"
+                    return
+                box["res"], box["err"] = res, err
+                done.set()
 
         entry = (kind, self._cfg.node_id, [s.to_wire() for s in stmts], tx, timings)
-        # a full wake-up pipe raises after the entry was queued: it is submitted all the same
-        with contextlib.suppress(BlockingIOError):
-            self._apply(entry, callback=on_result)
-        if not done.wait(timeout):
-            raise OutcomeUnknown(TIMEOUT_MESSAGE)
+        with self._waiting_lock:
+            self._waiting[key] = (done, box)
+        try:
+            # a full wake-up pipe raises after the entry was queued: it is submitted anyway
+            with contextlib.suppress(BlockingIOError):
+                self._apply(entry, callback=on_result)
+            if not done.wait(timeout):
+                raise OutcomeUnknown(TIMEOUT_MESSAGE)
+        finally:
+            with self._waiting_lock:
+                self._waiting.pop(key, None)
         err = box["err"]
         if err == FAIL_REASON.SUCCESS:
             return box["res"]
@@ -162,6 +175,19 @@ class RaftStore(SyncObj):
     # -- observations ---------------------------------------------------------------------
     def _on_state_changed(self, old: int, new: int) -> None:
         log.info("raft state %s -> %s", STATE_NAMES.get(old), STATE_NAMES.get(new))
+        if old == 2 and new != 2:
+            self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        """Answer every waiting request "leadership lost while committing log" now, as
+        rqlite does, instead of when the entry's fate is decided (only after the node
+        hears from a new leader, which a partitioned node may not for a long time). The
+        entries may still commit: the answer is an unknown outcome."""
+        with self._waiting_lock:
+            for done, box in self._waiting.values():
+                if not done.is_set():
+                    box["res"], box["err"] = None, FAIL_REASON.LEADER_CHANGED
+                    done.set()
 
     def _on_tick(self) -> None:
         leader = self._getLeader()
