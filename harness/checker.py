@@ -185,19 +185,27 @@ class History:
         vis = value.get("visibility")
         if vis is None and type(inv.get("value")) is dict:
             vis = inv["value"].get("visibility")
-        if not _is_number(vis):
+        if (type(vis) is not float and type(vis) is not int) or not 0 <= vis < INF:
             raise HistoryFormatError(
                 comp["index"] + 1, "claim needs a numeric 'visibility' in its ok or invoke value"
             )
-        msg = value.get("msg")
-        _check_key(msg, "msg", comp)
-        lease = Lease(inv, comp, _key(value, "group", comp), msg, value.get("token"), vis)
+        msg, group = value.get("msg"), value.get("group")
+        if (type(group) is not str and type(group) is not int) or (
+            msg is not None and type(msg) is not str and type(msg) is not int
+        ):
+            _check_key(msg, "msg", comp)
+            _key(value, "group", comp)
+        lease = Lease(inv, comp, group, msg, value.get("token"), vis)
         self.leases.append(lease)
         self._holding[inv["process"], msg] = lease
 
     def _holder_lease(self, inv: dict) -> tuple[Any, Lease | None]:
         value = inv.get("value")
-        msg = _key(value, "msg", inv, nullable=True)
+        if type(value) is not dict or "msg" not in value:
+            _key(value, "msg", inv, nullable=True)  # raises, naming what is missing
+        msg = value["msg"]  # type: ignore[index]
+        if msg is not None and type(msg) is not str and type(msg) is not int:
+            _check_key(msg, "msg", inv)
         lease = self._holding.get((inv["process"], msg))
         if lease is not None:
             token = value.get("token")
