@@ -43,6 +43,11 @@ DPI = 100
 MAX_BINS = 600
 MAX_POINTS = 60_000  # ok points drawn in the latency plot (a uniform sample beyond that)
 OUTCOME_COLOURS = {"ok": "tab:green", "fail": "tab:orange", "info": "tab:red"}
+OUTCOME_STYLES: dict[str, dict[str, Any]] = {  # the rare outcomes drawn bigger, on top
+    "ok": {"s": 4, "alpha": 0.5, "lw": 0, "marker": "o", "zorder": 2},
+    "fail": {"s": 22, "alpha": 0.9, "lw": 1.2, "marker": "^", "zorder": 3},
+    "info": {"s": 26, "alpha": 0.9, "lw": 1.5, "marker": "x", "zorder": 4},
+}
 TIMELINE_GROUPS = 8
 
 
@@ -206,8 +211,9 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
         if len(x) > MAX_POINTS:
             keep = rng.choice(len(x), MAX_POINTS, replace=False)
             x, y = x[keep], y[keep]
-        ax.scatter(x, y, s=4, alpha=0.5, lw=0, color=OUTCOME_COLOURS[outcome],
-                   label=f"{outcome} ({len(xs):,})")  # fmt: skip
+        style = OUTCOME_STYLES[outcome]
+        ax.scatter(x, y, color=OUTCOME_COLOURS[outcome], label=f"{outcome} ({len(xs):,})",
+                   **style)  # type: ignore[arg-type]  # fmt: skip
     xs, ys = points["ok"]
     if xs:
         width = _bin_width(end) * 2
@@ -226,7 +232,7 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
     ax.set_xlabel("invoke time since start (s)")
     ax.set_ylabel("latency (s)")
     ax.set_title("Latency by outcome (faults shaded)")
-    ax.legend(loc="upper right", fontsize="small", markerscale=3)
+    ax.legend(loc="upper right", fontsize="small", markerscale=1.5)
     fig.tight_layout()
     return fig
 
