@@ -180,11 +180,13 @@ def read_history(path: str | Path) -> list[dict]:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise HistoryFormatError(line, f"not UTF-8: {e.reason} at byte {e.start}") from None
-    body = text[:-1] if text.endswith("\n") else text
+    del data
     with gc_paused():
-        objects = _decode_bulk(body) if text else []
+        objects = _decode_bulk(text) if text else []
         if objects is None:
-            lines = body.split("\n")
+            lines = text.split("\n")
+            if text.endswith("\n"):
+                lines.pop()
             objects = [_decode_line(line, i + 1) for i, line in enumerate(lines)]
         return validate(objects)
 
@@ -193,8 +195,8 @@ def read_history(path: str | Path) -> list[dict]:
 _TWO_ON_A_LINE = re.compile(r"\}[ \t\r]*,[ \t\r]*\{")
 
 
-def _decode_bulk(body: str) -> list | None:
-    """Decode the lines of ``body`` as one JSON array (fast), or None if that proves nothing.
+def _decode_bulk(text: str) -> list | None:
+    """Decode the lines of ``text`` as one JSON array (fast), or None if that proves nothing.
 
     Joining the lines with commas yields exactly one element per line unless a comma we
     insert lands inside a value (which lowers the count) or a line holds two top-level
@@ -202,13 +204,18 @@ def _decode_bulk(body: str) -> list | None:
     rules out the second, so a matching count means each line decoded as itself. Any
     doubt returns None, and the caller decodes line by line for exact error lines.
     """
-    if _TWO_ON_A_LINE.search(body):
+    if _TWO_ON_A_LINE.search(text):
         return None
+    newlines = text.count("\n")
+    if text.endswith("\n"):  # the last newline stays, as whitespace before "]"
+        lines, array = newlines, text.replace("\n", ",", newlines - 1)
+    else:
+        lines, array = newlines + 1, text.replace("\n", ",")
     try:
-        objects = json.loads("[" + body.replace("\n", ",") + "]")
+        objects = json.loads("[" + array + "]")
     except ValueError:
         return None
-    if len(objects) != body.count("\n") + 1 or any(type(x) is not dict for x in objects):
+    if len(objects) != lines or any(type(x) is not dict for x in objects):
         return None
     return objects
 
