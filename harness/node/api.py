@@ -102,10 +102,19 @@ class NodeService:
             sep = "&" if query else ""
             target = f"{path}?{query}{sep}norwrandom&norwtime"
             method = "POST"
+        leader_http = lead[2]
+
+        def still_leader() -> bool:
+            now = self.leader()
+            return now is not None and now[2] == leader_http
+
         try:
-            # wait a little longer than the leader will wait for the log
+            # wait a little longer than the leader will wait for the log, but no longer
+            # than this node still sees the target as leader (then: unknown outcome)
             wait = max(params.duration("timeout", 0.0), self.cfg.apply_timeout) + 5.0
-            status, ctype, data = self.forwarder.forward(lead[2], method, target, body, wait)
+            status, ctype, data = self.forwarder.forward(
+                leader_http, method, target, body, wait, still_leader
+            )
         except ForwardError as exc:
             if not exc.sent:
                 return text_reply(503, LEADER_NOT_FOUND)

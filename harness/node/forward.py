@@ -3,6 +3,14 @@
 Connections are kept alive per thread and per leader. A failure before the request left
 this node is a definite failure (:class:`ForwardError` with ``sent=False``); a failure
 after sending leaves the outcome unknown (``sent=True``).
+
+Two bounds keep a follower from hanging on a leader it can no longer reach (a partition
+drops packets silently, a paused process never answers):
+
+- connecting gives up after :data:`CONNECT_TIMEOUT` (nothing was sent: definite);
+- once sent, the wait for the answer ends as soon as ``still_leader()`` turns false
+  (this node's Raft view of the leader moved away from the target), with
+  :data:`LEADERSHIP_LOST`, an unknown outcome, instead of waiting out the timeout.
 """
 
 from __future__ import annotations
@@ -11,8 +19,18 @@ import http.client
 import select
 import socket
 import threading
+import time
+from collections.abc import Callable
 
 FORWARDED_HEADER = "X-Rqueue-Forwarded-By"
+#: seconds to open a connection to the leader; a reachable node accepts in well under a
+#: millisecond (the kernel completes the handshake even for a paused process), so a longer
+#: wait means SYNs are being dropped
+CONNECT_TIMEOUT = 1.0
+#: how often a forward waiting for its answer re-checks who the leader is
+POLL_INTERVAL = 0.05
+#: the answer when the leader changed while a forwarded request was in flight (rqlite's words)
+LEADERSHIP_LOST = "leadership lost while committing log"
 
 
 class ForwardError(Exception):
@@ -38,48 +56,94 @@ def _stale(conn: http.client.HTTPConnection) -> bool:
 class Forwarder:
     """Sends requests to another node over HTTP/1.1 keep-alive connections."""
 
-    def __init__(self, node_id: str, timeout: float) -> None:
+    def __init__(
+        self, node_id: str, timeout: float, connect_timeout: float = CONNECT_TIMEOUT
+    ) -> None:
         self._node_id = node_id
         self._timeout = timeout
+        self._connect_timeout = connect_timeout
         self._local = threading.local()
 
+    def _pool(self) -> dict[str, http.client.HTTPConnection]:
+        return self._local.__dict__.setdefault("pool", {})
+
+    def _drop(self, addr: str, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+        self._pool().pop(addr, None)
+
     def _conn(self, addr: str) -> http.client.HTTPConnection:
-        pool: dict[str, http.client.HTTPConnection] = self._local.__dict__.setdefault("pool", {})
+        pool = self._pool()
         conn = pool.get(addr)
         if conn is not None and _stale(conn):
             conn.close()
             conn = None
         if conn is None:
             host, _, port = addr.rpartition(":")
-            conn = http.client.HTTPConnection(host, int(port), timeout=self._timeout)
+            conn = http.client.HTTPConnection(host, int(port), timeout=self._connect_timeout)
             try:
                 conn.connect()
             except OSError as exc:
+                conn.close()
                 raise ForwardError(f"leader {addr} unreachable: {exc}", sent=False) from exc
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             pool[addr] = conn
         return conn
 
     def forward(
-        self, addr: str, method: str, path: str, body: bytes | None, timeout: float | None = None
+        self,
+        addr: str,
+        method: str,
+        path: str,
+        body: bytes | None,
+        timeout: float | None = None,
+        still_leader: Callable[[], bool] | None = None,
     ) -> tuple[int, str, bytes]:
         """Send one request to ``addr`` (HOST:PORT); return (status, content type, body).
-        ``timeout`` bounds the wait for the answer (default: the forwarder's)."""
+
+        ``timeout`` bounds the wait for the answer (default: the forwarder's);
+        ``still_leader`` is polled while waiting and ends the wait (unknown outcome)
+        once it returns False."""
         conn = self._conn(addr)
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout or self._timeout)
+        deadline = time.monotonic() + (timeout or self._timeout)
         headers = {FORWARDED_HEADER: self._node_id}
         if body is not None:
             headers["Content-Type"] = "application/json"
         try:
+            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             conn.request(method, path, body=body, headers=headers)
+            self._await_answer(conn, addr, deadline, still_leader)
+            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             resp = conn.getresponse()
             data = resp.read()
+        except ForwardError:
+            self._drop(addr, conn)
+            raise
         except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            self._local.pool.pop(addr, None)
+            self._drop(addr, conn)
             raise ForwardError(f"forwarding to leader {addr} failed: {exc}", sent=True) from exc
         if resp.will_close:
-            conn.close()
-            self._local.pool.pop(addr, None)
+            self._drop(addr, conn)
         return resp.status, resp.getheader("Content-Type", "application/json"), data
+
+    @staticmethod
+    def _await_answer(
+        conn: http.client.HTTPConnection,
+        addr: str,
+        deadline: float,
+        still_leader: Callable[[], bool] | None,
+    ) -> None:
+        """Wait until the answer starts to arrive; give up when the leader changes."""
+        sock = conn.sock
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ForwardError(f"forwarding to leader {addr} failed: timed out", sent=True)
+            wait = left if still_leader is None else min(POLL_INTERVAL, left)
+            readable, _, _ = select.select([sock], [], [], wait)
+            if readable:
+                return
+            if still_leader is not None and not still_leader():
+                raise ForwardError(
+                    f"{LEADERSHIP_LOST} (forwarded to {addr}, which is no longer the leader)",
+                    sent=True,
+                )

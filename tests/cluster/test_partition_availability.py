@@ -1,0 +1,104 @@
+"""Availability with the leader cut off (root only): no request may wait out the partition.
+
+A follower that forwarded a write to the leader just before the leader was partitioned
+away must answer (503, or an unknown outcome) once it sees the leader gone, not hang
+until its forwarding timeout; and the majority must take writes again within ~3 s.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.cluster.helpers import execute
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+]
+
+#: a follower sees a silent leader within its election timeout (0.8-1.6 s); margin for a
+#: loaded machine
+FOLLOWER_ANSWER_BOUND = 4.0
+#: election (<= 1.6 s plus a vote round) and the first commit of the new leader
+MAJORITY_WRITE_BOUND = 4.0
+
+
+def _connect(url: str, timeout: float) -> http.client.HTTPConnection:
+    parts = urlsplit(url)
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+
+
+def _insert(conn: http.client.HTTPConnection, x: int) -> tuple[int, object]:
+    body = json.dumps([["INSERT INTO t VALUES (?)", x]])
+    conn.request("POST", "/db/execute", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read().decode()
+    try:
+        return resp.status, json.loads(data)
+    except ValueError:
+        return resp.status, data
+
+
+def _ok(status: int, answer: object) -> bool:
+    return (
+        status == 200
+        and isinstance(answer, dict)
+        and "error" not in answer
+        and all("error" not in r for r in answer.get("results", [{"error": "none"}]))
+    )
+
+
+def test_partitioned_leader_does_not_stall_followers_or_the_majority(make_cluster) -> None:
+    c = make_cluster(3, netns=True)
+    lead = c.wait_for_leader(30)
+    followers = [n for n in c.nodes() if n.id != lead.id]
+    execute(lead.url, [["CREATE TABLE t (x INTEGER)"]])
+    # a kept-alive client connection: the follower's thread for it keeps its forwarding
+    # connection to the leader open, so the next write is sent before anyone notices
+    via = _connect(followers[0].url, timeout=30.0)
+    try:
+        status, answer = _insert(via, 1)
+        assert _ok(status, answer), (status, answer)
+
+        c.partition([[lead.id], [f.id for f in followers]])
+        t0 = time.monotonic()
+        status, answer = _insert(via, 2)
+        took = time.monotonic() - t0
+    finally:
+        via.close()
+    assert took < FOLLOWER_ANSWER_BOUND, (
+        f"follower {followers[0].id} answered a write forwarded to the cut-off leader only "
+        f"after {took:.2f}s: {status} {answer!r}"
+    )
+    assert not _ok(status, answer), "a cut-off leader cannot have committed the write"
+    assert status == 503 or (status == 200 and isinstance(answer, dict) and answer.get("error"))
+
+    tries: list[str] = []
+    deadline = t0 + MAJORITY_WRITE_BOUND
+    while True:
+        node = followers[len(tries) % 2]
+        left = deadline - time.monotonic()
+        assert left > 0, f"no write through the majority within {MAJORITY_WRITE_BOUND}s: {tries}"
+        conn = _connect(node.url, timeout=left)
+        try:
+            status, answer = _insert(conn, 3)
+        except OSError as exc:
+            tries.append(f"{node.id}: {exc}")
+            continue
+        finally:
+            conn.close()
+        if _ok(status, answer):
+            break
+        tries.append(f"{node.id}: {status} {answer!r}"[:200])
+        time.sleep(0.05)  # the majority is electing: poll it, bounded by the deadline
+    recovered = time.monotonic() - t0
+    c.heal()
+    c.wait_for_leader(30)
+    print(f"follower answered in {took:.2f}s; majority wrote after {recovered:.2f}s")
