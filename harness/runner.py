@@ -205,8 +205,10 @@ class _Run:
             self.result.exit_code = EXIT_HARNESS
             self.result.reason = f"{type(e).__name__}: {e}"
         finally:
-            self._teardown()
-        self._summarise()
+            try:
+                self._teardown()
+            finally:
+                self._summarise()  # also when interrupted: run.json keeps what happened
 
     def _phases(self) -> None:
         from .cluster.base import ClusterError
@@ -291,13 +293,19 @@ class _Run:
             ("cluster", lambda: self.cluster and self.cluster.stop()),
             ("history", lambda: self.recorder and self.recorder.close()),
         ]
+        interrupted: BaseException | None = None
         for name, step in steps:
             try:
                 step()
+            except (KeyboardInterrupt, _Terminated) as e:  # a second Ctrl-C: finish anyway
+                log.warning("interrupted while stopping %s; stopping the rest", name)
+                interrupted = interrupted or e
             except Exception as e:
                 log.warning("teardown of %s failed: %s", name, e)
                 if self.result.reason is None and self.result.exit_code == EXIT_HARNESS:
                     self.result.reason = f"teardown of {name} failed: {e}"
+        if interrupted is not None:
+            raise interrupted
 
     def _summarise(self) -> None:
         counts = self.workload.ops.counts if self.workload else {}

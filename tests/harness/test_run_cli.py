@@ -123,6 +123,7 @@ def test_a_signalled_run_tears_everything_down(tmp_path, sig):
             os.kill(node["pid"], 0)
     run_info = json.loads((out / "run.json").read_text())
     assert run_info["exit"] == 2 and "interrupted" in run_info["reason"]
+    assert run_info["summary"]["ops"]["publish"]["ok"] > 0
     assert _lines(out / "history.jsonl") > 50  # what was recorded stays checkable
 
 
