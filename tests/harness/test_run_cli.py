@@ -154,3 +154,35 @@ def test_plot_without_a_history_exits_2(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "history.jsonl") in err and "cannot read" in err
+
+
+def test_progress_line_and_summary_table():
+    import collections
+    import io
+
+    from rich.console import Console
+
+    from harness.progress import Progress, summary_table
+
+    counts = collections.Counter({("claim", "ok"): 5, ("ack", "ok"): 4, ("ack", "fail"): 2})
+    p = Progress("leader-failover (rqueue)", 30, lambda: counts, lambda: "kill-leader ['n1']")
+    p.set_phase("workload")
+    line = p.line().plain
+    assert "[workload]" in line and "/30s" in line
+    assert "ok 9" in line and "fail 2" in line and "info 0" in line
+    assert "fault: kill-leader ['n1']" in line
+    summary = {
+        "scenario": "leader-failover",
+        "verdict": "ANOMALIES",
+        "ops": {"ack": {"ok": 4, "fail": 2}},
+        "faults": {"kill-leader": 2},
+        "anomalies": {"lost": 1, "fifo-violation": 0},
+        "nemesis_errors": ["kill-leader: no leader to target within 5s"],
+        "run_dir": "results/x",
+    }
+    out = io.StringIO()
+    Console(file=out, width=120).print(summary_table(summary))
+    text = out.getvalue()
+    for part in ("ANOMALIES", "ok 4  fail 2", "kill-leader×2", "lost 1", "no leader", "results/x"):
+        assert part in text
+    assert "fifo-violation" not in text
