@@ -17,7 +17,7 @@ from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
 from ._models import Call, Lease, Result
-from ._statements import Statements
+from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
 #: httpx errors raised before the request could reach a server
@@ -53,6 +53,7 @@ class AsyncRqliteTransport:
         read_consistency: str = "strong",
         clock: Callable[[], float] | None = None,
         server_clock: bool | None = None,
+        clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
     ) -> AsyncRqliteTransport:
@@ -67,6 +68,7 @@ class AsyncRqliteTransport:
             read_consistency=read_consistency,
             clock=clock,
             server_clock=server_clock,
+            clock_tolerance=clock_tolerance,
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
         )

@@ -12,7 +12,7 @@ from . import _validate
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Credentials, Endpoints, parse_urls
 from ._models import Call, Lease
-from ._statements import Statements
+from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
 
 _warned_worker_clock = False
@@ -34,6 +34,7 @@ class Settings:
     read_consistency: str
     clock: Callable[[], float]
     server_clock: bool | None
+    clock_tolerance: float
     assume_version: str | None
     dedup_ttl: float
 
@@ -50,6 +51,7 @@ class Settings:
         read_consistency: str = "strong",
         clock: Callable[[], float] | None = None,
         server_clock: bool | None = None,
+        clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
     ) -> Settings:
@@ -76,6 +78,7 @@ class Settings:
             read_consistency=read_consistency,
             clock=clock or time.time,
             server_clock=server_clock,
+            clock_tolerance=_validate.seconds("clock_tolerance", clock_tolerance, allow_zero=True),
             assume_version=_validate.optional_text("assume_version", assume_version),
             dedup_ttl=_validate.seconds("dedup_ttl", dedup_ttl, allow_zero=False),
         )
@@ -97,7 +100,9 @@ class Settings:
                 f"(needs rqlite >= {'.'.join(map(str, TIME_REWRITING))}, "
                 f"it reports {server.version or 'no version'})"
             )
-        statements = statements_class(server_clock=use_server, clock=self.clock)
+        statements = statements_class(
+            server_clock=use_server, clock=self.clock, clock_tolerance=self.clock_tolerance
+        )
         return QueueCore(
             statements,
             server,

@@ -32,6 +32,8 @@ SERVER_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 #: resolution of the server clock: rqlite prints the rewritten ``now`` as a Julian day
 #: with six decimals, so each server timestamp is rounded by up to half of this
 SERVER_CLOCK_STEP = 86400.0 / 1e6
+#: default bound on how far apart the clocks that stamp and check a lease may be
+DEFAULT_CLOCK_TOLERANCE = 0.25
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
 PARKED = "__parked__"
 
@@ -54,13 +56,21 @@ class Statements:
     from ``clock()`` on this worker (old rqlite without time rewriting).
     """
 
-    def __init__(self, *, server_clock: bool, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        *,
+        server_clock: bool,
+        clock: Callable[[], float],
+        clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
+    ) -> None:
         self.server_clock = server_clock
         self.clock = clock
-        #: a lease (or park) counts as lapsed only this much after its stored expiry:
-        #: two rounded server timestamps differ from real time by up to one step, and
-        #: without the margin a claim could take a group whose lease has not yet run out
-        self.lapse_margin = SERVER_CLOCK_STEP if server_clock else 0.0
+        #: a lease (or park) counts as lapsed only this long after its stored expiry: the
+        #: clocks that stamp and check it (nodes, or workers without server time) may
+        #: disagree by up to ``clock_tolerance``, and two rounded server timestamps differ
+        #: from real time by up to one step; without the margin a claim could take a group
+        #: whose lease has not yet run out
+        self.lapse_margin = clock_tolerance + (SERVER_CLOCK_STEP if server_clock else 0.0)
 
     # -- rendering ----------------------------------------------------------------------
     def stmt(self, sql: str, *params: Any) -> Stmt:

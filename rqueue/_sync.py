@@ -24,7 +24,7 @@ from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
 from ._models import Call, Lease, Result
-from ._statements import Statements
+from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
 #: no connection (refused, unresolvable, connect timeout) or a failed TLS handshake:
@@ -103,6 +103,7 @@ class RqliteTransport:
         read_consistency: str = "strong",
         clock: Callable[[], float] | None = None,
         server_clock: bool | None = None,
+        clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
     ) -> RqliteTransport:
@@ -115,7 +116,10 @@ class RqliteTransport:
         enables basic auth; ``ca_bundle`` names a CA file for HTTPS. ``clock`` (epoch
         seconds) is used for lease times only on servers without time rewriting (rqlite
         < 8.33) or with ``server_clock=False``. ``assume_version`` overrides the detected
-        server version (to exercise older protocols).
+        server version (to exercise older protocols). ``clock_tolerance`` (seconds,
+        default 0.25) bounds how far apart the clocks that stamp and check a lease may be;
+        a lapsed lease is claimable again only that long (plus one server-clock step of
+        86.4 ms) after it expired.
         """
         settings = Settings.build(
             url,
@@ -127,6 +131,7 @@ class RqliteTransport:
             read_consistency=read_consistency,
             clock=clock,
             server_clock=server_clock,
+            clock_tolerance=clock_tolerance,
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
         )

@@ -25,11 +25,13 @@ class Clock:
 class Queue:
     """The core bound to an executor: each method runs one operation."""
 
-    def __init__(self, executor: SqliteExecutor, version: str = "v8.36.0") -> None:
+    def __init__(
+        self, executor: SqliteExecutor, version: str = "v8.36.0", clock_tolerance: float = 0.0
+    ) -> None:
         self.clock = Clock()
         self.ex = executor
         self.core = QueueCore(
-            Statements(server_clock=False, clock=self.clock),
+            Statements(server_clock=False, clock=self.clock, clock_tolerance=clock_tolerance),
             ServerInfo.from_version(version),
             origin="test",
         )
@@ -114,6 +116,17 @@ def test_lapsed_lease_is_claimable_and_its_ack_is_fenced(q: Queue) -> None:
     q.ack(new)
     assert q.ex.sql("SELECT count(*) FROM messages") == [(0,)]
     assert q.ex.sql("SELECT count(*) FROM groups") == [(0,)]
+
+
+def test_a_lapsed_lease_waits_out_the_clock_tolerance(executor: SqliteExecutor) -> None:
+    q = Queue(executor, clock_tolerance=0.5)
+    q.publish("g")
+    old = q.claim(visibility=2.0)
+    q.clock.now += 2.4  # expired, but within the tolerance: the group is still in flight
+    assert q.claim() is None
+    q.clock.now += 0.2
+    new = q.claim()
+    assert new is not None and new.seq == old.seq and new.token != old.token
 
 
 def test_expired_lease_ack_refused_even_if_nobody_reclaimed(q: Queue) -> None:
