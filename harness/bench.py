@@ -13,7 +13,8 @@ Measured in this order, each on a queue prepared for it:
 
 Every worker has its own client; leases are long (nothing lapses mid-run). The results
 go to ``bench.json`` with the targets checked as ratios of figures from this run, a plot
-``bench.png`` and a printed table. The queue's tables are emptied and dropped between
+``bench.png``, Markdown tables ``bench.md`` (what docs/performance.md quotes) and a
+printed table. The queue's tables are emptied and dropped between
 measurements: never point ``--urls`` at a cluster whose queue you want to keep.
 """
 
@@ -311,7 +312,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "single-INSERT rate, publish (single and batched), rqueue claims and claim+ack "
             "cycles, the seed-reference design's cycles, claim latency with a small and a "
             "1,000,000-message backlog, and 64 threads vs 64 asyncio tasks. Prints a "
-            "table, writes bench.json and bench.png to the output folder, and checks the "
+            "table, writes bench.json, bench.md and bench.png to the output folder, and checks the "
             "targets of issue 6 as ratios of figures from this run."
         ),
         epilog=(
@@ -508,7 +509,7 @@ def main_bench(args: argparse.Namespace) -> int:
 def _bench_on_cluster(args, settings: BenchSettings, out: Path, progress) -> dict[str, Any]:
     from rich.console import Console
 
-    from .bench_report import plot, tables
+    from .bench_report import markdown, plot, tables
     from .cluster.base import Cluster
 
     cluster: Cluster
@@ -537,10 +538,11 @@ def _bench_on_cluster(args, settings: BenchSettings, out: Path, progress) -> dic
     doc["command"] = command_line(args)
     (out / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
     plot(doc, out / "bench.png")
+    (out / "bench.md").write_text(markdown(doc))
     console = Console()
     for table in tables(doc):
         console.print(table)
-    console.print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    console.print(f"wrote bench.json, bench.md and bench.png in {out}")
     return doc
 
 

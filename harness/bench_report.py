@@ -269,3 +269,77 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+# -- markdown (for docs/performance.md) ------------------------------------------------------
+def markdown(doc: dict[str, Any]) -> str:
+    """The run's figures as Markdown tables: what docs/performance.md quotes."""
+    levels = sorted({r["concurrency"] for r in doc["store_insert"]})
+    head = "| operation | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in levels)
+    rule = "|---|" + "---:|" * len(levels)
+    lines = [
+        f"Command: `{doc.get('command', 'python -m harness bench')}`  ",
+        f"Cluster: {doc['cluster']['engine']}, {doc['cluster']['nodes']} nodes; "
+        f"{doc['machine']['cpus']} CPUs; load average before/after "
+        f"{doc['machine']['load_before'][0]:.1f} / {doc['machine']['load_after'][0]:.1f}; "
+        f"{doc['settings']['seconds']:g} s per figure; run {doc['started']}.",
+        "",
+        "Throughput in operations/s (ratio to the store's INSERTs/s at the same concurrency), "
+        "then p50 / p99 latency in ms:",
+        "",
+        head + " |",
+        rule,
+    ]
+    for label, key in SERIES:
+        cells = []
+        for c in levels:
+            r = _row(doc[key], c)
+            ratio = _ratio(_rate(doc[key], c), _rate(doc["store_insert"], c))
+            if r is None:
+                cells.append("-")
+                continue
+            text = f"{r['per_second']:,.0f}"
+            if key != "store_insert" and ratio is not None:
+                text += f" ({ratio:.2f})"
+            cells.append(f"{text}<br>{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} ms")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| publish | concurrency | messages/s | p50 / p99 ms |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in doc["publish"]:
+        mode = "single `publish`" if r["batch"] == 1 else f"`publish_many` of {r['batch']}"
+        lines.append(
+            f"| {mode} | {r['concurrency']} | {r['messages_per_second']:,.0f} | "
+            f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
+        )
+    lines += [
+        "",
+        "| claim latency, one claimer | groups | p50 ms | p99 ms |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in doc["claim_latency"]:
+        lines.append(
+            f"| {r['backlog']:,} queued | {r['groups']:,} | {_ms(r['p50_ms'])} | "
+            f"{_ms(r['p99_ms'])} |"
+        )
+    lines += [
+        "",
+        "| claim+ack cycles | concurrency | cycles/s | p50 / p99 ms |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in doc["sync_vs_async"]:
+        lines.append(
+            f"| {r['mode']} | {r['concurrency']} | {r['per_second']:,.0f} | "
+            f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
+        )
+    lines += ["", "| target | ratio | required | met |", "|---|---:|---:|:---:|"]
+    for t in doc["targets"]:
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        bound = f"{'≤' if t['at_most'] else '≥'} {t['required']:.2f}"
+        lines.append(
+            f"| {t['name']} ({t['detail']}) | {value} | {bound} | "
+            f"{'yes' if t['met'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"

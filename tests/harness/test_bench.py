@@ -39,6 +39,8 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
     assert code in (0, 1), "2 means the benchmark itself failed"
     doc = json.loads((out / "bench.json").read_text())
     assert (out / "bench.png").stat().st_size > 0
+    md = (out / "bench.md").read_text()
+    assert "| rqueue claim+ack |" in md and "| target | ratio | required | met |" in md
     assert doc["cluster"]["engine"] == "embedded" and doc["cluster"]["nodes"] == 3
     for key in ("store_insert", "rqueue_claim", "rqueue_cycle", "seed_cycle"):
         assert [r["concurrency"] for r in doc[key]] == [1, 8], key
