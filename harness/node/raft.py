@@ -155,6 +155,44 @@ class RaftStore(SyncObj):
             raise NotApplied(_DEFINITE[err])
         raise OutcomeUnknown(LEADERSHIP_LOST)
 
+    # -- log repair -----------------------------------------------------------------------
+    def _SyncObj__onMessageReceived(self, node: Any, message: dict) -> None:
+        """Drop a conflicting log suffix before PySyncObj handles an ``append_entries``.
+
+        PySyncObj answers a ``prevLogTerm`` mismatch with "retry from ``prevLogIdx``" but
+        keeps the conflicting entries, and answers every later pipelined batch (whose
+        ``prevLogIdx`` lies beyond this node's log) with "retry from the end of my log".
+        The last answer wins on the leader, so a node that rejoins with uncommitted
+        entries of its own (an ex-leader cut off while clients wrote to it) is sent back
+        to the end of its log forever under load and never catches up (seen: a follower
+        stuck 20 s at the commit index it had when it rejoined), and with it the majority
+        cannot commit when the next leader is cut off. Raft's own rule fixes it: an entry
+        that conflicts with the leader's (same index, other term) and all that follow it
+        are deleted; they cannot be committed (the leader holds every committed entry,
+        and log matching would make the two logs equal up to there). Then every answer
+        names the same retry point and the leader walks back to the match.
+        """
+        if message.get("type") == "append_entries" and "transmission" not in message:
+            self._drop_conflicting_suffix(message)
+        super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+
+    def _drop_conflicting_suffix(self, message: dict) -> None:
+        prev_idx, prev_term = message.get("prevLogIdx"), message.get("prevLogTerm")
+        if prev_idx is None or message.get("term", -1) < self.raftCurrentTerm:
+            return
+        if prev_idx <= max(self.raftCommitIndex, self.raftLastApplied):
+            return  # committed here: it matches the leader's
+        ours = self._SyncObj__getEntries(prev_idx, 1)  # type: ignore[attr-defined]
+        if ours and ours[0][2] != prev_term:
+            log.info(
+                "log conflict at index %d (term %s here, %s at the leader): dropping it and "
+                "what follows",
+                prev_idx,
+                ours[0][2],
+                prev_term,
+            )
+            self._SyncObj__deleteEntriesFrom(prev_idx)  # type: ignore[attr-defined]
+
     # -- snapshots ------------------------------------------------------------------------
     def _write_snapshot(self, filename: str, raft_data: Any) -> None:
         image = self._db.serialize()
