@@ -25,17 +25,6 @@ PLOT_FILES = ("throughput.png", "latency.png", "report.md")
 SCENARIOS = {s.name: s for s in list_scenarios()}
 NOT_ROOT = os.geteuid() != 0
 
-#: rqlite (and the embedded node, which follows it) rewrites 'now' to a julian day
-#: printed with 6 decimals: server time comes in steps of 86.4 ms, so a lease can lapse
-#: up to that much early on the server. Until rqueue claims with a grace period, a
-#: duplicate-group-lease within that edge (plus the scenario's node skew) is this known
-#: issue and the test xfails; any other anomaly, or a wider one, fails it.
-TIME_STEP = 0.0864
-KNOWN_EDGE_REASON = (
-    "known rqueue issue: server time steps of 86.4 ms (julian day %f) plus node skew "
-    "let a lapsed lease be re-claimed just before the claim's visibility ends"
-)
-
 
 def _params(names):
     out = []
@@ -85,31 +74,6 @@ def assert_no_cluster_left(result) -> None:
             assert member["netns"] not in left
 
 
-def known_lease_edge(result, scenario: str) -> bool:
-    """Are all anomalies duplicate leases inside the known server-time edge?"""
-    counts = {k: v["count"] for k, v in result.check["anomalies"].items() if v["count"]}
-    if set(counts) != {"duplicate-group-lease"}:
-        return False
-    skew = max(
-        (abs(f.offset) for f in SCENARIOS[scenario].faults if f.kind == "clock-skew-node"),
-        default=0.0,
-    )
-    events = [json.loads(x) for x in (result.run_dir / "history.jsonl").read_text().splitlines()]
-    examples = result.check["anomalies"]["duplicate-group-lease"]["examples"]
-    for ex in examples:
-        claim1, claim1_ok, claim2_ok = events[ex[0]], events[ex[1]], events[ex[-1]]
-        end = claim1["time"] + claim1_ok["value"]["visibility"]
-        if not 0 <= end - claim2_ok["time"] <= TIME_STEP + skew + 0.005:
-            return False
-        token = claim1_ok["value"]["token"]
-        if any(
-            e["f"] == "extend" and e["type"] == "ok" and e["value"].get("token") == token
-            for e in events
-        ):
-            return False  # the window was stretched: not the plain edge
-    return len(examples) == counts["duplicate-group-lease"]
-
-
 @pytest.mark.parametrize("scenario", FAULT_SCENARIOS)
 def test_rqueue_is_valid_under_every_scenario(run_scenario, scenario):
     result = run_scenario(scenario, time=BRIEF, plots=False)
@@ -121,8 +85,6 @@ def test_rqueue_is_valid_under_every_scenario(run_scenario, scenario):
     assert set(result.summary["faults"]) == kinds  # every kind of fault struck
     assert not result.summary.get("nemesis_errors")
     assert_no_cluster_left(result)
-    if result.exit_code == 1 and known_lease_edge(result, scenario):
-        pytest.xfail(KNOWN_EDGE_REASON)
     assert result.exit_code == 0 and check["valid"] is True, check["anomalies"]
 
 
