@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -206,3 +209,32 @@ def test_targets_missed():
     assert not found["claims/s vs INSERTs/s at concurrency 8"].met
     assert not found["claim p50 with 1,000,000 queued vs with 1,000"].met
     assert not found["64 async tasks vs 64 threads, claim+ack cycles/s"].met
+
+
+def test_sigterm_stops_the_cluster_and_exits_2(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "bench", "--out", str(out), *TINY[:-1]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in proc.stderr:  # progress lines; the cluster is up at the first measurement
+            lines.append(line)
+            if "store: single-statement INSERTs" in line:
+                break
+        else:
+            pytest.fail(f"the bench never started measuring: {''.join(lines)}")
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2
+    assert "interrupted (signal 15); cluster stopped" in rest
+    state = json.loads((out / "cluster" / "cluster.json").read_text())
+    for node in state["nodes"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(node["pid"], 0)
