@@ -285,17 +285,21 @@ def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -
     """After an unknown outcome, what a row lookup proves: "retry", "lost" or "unknown".
 
     ``rows`` is the lookup's result: ``[(locked_by, live)]`` or empty (row deleted).
+    The unknown attempt may still be applied *after* the lookup (it can sit unread in a
+    paused leader's socket, then be proposed when that node wakes up), with the ``now``
+    it was stamped with when the lease was live. So "lost" needs a row that such a late
+    attempt can no longer match: one leased to another token (or released).
     """
     found = list(rows)
     if not found:
         return "unknown"  # deleted: by our ack, or by whoever held it after us
     locked_by, live = found[0][0], bool(found[0][1])
-    if locked_by == token and live:
-        return "retry"  # still ours: the write did not apply; trying again is safe
+    if locked_by == token:
+        # live: the write did not apply yet; trying again is safe (a repeat is a no-op
+        # once either applies). Lapsed: a late attempt may still apply, so unknown.
+        return "retry" if live else "unknown"
     if what == "ack":
-        return "lost"  # the row exists, so our delete did not happen, and it is not ours
-    if what == "nack" and locked_by == token:
-        return "lost"  # a nack would have changed locked_by: not applied, lease expired
+        return "lost"  # held by another token or released: our delete can never match
     return "unknown"
 
 
