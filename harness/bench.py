@@ -36,9 +36,12 @@ from typing import Any
 from . import bench_queue as queue
 from . import bench_store as store
 from .bench_load import Load, percentile_ms, run_tasks, run_threads
+from .subjects import Subject
 
 EXIT_OK, EXIT_MISSED, EXIT_HARNESS = 0, 1, 2
 BENCH_FORMAT = 1
+Doc = dict[str, Any]  # the bench.json document being built
+Say = Callable[[str], None]  # where progress lines go
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,7 @@ class Progress:
 
 
 # -- the run -------------------------------------------------------------------------------
-def run_bench(
-    urls: list[str], settings: BenchSettings, progress: Callable[[str], None]
-) -> dict[str, Any]:
+def run_bench(urls: list[str], settings: BenchSettings, progress: Say) -> Doc:
     """Measure everything on the cluster at ``urls`` (leader first); the bench.json dict."""
     from .subjects import get_subject
 
@@ -120,7 +121,7 @@ def run_bench(
         _claims(rqueue, urls, http, s, doc, progress)
         _threads_vs_tasks(rqueue, urls, http, s, doc, progress)
         progress(f"claim latency: {s.small_backlog:,} queued")
-        _reset(http)
+        store.empty_queue(http)
         queue.fill(
             rqueue,
             urls,
@@ -157,7 +158,9 @@ def run_bench(
     return doc
 
 
-def _store_limit(http, urls, s: BenchSettings, doc, progress) -> None:
+def _store_limit(
+    http: store.Http, urls: list[str], s: BenchSettings, doc: Doc, progress: Say
+) -> None:
     store.create_insert_table(http)
     for c in s.concurrency:
         progress(f"store: single-statement INSERTs at concurrency {c}")
@@ -170,13 +173,15 @@ def _store_limit(http, urls, s: BenchSettings, doc, progress) -> None:
     http.execute([f"DROP TABLE {store.INSERT_TABLE}"])
 
 
-def _publish(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+def _publish(
+    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
+) -> None:
     for c in s.concurrency:
         for batch in (1, s.publish_batch):
             progress(
                 f"publish: {'single' if batch == 1 else f'batches of {batch}'}, concurrency {c}"
             )
-            _reset(http)
+            store.empty_queue(http)
             if batch == 1:
                 load = run_threads(
                     lambda i: queue.publish_worker(subject, urls, i), c, s.seconds, s.warmup
@@ -194,10 +199,12 @@ def _publish(subject, urls, http, s: BenchSettings, doc, progress) -> None:
             doc["publish"].append(row)
 
 
-def _claims(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+def _claims(
+    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
+) -> None:
     for c in s.concurrency:
         progress(f"rqueue: claims alone at concurrency {c} ({s.claim_backlog:,} groups queued)")
-        _reset(http)
+        store.empty_queue(http)
         queue.fill(
             subject,
             urls,
@@ -213,12 +220,14 @@ def _claims(subject, urls, http, s: BenchSettings, doc, progress) -> None:
         doc["rqueue_cycle"].append(_cycles(subject, urls, http, s, c, progress))
 
 
-def _cycles(subject, urls, http, s: BenchSettings, c: int, progress) -> dict[str, Any]:
+def _cycles(
+    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, c: int, progress: Say
+) -> dict[str, Any]:
     progress(
         f"{subject.name}: claim+ack cycles at concurrency {c} "
         f"({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
     )
-    _reset(http)
+    store.empty_queue(http)
     queue.fill(
         subject,
         urls,
@@ -232,12 +241,14 @@ def _cycles(subject, urls, http, s: BenchSettings, c: int, progress) -> dict[str
     return load.to_json()
 
 
-def _threads_vs_tasks(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+def _threads_vs_tasks(
+    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
+) -> None:
     n = s.async_concurrency
     row = _cycles(subject, urls, http, s, n, progress)
     doc["sync_vs_async"].append({"mode": "threads", **row})
     progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop")
-    _reset(http)
+    store.empty_queue(http)
     queue.fill(
         subject,
         urls,
@@ -251,7 +262,9 @@ def _threads_vs_tasks(subject, urls, http, s: BenchSettings, doc, progress) -> N
     doc["sync_vs_async"].append({"mode": "tasks", **load.to_json()})
 
 
-def _latency(subject, urls, s: BenchSettings, backlog: int, groups: int) -> dict[str, Any]:
+def _latency(
+    subject: Subject, urls: list[str], s: BenchSettings, backlog: int, groups: int
+) -> dict[str, Any]:
     queue.claim_latencies(subject, urls, min(20, s.samples))  # warm-up, not recorded
     lat = queue.claim_latencies(subject, urls, s.samples)
     return {
@@ -263,15 +276,13 @@ def _latency(subject, urls, s: BenchSettings, backlog: int, groups: int) -> dict
     }
 
 
-def _seed(subject, urls, http, s: BenchSettings, doc, progress) -> None:
+def _seed(
+    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
+) -> None:
     store.drop_queue(http)  # the seed makes its own schema: no head_seq, no indexes
     for c in s.concurrency:
         doc["seed_cycle"].append(_cycles(subject, urls, http, s, c, progress))
     store.drop_queue(http)
-
-
-def _reset(http: store.Http) -> None:
-    store.empty_queue(http)
 
 
 def _r(v: float | None) -> float | None:
@@ -506,7 +517,9 @@ def main_bench(args: argparse.Namespace) -> int:
     return EXIT_OK if all(t["met"] for t in doc["targets"]) else EXIT_MISSED
 
 
-def _bench_on_cluster(args, settings: BenchSettings, out: Path, progress) -> dict[str, Any]:
+def _bench_on_cluster(
+    args: argparse.Namespace, settings: BenchSettings, out: Path, progress: Say
+) -> Doc:
     from rich.console import Console
 
     from .bench_report import markdown, plot, tables

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,7 +73,7 @@ def create_insert_table(http: Http) -> None:
     )
 
 
-def insert_step(http: Http, worker: int) -> Any:
+def insert_step(http: Http, worker: int) -> Callable[[], bool]:
     """A load step: one single-statement, parameterised INSERT."""
     stmt = [[f"INSERT INTO {INSERT_TABLE} (k, v) VALUES (?, ?)", worker, "x" * 32]]
 
