@@ -206,6 +206,12 @@ class AsyncRqliteTransport:
         body = json.dumps(call.body()).encode()
         while True:
             url, timeout = attempts.next()
+            probe = attempts.probe(url)
+            if probe is not None and not await self._probe(attempts, url, probe):
+                pause = attempts.pause()
+                if pause:
+                    await asyncio.sleep(pause)
+                continue
             try:
                 response = await self._client.request(
                     "POST", url, path, body, timeout, min(CONNECT_TIMEOUT, timeout)
@@ -222,6 +228,15 @@ class AsyncRqliteTransport:
             pause = attempts.pause()
             if pause:
                 await asyncio.sleep(pause)
+
+    async def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
+        """Ask a node we fail over to whether it is ready, before sending it the call."""
+        try:
+            response = await self._client.request("GET", url, "/readyz", None, timeout, timeout)
+        except AioError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {describe_error(exc)})")
+            return False
+        return attempts.probe_answered(url, response.status, response.text)
 
 
 async def _detect(

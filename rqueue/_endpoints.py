@@ -83,6 +83,8 @@ class Endpoints:
 
     Pure state, no I/O: the transports call :meth:`current`, then :meth:`failed` or
     :meth:`succeeded`, and ask :meth:`round_done` whether every node failed in a row.
+    A node is :meth:`trusted` while it is the last one that answered a call
+    successfully; the transports probe any other node before sending it a call.
     Safe to share between threads.
     """
 
@@ -92,6 +94,7 @@ class Endpoints:
         self.urls = list(urls)
         self._index = 0
         self._failures_in_row = 0
+        self._good: str | None = None
         self._lock = threading.Lock()
 
     @property
@@ -103,13 +106,20 @@ class Endpoints:
             self._failures_in_row = 0
             if url in self.urls:
                 self._index = self.urls.index(url)
+                self._good = url
 
     def failed(self, url: str) -> None:
         """Record a failure of ``url`` and move to the next node."""
         with self._lock:
             self._failures_in_row += 1
+            if self._good == url:
+                self._good = None
             if self.urls[self._index] == url:
                 self._index = (self._index + 1) % len(self.urls)
+
+    def trusted(self, url: str) -> bool:
+        """Whether ``url`` answered the last successful call (no probe needed)."""
+        return self._good == url
 
     def round_done(self) -> bool:
         """True after every node failed once since the last success (time to back off)."""

@@ -252,6 +252,12 @@ class RqliteTransport:
         body = json.dumps(call.body()).encode()
         while True:
             url, timeout = attempts.next()
+            probe = attempts.probe(url)
+            if probe is not None and not self._probe(attempts, url, probe):
+                pause = attempts.pause()
+                if pause:
+                    time.sleep(pause)
+                continue
             try:
                 response = self._session.request("POST", url, path, body, timeout)
             except HTTPError as exc:
@@ -267,6 +273,16 @@ class RqliteTransport:
             pause = attempts.pause()
             if pause:
                 time.sleep(pause)
+
+    def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
+        """Ask a node we fail over to whether it is ready, before sending it the call."""
+        try:
+            response = self._session.request("GET", url, "/readyz", None, timeout)
+        except HTTPError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {describe_error(exc)})")
+            return False
+        text = response.data.decode("utf-8", errors="replace")
+        return attempts.probe_answered(url, response.status, text)
 
 
 def _detect(
