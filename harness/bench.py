@@ -2,7 +2,9 @@
 
 Measured in this order, each on a queue prepared for it:
 
-1. the store's limit: single-statement INSERTs/s over HTTP at each concurrency;
+1. the store's limit: single-statement INSERTs/s over HTTP at each concurrency (and
+   again right before each claim and claim+ack figure, which is compared with that
+   paired figure: the machine's load drifts over the minutes of a run);
 2. publish/s, single ``publish`` and batched ``publish_many``;
 3. rqueue claims/s alone (a pre-filled queue, one message per group) and claim+ack
    cycles/s, at each concurrency;
@@ -148,6 +150,7 @@ def run_bench(urls: list[str], settings: BenchSettings, progress: Say) -> Doc:
         doc["big_fill_seconds"] = round(time.monotonic() - t0, 1)
         progress(f"claim latency: {s.big_backlog:,} queued (filled in {doc['big_fill_seconds']} s)")
         doc["claim_latency"].append(_latency(rqueue, urls, s, s.big_backlog, s.big_groups))
+        http.execute([f"DROP TABLE IF EXISTS {store.INSERT_TABLE}"])
     finally:
         http.close()
     doc["machine"]["load_after"] = list(os.getloadavg())
@@ -164,13 +167,21 @@ def _store_limit(
     store.create_insert_table(http)
     for c in s.concurrency:
         progress(f"store: single-statement INSERTs at concurrency {c}")
+        doc["store_insert"].append(_inserts(urls, s, c).to_json())
 
-        def open_worker(i: int):
-            conn = store.Http(urls[0])
-            return store.insert_step(conn, i), conn.close
 
-        doc["store_insert"].append(run_threads(open_worker, c, s.seconds, s.warmup).to_json())
-    http.execute([f"DROP TABLE {store.INSERT_TABLE}"])
+def _inserts(urls: list[str], s: BenchSettings, c: int) -> Load:
+    def open_worker(i: int) -> tuple[Callable[[], bool], Callable[[], None]]:
+        conn = store.Http(urls[0])
+        return store.insert_step(conn, i), conn.close
+
+    return run_threads(open_worker, c, s.seconds, s.warmup)
+
+
+def _paired(load: Load, baseline: Load) -> dict[str, Any]:
+    """A row with the INSERT rate measured just before it, at the same concurrency: the
+    machine's load drifts over a run, and the ratio should compare like with like."""
+    return {**load.to_json(), "insert_per_second": round(baseline.rate, 1)}
 
 
 def _publish(
@@ -214,14 +225,21 @@ def _claims(
             messages=s.claim_backlog,
             bulk_batch=s.bulk_batch,
         )
+        baseline = _inserts(urls, s, c)
         load = run_threads(lambda i: queue.claim_worker(subject, urls, i), c, s.seconds, s.warmup)
-        doc["rqueue_claim"].append(load.to_json())
+        doc["rqueue_claim"].append(_paired(load, baseline))
     for c in s.concurrency:
         doc["rqueue_cycle"].append(_cycles(subject, urls, http, s, c, progress))
 
 
 def _cycles(
-    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, c: int, progress: Say
+    subject: Subject,
+    urls: list[str],
+    http: store.Http,
+    s: BenchSettings,
+    c: int,
+    progress: Say,
+    paired: bool = True,
 ) -> dict[str, Any]:
     progress(
         f"{subject.name}: claim+ack cycles at concurrency {c} "
@@ -237,15 +255,16 @@ def _cycles(
         messages=s.cycle_backlog,
         bulk_batch=s.bulk_batch,
     )
+    baseline = _inserts(urls, s, c) if paired else None
     load = run_threads(lambda i: queue.cycle_worker(subject, urls, i), c, s.seconds, s.warmup)
-    return load.to_json()
+    return load.to_json() if baseline is None else _paired(load, baseline)
 
 
 def _threads_vs_tasks(
     subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
 ) -> None:
     n = s.async_concurrency
-    row = _cycles(subject, urls, http, s, n, progress)
+    row = _cycles(subject, urls, http, s, n, progress, paired=False)
     doc["sync_vs_async"].append({"mode": "threads", **row})
     progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop")
     store.empty_queue(http)

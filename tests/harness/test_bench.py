@@ -49,6 +49,8 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
         assert [r["concurrency"] for r in doc[key]] == [1, 8], key
         for row in doc[key]:
             assert row["ops"] > 0 and row["errors"] == 0, (key, row)
+            if key != "store_insert":  # each compared with INSERTs measured just before
+                assert row["insert_per_second"] > 0, (key, row)
     assert {(r["concurrency"], r["batch"]) for r in doc["publish"]} == {
         (1, 1), (1, 10), (8, 1), (8, 10),
     }  # fmt: skip
@@ -202,6 +204,14 @@ def test_targets_are_ratios_of_one_run():
         "64 async tasks vs 64 threads, claim+ack cycles/s": True,
     }
     assert found["claim p50 with 1,000,000 queued vs with 1,000"].value == pytest.approx(1.45)
+
+
+def test_targets_compare_with_the_paired_insert_figure():
+    doc = _doc(claim=850.0)
+    doc["rqueue_claim"][0]["insert_per_second"] = 1100.0  # the load rose meanwhile
+    found = {t.name: t for t in targets(doc)}
+    assert found["claims/s vs INSERTs/s at concurrency 8"].value == pytest.approx(850 / 1100)
+    assert found["claim+ack cycles/s vs INSERTs/s at concurrency 8"].value == pytest.approx(0.42)
 
 
 def test_targets_missed():
