@@ -1,23 +1,19 @@
-"""``AsyncRqliteTransport``: the queue over asyncio streams and h11 (only sends and receives).
-
-The HTTP layer is :mod:`rqueue._aio` (pooled keep-alive connections per node):
-``httpx.AsyncClient`` cost about five times the client CPU per request, so 64 tasks on
-one loop managed half the claim+ack cycles of 64 threads in ``python -m harness bench``.
-"""
+"""``AsyncRqliteTransport``: the queue over ``httpx.AsyncClient`` (only sends and receives)."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
+
 from . import _validate
-from ._aio import AioError, Pools, ssl_context
-from ._attempts import CONNECT_TIMEOUT, Attempts, describe_error
+from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
@@ -26,19 +22,51 @@ from ._models import Call, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
+#: httpx errors raised before the request could reach a server (a failed TLS
+#: handshake is a ``ConnectError`` too)
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _JSON = {"Content-Type": "application/json"}
 
 
-def _pools(settings: Settings) -> Pools:
-    headers = dict(_JSON)
-    if settings.credentials is not None:
-        user, password = settings.credentials.as_tuple()
-        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        headers["Authorization"] = f"Basic {token}"
-    tls = None
-    if any(url.startswith("https:") for url in settings.urls):
-        tls = ssl_context(settings.verify, settings.ca_bundle)
-    return Pools(list(settings.urls), headers, tls)
+class _Client:
+    """One ``httpx.AsyncClient`` (a keep-alive pool per node) behind the small interface
+    both twins' I/O layers share: ``request(...) -> Reply``, raising :class:`SendError`."""
+
+    def __init__(self, settings: Settings) -> None:
+        verify: bool | ssl.SSLContext = settings.verify
+        if settings.ca_bundle:
+            verify = ssl.create_default_context(cafile=settings.ca_bundle)
+        self._client = httpx.AsyncClient(
+            auth=settings.credentials.as_tuple() if settings.credentials else None,
+            verify=verify,
+            trust_env=False,  # no proxies or .netrc from the environment
+            follow_redirects=False,
+            headers=_JSON,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        path: str,
+        body: bytes | None,
+        timeout: float,
+        connect_timeout: float,
+    ) -> Reply:
+        try:
+            response = await self._client.request(
+                method,
+                url + path,
+                content=body,
+                timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            )
+        except httpx.HTTPError as exc:
+            raise SendError(describe_error(exc), sent=not isinstance(exc, _NOT_SENT)) from exc
+        return Reply(response.status_code, response.text, response.headers)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 class AsyncRqliteTransport:
@@ -50,7 +78,7 @@ class AsyncRqliteTransport:
 
     statements_class: type[Statements] = Statements
 
-    def __init__(self, settings: Settings, client: Pools, core: QueueCore) -> None:
+    def __init__(self, settings: Settings, client: _Client, core: QueueCore) -> None:
         self._settings = settings
         self._client = client
         self._endpoints = settings.endpoints()
@@ -89,7 +117,7 @@ class AsyncRqliteTransport:
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
         )
-        client = _pools(settings)
+        client = _Client(settings)
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
@@ -216,11 +244,11 @@ class AsyncRqliteTransport:
                 response = await self._client.request(
                     "POST", url, path, body, timeout, min(CONNECT_TIMEOUT, timeout)
                 )
-            except AioError as exc:
+            except SendError as exc:
                 if exc.sent:
-                    attempts.maybe_sent(url, describe_error(exc))
+                    attempts.maybe_sent(url, str(exc))
                 else:
-                    attempts.not_sent(url, describe_error(exc))
+                    attempts.not_sent(url, str(exc))
             else:
                 results = attempts.answered(url, response.status, response.text)
                 if results is not None:
@@ -233,14 +261,14 @@ class AsyncRqliteTransport:
         """Ask a node we fail over to whether it is ready, before sending it the call."""
         try:
             response = await self._client.request("GET", url, "/readyz", None, timeout, timeout)
-        except AioError as exc:
-            attempts.not_sent(url, f"not ready (GET /readyz: {describe_error(exc)})")
+        except SendError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
             return False
         return attempts.probe_answered(url, response.status, response.text)
 
 
 async def _detect(
-    client: Pools,
+    client: _Client,
     endpoints: Endpoints,
     deadline: float,
     request_timeout: float,
@@ -254,8 +282,10 @@ async def _detect(
             response = await client.request(
                 "GET", url, "/status", None, timeout, min(CONNECT_TIMEOUT, timeout)
             )
-            body = response.json() if response.status == 200 else None
-        except (AioError, ValueError) as exc:
+            body = json.loads(response.text) if response.status == 200 else None
+        except SendError as exc:
+            attempts.not_sent(url, str(exc))
+        except ValueError as exc:
             attempts.not_sent(url, describe_error(exc))
         else:
             server = attempts.status_answered(url, response.status, response.headers, body)

@@ -9,7 +9,8 @@ These methods raise rqueue's exceptions when the call is settled badly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ._endpoints import Endpoints
@@ -28,6 +29,27 @@ PROBE_TIMEOUT = 0.5
 #: a probe answer that means "this server has no /readyz we may use": trust the node
 PROBE_UNSUPPORTED = frozenset({401, 403, 404, 405})
 _FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
+
+
+class SendError(Exception):
+    """An HTTP exchange failed in the client library; its text describes the failure.
+
+    ``sent`` is False when the request certainly never reached a server (connection
+    refused or timed out, TLS handshake failed), True when it may have.
+    """
+
+    def __init__(self, description: str, *, sent: bool) -> None:
+        super().__init__(description)
+        self.sent = sent
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer as the transports' I/O layers hand it to the core."""
+
+    status: int
+    text: str
+    headers: Mapping[str, str]
 
 
 def describe_error(exc: BaseException) -> str:

@@ -1,9 +1,4 @@
-"""``RqliteTransport``: the queue over urllib3 connection pools (only sends and receives).
-
-One keep-alive pool per node, used directly: ``requests`` on top of urllib3 cost about
-twice the client CPU per call (URL, cookie, hook and adapter handling), which showed
-as a third fewer claims/s at concurrency 8 in ``python -m harness bench``.
-"""
+"""``RqliteTransport``: the queue over ``requests.Session`` (only sends and receives)."""
 
 from __future__ import annotations
 
@@ -11,14 +6,13 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
-import urllib3
-from urllib3.exceptions import ConnectTimeoutError, HTTPError, SSLError
-from urllib3.util import make_headers
+import requests
+import urllib3.exceptions
 
 from . import _validate
-from ._attempts import CONNECT_TIMEOUT, Attempts, describe_error
+from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
@@ -27,50 +21,53 @@ from ._models import Call, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
-#: no connection (refused, unresolvable, connect timeout) or a failed TLS handshake:
-#: nothing was sent (``NewConnectionError`` is a ``ConnectTimeoutError`` in urllib3 2)
-_NOT_SENT = (ConnectTimeoutError, SSLError)
+_NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
 _JSON = {"Content-Type": "application/json"}
 
 
-class _Pools:
-    """A keep-alive connection pool per node URL, and the request target for a path."""
+def _not_sent(exc: requests.RequestException) -> bool:
+    """True when the request certainly never reached a server."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.SSLError):
+        return True  # no connection, or the TLS handshake failed: nothing was sent
+    if isinstance(exc, requests.exceptions.ConnectionError) and exc.args:
+        reason = getattr(exc.args[0], "reason", exc.args[0])
+        return isinstance(reason, _NOT_SENT_REASONS)
+    return False
+
+
+class _Session:
+    """One ``requests.Session`` (a keep-alive pool per node) behind the small interface
+    both twins' I/O layers share: ``request(...) -> Reply``, raising :class:`SendError`."""
 
     def __init__(self, settings: Settings) -> None:
-        headers = dict(_JSON)
+        session = requests.Session()
+        session.trust_env = False  # no proxies or .netrc from the environment
+        session.verify = settings.ca_bundle or settings.verify
         if settings.credentials is not None:
-            user, password = settings.credentials.as_tuple()
-            headers.update(make_headers(basic_auth=f"{user}:{password}"))
-        self.headers = headers
-        self._pools: dict[str, tuple[urllib3.HTTPConnectionPool, str]] = {}
-        for url in settings.urls:
-            tls: dict[str, Any] = {}
-            if url.startswith("https:"):
-                tls["cert_reqs"] = "CERT_REQUIRED" if settings.verify else "CERT_NONE"
-                if settings.ca_bundle:
-                    tls["ca_certs"] = settings.ca_bundle
-            pool = urllib3.connection_from_url(
-                url, maxsize=64, block=False, retries=False, headers=headers, **tls
-            )
-            self._pools[url] = (pool, urlsplit(url).path)
+            session.auth = settings.credentials.as_tuple()
+        session.headers.update(_JSON)
+        adapter = requests.adapters.HTTPAdapter(pool_connections=8, pool_maxsize=64, max_retries=0)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        self._session = session
 
     def request(
         self, method: str, url: str, path: str, body: bytes | None, timeout: float
-    ) -> urllib3.BaseHTTPResponse:
-        pool, prefix = self._pools[url]
-        return pool.urlopen(
-            method,
-            prefix + path,
-            body=body,
-            headers=self.headers,
-            timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout), read=timeout),
-            retries=False,
-            redirect=False,
-        )
+    ) -> Reply:
+        try:
+            response = self._session.request(
+                method,
+                url + path,
+                data=body,
+                timeout=(min(CONNECT_TIMEOUT, timeout), timeout),
+                allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            raise SendError(describe_error(exc), sent=not _not_sent(exc)) from exc
+        return Reply(response.status_code, response.text, response.headers)
 
     def close(self) -> None:
-        for pool, _ in self._pools.values():
-            pool.close()
+        self._session.close()
 
 
 class RqliteTransport:
@@ -83,7 +80,7 @@ class RqliteTransport:
 
     statements_class: type[Statements] = Statements
 
-    def __init__(self, settings: Settings, session: _Pools, core: QueueCore) -> None:
+    def __init__(self, settings: Settings, session: _Session, core: QueueCore) -> None:
         self._settings = settings
         self._session = session
         self._endpoints = settings.endpoints()
@@ -135,7 +132,7 @@ class RqliteTransport:
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
         )
-        session = _Pools(settings)
+        session = _Session(settings)
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
@@ -260,14 +257,13 @@ class RqliteTransport:
                 continue
             try:
                 response = self._session.request("POST", url, path, body, timeout)
-            except HTTPError as exc:
-                if isinstance(exc, _NOT_SENT):
-                    attempts.not_sent(url, describe_error(exc))
+            except SendError as exc:
+                if exc.sent:
+                    attempts.maybe_sent(url, str(exc))
                 else:
-                    attempts.maybe_sent(url, describe_error(exc))
+                    attempts.not_sent(url, str(exc))
             else:
-                text = response.data.decode("utf-8", errors="replace")
-                results = attempts.answered(url, response.status, text)
+                results = attempts.answered(url, response.status, response.text)
                 if results is not None:
                     return results
             pause = attempts.pause()
@@ -278,15 +274,14 @@ class RqliteTransport:
         """Ask a node we fail over to whether it is ready, before sending it the call."""
         try:
             response = self._session.request("GET", url, "/readyz", None, timeout)
-        except HTTPError as exc:
-            attempts.not_sent(url, f"not ready (GET /readyz: {describe_error(exc)})")
+        except SendError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
             return False
-        text = response.data.decode("utf-8", errors="replace")
-        return attempts.probe_answered(url, response.status, text)
+        return attempts.probe_answered(url, response.status, response.text)
 
 
 def _detect(
-    session: _Pools,
+    session: _Session,
     endpoints: Endpoints,
     deadline: float,
     request_timeout: float,
@@ -298,8 +293,10 @@ def _detect(
         url, timeout = attempts.next()
         try:
             response = session.request("GET", url, "/status", None, timeout)
-            body = json.loads(response.data) if response.status == 200 else None
-        except (HTTPError, ValueError) as exc:
+            body = json.loads(response.text) if response.status == 200 else None
+        except SendError as exc:
+            attempts.not_sent(url, str(exc))
+        except ValueError as exc:
             attempts.not_sent(url, describe_error(exc))
         else:
             server = attempts.status_answered(url, response.status, response.headers, body)
