@@ -461,7 +461,9 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 
 def availability(leases: list[Lease], faults: list) -> list[dict[str, Any]]:
-    """For each fault, the first lease claimed (invoked) at or after its start."""
+    """For each fault, the first lease whose claim was invoked once the fault was in
+    place (its start action completed), and how long after the fault's start it
+    returned: claims sent in the moments before a partition's rules bite do not count."""
     ordered = sorted(leases, key=_ci)
     starts = [x.ci for x in ordered]
     first_ok = [INF] * (len(ordered) + 1)
@@ -469,7 +471,8 @@ def availability(leases: list[Lease], faults: list) -> list[dict[str, Any]]:
         first_ok[i] = min(ordered[i].co, first_ok[i + 1])
     out = []
     for fault in faults:
-        t = first_ok[bisect_left(starts, fault.start)]
+        in_effect = fault.start if fault.in_effect is None else fault.in_effect
+        t = first_ok[bisect_left(starts, in_effect)]
         out.append(
             {
                 "kind": fault.kind,

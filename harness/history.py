@@ -377,6 +377,9 @@ class Fault:
     end: float | None
     start_index: int
     end_index: int | None
+    #: when the fault was in place: the completion of its start action (its invoke
+    #: time when the action had no completion)
+    in_effect: float | None = None
 
 
 def fault_intervals(events: Iterable[dict]) -> list[Fault]:
@@ -392,7 +395,7 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
     An end closes the open faults of its kind that share a target (``node``/``nodes``/
     ``target`` in the value, or a string value) or, when none does, all of them.
     """
-    actions: list[tuple[dict, str]] = []
+    actions: list[tuple[dict, str, float]] = []
     pending: dict[str, int] = {}
     for ev in events:
         if ev["process"] != NEMESIS:
@@ -400,15 +403,15 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
         typ, f = ev["type"], ev["f"]
         if typ == INVOKE:
             pending[f] = len(actions)
-            actions.append((ev, INVOKE))
+            actions.append((ev, INVOKE, ev["time"]))
             continue
         slot = pending.pop(f, None)
         if slot is None:
-            actions.append((ev, typ))
+            actions.append((ev, typ, ev["time"]))
         else:
-            actions[slot] = (actions[slot][0], typ)
+            actions[slot] = (actions[slot][0], typ, ev["time"])
     faults: list[list] = []
-    for ev, outcome in actions:
+    for ev, outcome, done in actions:
         if outcome == "fail":
             continue
         f, value = ev["f"], ev.get("value")
@@ -416,13 +419,13 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
         targets = _targets(value)
         if not ending:
             label = f"{kind} {','.join(sorted(targets))}" if targets else kind
-            faults.append([kind, label, ev["time"], None, ev["index"], None, targets])
+            faults.append([kind, label, ev["time"], None, ev["index"], None, targets, done])
             continue
         open_ = [x for x in faults if x[0] == kind and x[3] is None]
         chosen = [x for x in open_ if targets & x[6]] or open_
         for x in chosen:
             x[3], x[5] = ev["time"], ev["index"]
-    return [Fault(k, lab, s, e, si, ei) for k, lab, s, e, si, ei, _ in faults]
+    return [Fault(k, lab, s, e, si, ei, done) for k, lab, s, e, si, ei, _, done in faults]
 
 
 def _classify(f: str, value: Any) -> tuple[str, bool]:

@@ -152,3 +152,33 @@ def test_statistics_count_ops_and_availability() -> None:
     assert fault["start"] == 0.30 and fault["end"] == 0.90
     assert fault["recovery"] == pytest.approx(0.11)
     assert set(stats["latency"]["claim"]) == {"p50", "p99", "max"}
+
+
+def test_availability_counts_only_claims_sent_once_the_fault_is_in_place() -> None:
+    """A claim sent while the partition was still being applied says nothing about
+    recovery: the first lease invoked after the fault's start action completed does."""
+
+    def ev(i: int, t: float, p: Any, typ: str, f: str, value: Any) -> dict:
+        return {"index": i, "time": t, "process": p, "type": typ, "f": f, "value": value}
+
+    part = {"fault": "partition-leader", "phase": "start", "components": [["n1"], ["n2"]]}
+    heal = dict(part, phase="end")
+    claim = {"visibility": 5.0, "min_priority": 0}
+    events = [
+        ev(0, 0.0, 0, "invoke", "publish", {"group": "g", "msg": "a", "priority": 0}),
+        ev(1, 0.1, 0, "ok", "publish", {"group": "g", "msg": "a", "priority": 0}),
+        ev(2, 0.2, 0, "invoke", "publish", {"group": "h", "msg": "b", "priority": 0}),
+        ev(3, 0.3, 0, "ok", "publish", {"group": "h", "msg": "b", "priority": 0}),
+        ev(4, 1.0, "nemesis", "invoke", "partition", part),
+        ev(5, 1.01, 1, "invoke", "claim", claim),  # sent before the rules bit
+        ev(6, 1.02, 1, "ok", "claim", {"group": "g", "msg": "a", "seq": 1, "token": "t1"}),
+        ev(7, 1.2, "nemesis", "info", "partition", part),  # now in place
+        ev(8, 3.0, 2, "invoke", "claim", claim),
+        ev(9, 3.4, 2, "ok", "claim", {"group": "h", "msg": "b", "seq": 2, "token": "t2"}),
+        ev(10, 4.0, "nemesis", "invoke", "heal", heal),
+        ev(11, 4.1, "nemesis", "info", "heal", heal),
+    ]
+    events[6]["value"]["visibility"] = events[9]["value"]["visibility"] = 5.0
+    [fault] = check(events)["stats"]["availability"]
+    assert fault["start"] == 1.0
+    assert fault["recovery"] == pytest.approx(2.4)
