@@ -237,6 +237,13 @@ class _Run:
                 )
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None
+            if s.needs_partitions and not self.cluster.supports_partitions:
+                # say so before the workload, not as failed faults in the middle of it
+                raise HarnessError(
+                    f"scenario {s.name} partitions the network, which the "
+                    f"{self.cluster.engine} cluster here cannot do (it needs root on the "
+                    "machine that runs the nodes, with nsenter and iptables)"
+                )
         # the history's time 0 is the moment the cluster is up and the workload starts
         self.recorder = HistoryRecorder(self.store.history)
         # to compare server epoch times (a claim's expires_at) with the history's times
@@ -326,7 +333,7 @@ class _Run:
         self.result.summary.update(
             scenario=self.scenario.name,
             subject=self.opts.subject,
-            engine=self.opts.engine,
+            engine=self.cluster.engine if self.cluster else self.opts.engine,
             backend=self.opts.backend,
             nodes=self.scenario.nodes,
             seed=self.seed,
