@@ -284,9 +284,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
-# -- markdown (for docs/performance.md) ------------------------------------------------------
+# -- markdown (for the README) ------------------------------------------------------
 def markdown(doc: dict[str, Any]) -> str:
-    """The run's figures as Markdown tables: what docs/performance.md quotes."""
+    """The run's figures as Markdown tables: what the README's performance section quotes."""
     levels = sorted({r["concurrency"] for r in doc["store_insert"]})
     head = "| operation | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in levels)
     rule = "|---|" + "---:|" * len(levels)
