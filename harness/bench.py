@@ -23,14 +23,11 @@ measurements: never point ``--urls`` at a cluster whose queue you want to keep.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +35,7 @@ from typing import Any
 from . import bench_queue as queue
 from . import bench_store as store
 from .bench_load import Load, percentile_ms, run_tasks, run_threads
+from .interrupts import Terminated, sigterm_unwinds
 from .subjects import Subject
 
 EXIT_OK, EXIT_MISSED, EXIT_HARNESS = 0, 1, 2
@@ -313,26 +311,6 @@ def _utc() -> str:
 
 
 # -- the command ---------------------------------------------------------------------------
-class _Terminated(BaseException):
-    """SIGTERM: unwind like Ctrl-C so the cluster is stopped."""
-
-
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise _Terminated(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
@@ -525,9 +503,9 @@ def main_bench(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     progress = Progress(args.quiet)
     try:
-        with _sigterm_unwinds():
+        with sigterm_unwinds():
             doc = _bench_on_cluster(args, settings, out, progress)
-    except (KeyboardInterrupt, _Terminated) as exc:
+    except (KeyboardInterrupt, Terminated) as exc:
         print(f"harness: error: interrupted ({exc or 'Ctrl-C'}); cluster stopped", file=sys.stderr)
         return EXIT_HARNESS
     except Exception as exc:

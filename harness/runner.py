@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .interrupts import Terminated, sigterm_unwinds
 from .scenario import Scenario, ScenarioError, load_scenario
 from .store import RunStore, engine_version, versions
 
@@ -71,26 +70,6 @@ class RunResult:
         return None if self.check is None else bool(self.check.get("valid"))
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived: unwind like Ctrl-C so every ``finally`` runs."""
-
-
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise _Terminated(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def resolve(opts: RunOptions) -> Scenario:
     """The scenario with ``--time`` and ``--nodes`` applied (``ScenarioError`` if bad)."""
     scenario = load_scenario(opts.scenario)
@@ -135,9 +114,9 @@ def run(opts: RunOptions) -> RunResult:
     }
     result = RunResult(EXIT_HARNESS, store.root)
     try:
-        with _sigterm_unwinds():
+        with sigterm_unwinds():
             _Run(scenario, subject, opts, store, seed, netns, run_info, result).execute()
-    except (KeyboardInterrupt, _Terminated) as e:
+    except (KeyboardInterrupt, Terminated) as e:
         result.exit_code, result.reason = EXIT_HARNESS, f"interrupted ({e or 'Ctrl-C'})"
     result.summary.update(exit=result.exit_code, error=result.reason, run_dir=str(store.root))
     run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
@@ -310,7 +289,7 @@ class _Run:
         for name, step in steps:
             try:
                 step()
-            except (KeyboardInterrupt, _Terminated) as e:  # a second Ctrl-C: finish anyway
+            except (KeyboardInterrupt, Terminated) as e:  # a second Ctrl-C: finish anyway
                 log.warning("interrupted while stopping %s; stopping the rest", name)
                 interrupted = interrupted or e
             except Exception as e:
