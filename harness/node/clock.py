@@ -27,7 +27,8 @@ def _parse_offset(path: str, text: str) -> float:
 
 
 class OffsetClock:
-    """``time.time()`` plus the offset in ``path``; re-read whenever the file's mtime changes.
+    """``time.time()`` plus the offset in ``path``; re-read whenever the file changes
+    (inode, mtime or size: writers replace it with ``os.replace``).
 
     A missing file means offset 0. A malformed file is an error at start-up; later on the
     previous offset is kept and the problem is logged, so a half-written file cannot stop
@@ -37,7 +38,7 @@ class OffsetClock:
     def __init__(self, path: str | None = None) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._offset = 0.0
         if path is not None:
             self._refresh(strict=True)
@@ -56,7 +57,9 @@ class OffsetClock:
             return
         try:
             st = os.stat(self._path)
-            stamp = (st.st_mtime_ns, st.st_size)
+            # the inode too: a file replaced within one tick of the (coarse) file clock
+            # by one of the same size ("0.2" -> "0.0") has the same mtime and size
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             stamp = None
         with self._lock:

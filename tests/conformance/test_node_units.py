@@ -125,6 +125,19 @@ def test_clock_offset_file(tmp_path: Path) -> None:
         OffsetClock(str(path))
 
 
+def test_clock_offset_file_replaced_within_one_file_clock_tick(tmp_path: Path) -> None:
+    path = tmp_path / "offset"
+    path.write_text("0.2\n")
+    clock = OffsetClock(str(path))
+    assert clock.offset == 0.2
+    st = path.stat()
+    tmp = tmp_path / "offset.tmp"
+    tmp.write_text("0.0\n")  # same size, and (as within one tick) the same mtime
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    assert clock.offset == 0.0
+
+
 def test_config_validation(capsys: pytest.CaptureFixture[str]) -> None:
     cfg = parse_args(
         [
