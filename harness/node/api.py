@@ -370,17 +370,24 @@ class Handler(BaseHTTPRequestHandler):
         self._send(Reply(200, b"", "text/plain; charset=utf-8"))
 
     def _body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
+        """The request body (read whatever the method, so keep-alive stays in step)."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY:
+            self.close_connection = True  # the body is left unread: the stream is lost
+            if length < 0:
+                raise RequestError("invalid Content-Length")
             raise RequestError(f"request body larger than {MAX_BODY} bytes")
-        return self.rfile.read(length) if length > 0 else b""
+        return self.rfile.read(length) if length else b""
 
     def _dispatch(self, method: str) -> None:
         parts = urlsplit(self.path)
         path, query = parts.path, parts.query
         svc = self.service
         try:
-            body = self._body() if method == "POST" else b""
+            body = self._body()
             params = QueryParams.parse(query)
             if path.startswith("/db/execute"):
                 reply = (

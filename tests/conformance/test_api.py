@@ -6,7 +6,10 @@ The same tests run against real rqlite with ``RQLITE_URLS=...`` (or
 
 from __future__ import annotations
 
+import http.client
+import socket
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -235,3 +238,19 @@ def test_unknown_paths_and_methods(urls: dict) -> None:
     url = urls["leader"]
     assert call("GET", url, "/no/such/endpoint").status == 404
     assert call("GET", url, "/db/execute").status == 405
+
+
+def test_bodies_are_consumed_and_a_bad_content_length_is_400(urls: dict) -> None:
+    parts = urlsplit(urls["leader"])
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:  # a GET with a body: the next request on the connection must still parse
+        for _ in range(2):
+            conn.request("GET", "/status", body=b'["SELECT 1"]')
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200
+    finally:
+        conn.close()
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as s:
+        s.sendall(b"POST /db/execute HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 400")
