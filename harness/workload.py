@@ -468,7 +468,11 @@ class Workload:
 
         def drainer(i: int) -> None:
             name = f"d{i}"
-            client = self.subject.open_sync(self.urls, self.clock(name), self.timeout)
+            try:
+                client = self.subject.open_sync(self.urls, self.clock(name), self.timeout)
+            except BaseException as e:  # reported below, like a failure while draining
+                errors.append(e)
+                return
             process = self.ops.new_process()
             try:
                 while not done.is_set() and time.monotonic() < deadline:
@@ -503,6 +507,7 @@ class Workload:
             t.start()
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()) + 3 * self.timeout)
+        done.set()  # a drainer still in a call stops after it
         if errors:
             raise WorkloadError(f"drain failed: {type(errors[0]).__name__}: {errors[0]}")
         left = pending_messages(self.urls, self.timeout)

@@ -11,7 +11,9 @@ from harness.cluster.base import Cluster, ClusterError, NodeInfo
 from harness.history import fault_intervals
 from harness.nemesis import Nemesis
 from harness.scenario import Fault, Workload
-from harness.workload import Ops, plan_lease
+from harness.subjects import Subject
+from harness.workload import Ops, WorkloadError, plan_lease
+from harness.workload import Workload as RunWorkload
 from rqueue import LeaseLost, OutcomeUnknown, StatementError, Unavailable
 
 
@@ -257,3 +259,13 @@ def test_plans_follow_the_configured_mix():
     assert 0.07 < share["park"] / 4000 < 0.13
     assert all(p.work > spec.visibility for p in plans if p.stalled)
     assert all(spec.nack_delay[0] <= p.delay <= spec.nack_delay[1] for p in plans if p.delay)
+
+
+def test_drain_reports_clients_that_cannot_open():
+    def refuse(urls, clock, timeout):
+        raise Unavailable(f"nothing answers at {urls[0]}")
+
+    subject = Subject("refusing", "opens nothing", refuse, refuse)
+    w = RunWorkload(Workload(), subject, ["http://127.0.0.1:9"], recorder=None, timeout=1.0)
+    with pytest.raises(WorkloadError, match="drain failed: Unavailable: nothing answers"):
+        w.drain(timeout=5.0)
