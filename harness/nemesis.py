@@ -192,8 +192,18 @@ class Nemesis:
         c = self.cluster
 
         def act() -> None:
-            for n in nodes:
-                c.kill(n)
+            for i, n in enumerate(nodes):
+                try:
+                    c.kill(n)
+                except Exception:
+                    # the fault is recorded as failed and will not be undone: restart the
+                    # nodes it did kill, or they would stay down for the rest of the run
+                    for done in nodes[:i]:
+                        try:
+                            c.restart(done)
+                        except Exception:
+                            log.exception("restarting %s after a failed kill failed", done)
+                    raise
 
         def undo() -> None:
             for n in nodes:

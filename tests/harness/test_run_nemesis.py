@@ -269,3 +269,19 @@ def test_drain_reports_clients_that_cannot_open():
     w = RunWorkload(Workload(), subject, ["http://127.0.0.1:9"], recorder=None, timeout=1.0)
     with pytest.raises(WorkloadError, match="drain failed: Unavailable: nothing answers"):
         w.drain(timeout=5.0)
+
+
+def test_a_kill_that_fails_midway_restarts_the_nodes_it_killed():
+    n, cluster, rec = nemesis_for("kill-all")
+    kill = cluster.kill
+
+    def kill_fails_on_n3(node_id):
+        if node_id == "n3":
+            raise ClusterError("n3 would not die")
+        kill(node_id)
+
+    cluster.kill = kill_fails_on_n3
+    with pytest.raises(ClusterError, match="n3 would not die"):
+        n._begin((0, 0), n.events[0].fault)
+    assert cluster.calls == [("kill", "n1"), ("kill", "n2"), ("restart", "n1"), ("restart", "n2")]
+    assert fault_intervals(rec.events) == [] and n.current == "none"
