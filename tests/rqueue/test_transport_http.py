@@ -26,6 +26,7 @@ from rqueue import (
     TransportClosed,
     Unavailable,
 )
+from rqueue._statements import NOW
 
 from .fakes import FakeNode, SqliteExecutor
 
@@ -144,7 +145,7 @@ def test_claim_connection_dropped_after_apply_returns_the_lease(connect, fake_no
     fake_node.inject("/db/request", "drop")
     lease = t.claim("w", 30)
     assert lease is not None
-    assert executor.sql("SELECT count(*) FROM messages WHERE locked_by IS NOT NULL") == [(1,)]
+    assert executor.sql("SELECT locked_by FROM messages") == [(lease.token,)]
 
 
 def test_publish_unknown_outcome_is_reported(connect, fake_node) -> None:
@@ -231,13 +232,10 @@ class _FifoReversed(Statements):
             "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? WHERE seq = "
             "(SELECT max(seq) FROM messages WHERE locked_by IS NULL AND 0 * ? = 0)",
             token,
-            NOW_,
+            NOW,
             visibility,
             min_priority,
         )
-
-
-from rqueue._statements import NOW as NOW_  # noqa: E402
 
 
 class _SyncMutant(RqliteTransport):
