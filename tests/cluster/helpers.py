@@ -1,4 +1,5 @@
-"""Small HTTP and waiting helpers for the cluster tests (rqlite's API, stdlib only)."""
+"""Small HTTP and waiting helpers for the cluster and conformance tests (rqlite's API,
+stdlib only)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import json
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -38,17 +41,19 @@ def rows(base: str, sql: str, level: str = "strong") -> list[list]:
     return result.get("values", [])
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+def wait_until(check: Callable[[], T], timeout: float, what: str) -> T:
+    """Poll ``check`` until it returns something truthy and return that; fail naming
+    ``what`` and the last result (or exception: a node may be unreachable for a while)
+    after ``timeout`` seconds. ``check`` runs at least once."""
     deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
+    while True:
         try:
-            last = check()
-        except Exception as exc:  # a node may be unreachable for a while: keep polling
+            last: Any = check()
+        except Exception as exc:
             last = exc
         else:
             if last:
                 return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {timeout}s for {what}; last result: {last!r}")
         time.sleep(0.05)
-    raise AssertionError(f"waited {timeout}s for {what}; last result: {last!r}")

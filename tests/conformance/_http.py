@@ -1,16 +1,15 @@
-"""A tiny HTTP client for the conformance tests: no proxies, no redirects followed."""
+"""A tiny HTTP client for the conformance tests: no proxies, no redirects followed.
+
+(Waiting for a condition: :func:`tests.cluster.helpers.wait_until`.)
+"""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import requests
-
-T = TypeVar("T")
 
 _SESSION = requests.Session()
 _SESSION.trust_env = False  # cluster traffic never goes through a proxy
@@ -57,20 +56,3 @@ def query(url: str, stmts: list, params: str = "?level=strong") -> dict:
     r = call("POST", url, f"/db/query{params}", stmts)
     assert r.status == 200, f"/db/query on {url}: HTTP {r.status} {r.text!r}"
     return r.json
-
-
-def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 10.0) -> T:
-    """Poll ``fn`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-            last = value
-        except (requests.RequestException, AssertionError, KeyError, ValueError) as exc:
-            last = exc
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"waited {timeout:.1f}s for {what}; last saw {last!r}")
-        time.sleep(0.05)

@@ -13,7 +13,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ._http import call, execute, query, wait_for
+from tests.cluster.helpers import wait_until
+
+from ._http import call, execute, query
 
 
 def _create(url: str, table: str) -> None:
@@ -148,7 +150,7 @@ def test_read_levels(urls: dict, table: str, level: str) -> None:
             return res["results"][0].get("values") == [[level]]
 
         # "none" reads are local: a follower may lag a moment behind the leader
-        wait_for(f"a {level} read on {url} to see the row", seen, timeout=5.0)
+        wait_until(seen, 5.0, f"a {level} read on {url} to see the row")
 
 
 def test_redirect_gives_301_to_the_leader(urls: dict) -> None:
@@ -217,7 +219,7 @@ def test_random_and_now_are_rewritten_so_replicas_agree(urls: dict, table: str) 
             res = query(other, [f"SELECT r, b, t FROM {table}"], "?level=none")
             return res["results"][0].get("values") == [lead_row]
 
-        wait_for(f"{other} to hold the same random values as the leader", same, timeout=5.0)
+        wait_until(same, 5.0, f"{other} to hold the same random values as the leader")
 
 
 def test_freshness_on_a_healthy_follower_reads_locally(urls: dict, table: str) -> None:
@@ -229,7 +231,7 @@ def test_freshness_on_a_healthy_follower_reads_locally(urls: dict, table: str) -
         res = query(url, [f"SELECT name FROM {table}"], "?level=none&freshness=5s")
         return res["results"][0].get("values") == [["f"]]
 
-    wait_for(f"a fresh level=none read on {url}", fresh, timeout=5.0)
+    wait_until(fresh, 5.0, f"a fresh level=none read on {url}")
     bad = call("POST", url, "/db/query?level=none&freshness=soon", [f"SELECT 1 FROM {table}"])
     assert bad.status == 400
 

@@ -6,8 +6,9 @@ import time
 import uuid
 
 from harness.cluster.base import ClusterError
+from tests.cluster.helpers import wait_until
 
-from ._http import call, execute, query, wait_for
+from ._http import call, execute, query
 
 
 def _count(url: str, table: str, level: str = "strong") -> int:
@@ -43,10 +44,10 @@ def test_leader_failover_and_catch_up(make_cluster) -> None:
 
     c.restart(old.id)
     c.wait_for_leader(30.0)
-    wait_for(
-        f"restarted {old.id} to catch up to 10 rows",
+    wait_until(
         lambda: _count(old.url, table, "none") == 10,
-        timeout=15.0,
+        15.0,
+        f"restarted {old.id} to catch up to 10 rows",
     )
 
 
@@ -71,7 +72,7 @@ def test_no_leader_is_503_then_all_restarted_keep_every_acknowledged_row(make_cl
         unknown.append(r.text)
         return False
 
-    wait_for(f"{lone.id}, alone, to answer 503 leader not found", refused, timeout=15.0)
+    wait_until(refused, 15.0, f"{lone.id}, alone, to answer 503 leader not found")
 
     c.kill(lone.id)
     for n in c.nodes():
@@ -125,9 +126,10 @@ def test_clock_offset_file_shifts_the_rewritten_now(make_cluster) -> None:
         c.set_clock_offset(follower.id, 3600.0)
     except ClusterError as exc:  # pragma: no cover - engine without clock control
         raise AssertionError(f"embedded nodes must accept a clock offset: {exc}") from exc
-    wait_for(
-        f"{follower.id} to report its new clock offset",
+    wait_until(
         lambda: call("GET", follower.url, "/status").json["node"]["clock_offset"] == 3600.0,
+        10.0,
+        f"{follower.id} to report its new clock offset",
     )
     execute(
         follower.url, [f"INSERT INTO {table}(t) VALUES((julianday('now') - 2440587.5) * 86400.0)"]
