@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.external import URLS_ENV
-from harness.cluster.local import free_ports
+from harness.cluster.local import MARKER_ENV, free_ports
+from tests.cluster.helpers import wait_until
 
-from ._http import call, execute, query, wait_for
+from ._http import call, execute, query
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get(URLS_ENV)), reason="starts its own embedded nodes"
@@ -49,7 +50,9 @@ class HandCluster:
             if other != node:
                 argv += ["--peer", f"{other},{self.raft[other]},{self.http[other]}"]
         log = open(self.root / f"{node}.log", "ab")  # noqa: SIM115 - handed to the child
-        self.procs[node] = subprocess.Popen(argv, stdout=log, stderr=log)
+        # the marker lets the session's safety net reap the node if the test is cut short
+        env = {**os.environ, MARKER_ENV: str(self.root)}
+        self.procs[node] = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
         log.close()
 
     def kill(self, node: str) -> None:
@@ -66,7 +69,7 @@ class HandCluster:
                     return n
             return None
 
-        return wait_for("a leader among the hand-started nodes", find, timeout=30.0)
+        return wait_until(find, 30.0, "a leader among the hand-started nodes")
 
     def stop(self) -> None:
         for node in list(self.procs):
@@ -101,10 +104,10 @@ def test_snapshot_restores_a_lagging_node_and_a_full_restart(hand_cluster: HandC
     assert (hc.root / lead / "snapshot.bin").exists(), "the leader never compacted its log"
 
     hc.start(lagging)
-    wait_for(
-        f"{lagging} to be restored to 150 rows",
+    wait_until(
         lambda: _count(hc.url(lagging), table, "none") == 150,
-        timeout=30.0,
+        30.0,
+        f"{lagging} to be restored to 150 rows",
     )
 
     for n in list(hc.procs):
@@ -114,8 +117,8 @@ def test_snapshot_restores_a_lagging_node_and_a_full_restart(hand_cluster: HandC
     lead = hc.leader()
     assert _count(hc.url(lead), table, "strong") == 150
     for n in hc.ids:
-        wait_for(
-            f"{n} to hold all 150 rows after the full restart",
+        wait_until(
             lambda n=n: _count(hc.url(n), table, "none") == 150,
-            timeout=15.0,
+            15.0,
+            f"{n} to hold all 150 rows after the full restart",
         )
