@@ -120,6 +120,8 @@ class QueueCore:
                     row = results[-1].rows
                 else:
                     yield self.write(stmts, "publish")
+                    # stored: a failed read-back must not be reported as "not applied"
+                    unknown = unknown or OutcomeUnknown("publish: stored, seq not read back")
                     (found,) = yield self.read([s.dedup_seq(dedup_id)], "publish")
                     row = found.rows
             except OutcomeUnknown as exc:

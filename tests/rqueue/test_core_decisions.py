@@ -164,6 +164,15 @@ def test_dedup_publish_retries_after_unknown() -> None:
     assert s.done and s.value == 12
 
 
+def test_dedup_publish_stored_but_not_read_back_is_unknown() -> None:
+    s = Script(core("v8.0.0").publish("g", "{}", 0, "d1"))
+    assert s.call.path == "/db/execute"
+    s.send(Result(), Result(rows_affected=1), Result(rows_affected=1), Result(rows_affected=1))
+    assert s.call.path == "/db/query"
+    with pytest.raises(OutcomeUnknown, match="stored, seq not read back"):
+        s.throw(Unavailable("no node answered the read"))
+
+
 def test_plain_publish_unknown_is_not_retried() -> None:
     s = Script(core().publish("g", "{}", 0, None))
     with pytest.raises(OutcomeUnknown):
