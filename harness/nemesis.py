@@ -191,6 +191,17 @@ class Nemesis:
     def _kill(self, fault: Fault, nodes: list[str]) -> Active:
         c = self.cluster
 
+        def restart(which: list[str]) -> None:
+            """Restart every node in ``which``, also after one fails; then raise."""
+            failed = []
+            for n in which:
+                try:
+                    c.restart(n)
+                except Exception as e:
+                    failed.append(f"{n}: {e}")
+            if failed:
+                raise ClusterError(f"could not restart {'; '.join(failed)}")
+
         def act() -> None:
             for i, n in enumerate(nodes):
                 try:
@@ -198,16 +209,14 @@ class Nemesis:
                 except Exception:
                     # the fault is recorded as failed and will not be undone: restart the
                     # nodes it did kill, or they would stay down for the rest of the run
-                    for done in nodes[:i]:
-                        try:
-                            c.restart(done)
-                        except Exception:
-                            log.exception("restarting %s after a failed kill failed", done)
+                    try:
+                        restart(nodes[:i])
+                    except ClusterError:
+                        log.exception("after a failed kill of %s", n)
                     raise
 
         def undo() -> None:
-            for n in nodes:
-                c.restart(n)
+            restart(nodes)
 
         return self._start(fault, "kill", "restart", {"nodes": nodes}, act, undo)
 

@@ -285,3 +285,20 @@ def test_a_kill_that_fails_midway_restarts_the_nodes_it_killed():
         n._begin((0, 0), n.events[0].fault)
     assert cluster.calls == [("kill", "n1"), ("kill", "n2"), ("restart", "n1"), ("restart", "n2")]
     assert fault_intervals(rec.events) == [] and n.current == "none"
+
+
+def test_healing_a_kill_restarts_every_node_even_when_one_fails():
+    n, cluster, rec = nemesis_for("kill-all")
+    n._begin((0, 0), n.events[0].fault)
+    restart = cluster.restart
+
+    def restart_fails_on_n1(node_id):
+        restart(node_id)
+        if node_id == "n1":
+            raise ClusterError("n1 will not start")
+
+    cluster.restart = restart_fails_on_n1
+    n.heal_all()
+    assert [c for c in cluster.calls if c[0] == "restart"] == [("restart", i) for i in cluster.ids]
+    assert n.errors == ["heal: could not restart n1: n1 will not start"]
+    assert (rec.events[-1]["f"], rec.events[-1]["type"]) == ("restart", "fail")
