@@ -18,7 +18,9 @@
 Bad arguments raise the built-in ``ValueError`` or ``TypeError`` before anything is
 sent. ``Unavailable``, ``StatementError``, ``LeaseLost`` and ``TransportClosed`` are
 *definite*: the operation did not happen. ``OutcomeUnknown`` is *indefinite*: retrying
-a publish may store it twice unless it carries a ``dedup_id``.
+a publish may store it twice unless it carries a ``dedup_id``. ``ProtocolError`` is
+indefinite too: it can follow a write that was applied (a publish whose answer lacks
+the new row's id, a claim whose read-back row cannot be parsed).
 """
 
 from __future__ import annotations
@@ -49,4 +51,4 @@ class TransportClosed(RqueueError):
 
 
 class ProtocolError(RqueueError):
-    """rqlite's answer could not be understood."""
+    """rqlite's answer could not be understood; the operation may have taken effect."""
