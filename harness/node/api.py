@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import VERSION
+from . import RQLITE_COMPAT_VERSION, VERSION
 from .clock import OffsetClock
 from .config import NodeConfig
 from .database import Database, render
@@ -251,7 +251,7 @@ class NodeService:
         body = {
             "build": {
                 "version": VERSION,
-                "compatible_with": VERSION.split("-")[0],
+                "compatible_with": RQLITE_COMPAT_VERSION,
                 "engine": "rqueue-embedded (PySyncObj Raft + SQLite)",
             },
             "http": {"bind_addr": self.cfg.http_addr, "auth": "disabled"},

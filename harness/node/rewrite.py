@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -152,7 +153,7 @@ def rewrite(
             out.append(part)
         elif part[0] == _JD:
             if jd_text is None:
-                jd_text = f"{julian_day((now or _wall)()):f}"
+                jd_text = f"{julian_day((now or time.time)()):f}"
             out.append(jd_text)
         elif part[0] == _RANDOM:
             out.append(str(secrets.randbits(63)))
@@ -242,9 +243,3 @@ def _plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> _Plan:
         else:
             parts.append(part)
     return _Plan(tuple(parts), modified, returning)
-
-
-def _wall() -> float:
-    import time
-
-    return time.time()
