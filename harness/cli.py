@@ -91,7 +91,10 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "--backend",
         default="local",
         choices=BACKENDS,
-        help="local: processes on this machine (default); docker: containers",
+        help=(
+            "local: processes on this machine (default); docker: containers of the "
+            "official rqlite image (always real rqlite, whatever --engine says)"
+        ),
     )
     p.add_argument(
         "--out",

@@ -7,7 +7,8 @@
 
 ``backend="local"`` → :class:`harness.cluster.local.LocalCluster` (engine ``embedded`` or
 ``rqlited``, optionally ``netns``); ``backend="docker"`` → the Docker backend's
-``start_docker_cluster`` (imported only when asked for, so Docker stays optional).
+``start_docker_cluster`` (imported only when asked for, so Docker stays optional): always
+real rqlite from the official image, whatever ``engine`` says.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def make_cluster(
     if backend == "docker":
         if engine != "rqlited" and engine != "embedded":
             raise ClusterError(f"unknown engine {engine!r}")
+        if rqlited is not None:
+            raise ClusterError(
+                "--rqlited names a binary for --backend local; the Docker backend always "
+                "runs the rqlite/rqlite image (set RQLITE_VERSION to choose its version)"
+            )
         try:
             from harness.cluster.docker_backend import start_docker_cluster
         except ImportError as exc:
