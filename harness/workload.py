@@ -220,18 +220,19 @@ class Workload:
             self._spawn(
                 f"claimer-{name}", self._claimer, name, clients[self.spec.publishers + i], go
             )
-        if self.async_names:
-            self._spawn("claimers-async", self._async_main, opened, go)
-            if not opened.wait(ready_timeout):
-                self.stop_event.set()
-                go.set()
-                raise WorkloadError(
-                    f"async clients did not open within {ready_timeout:g}s at {self.urls}"
-                )
-            if self.errors:
-                self.stop_event.set()
-                go.set()
-                raise WorkloadError(f"async clients failed to open: {self.errors[0]}")
+        try:
+            if self.async_names:
+                self._spawn("claimers-async", self._async_main, opened, go)
+                if not opened.wait(ready_timeout):
+                    raise WorkloadError(
+                        f"async clients did not open within {ready_timeout:g}s at {self.urls}"
+                    )
+                if self.errors:
+                    raise WorkloadError(f"async clients failed to open: {self.errors[0]}")
+        except BaseException:  # also Ctrl-C: the workers waiting for go must end
+            self.stop_event.set()
+            go.set()
+            raise
         go.set()
 
     def _open(self, name: str) -> Any:

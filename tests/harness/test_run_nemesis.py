@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import random
+import signal
 
 import pytest
 
@@ -302,3 +304,39 @@ def test_healing_a_kill_restarts_every_node_even_when_one_fails():
     assert [c for c in cluster.calls if c[0] == "restart"] == [("restart", i) for i in cluster.ids]
     assert n.errors == ["heal: could not restart n1: n1 will not start"]
     assert (rec.events[-1]["f"], rec.events[-1]["type"]) == ("restart", "fail")
+
+
+class IdleClient:
+    """A client with nothing to hand out (the workers only need to start and stop)."""
+
+    def publish(self, group_id, event, priority=0):
+        return 1
+
+    def claim(self, worker_id, visibility, min_priority=0):
+        return None
+
+    def close(self):
+        pass
+
+
+def test_ctrl_c_while_starting_leaves_no_worker_waiting():
+    async def open_slowly(urls, clock, timeout):
+        await asyncio.sleep(0.5)
+        return IdleClient()
+
+    subject = Subject("idle", "", lambda *a: IdleClient(), open_slowly)
+    spec = Workload(publishers=1, sync_claimers=1, async_claimers=1)
+    w = RunWorkload(spec, subject, ["http://127.0.0.1:9"], recorder=None)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            w.start(ready_timeout=30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    w.stop(timeout=10)  # every worker ends (it raised WorkloadError while they waited)
