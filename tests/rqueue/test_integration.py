@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from rqueue import LeaseLost
+from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
 
 VIS = 30.0
 
@@ -92,10 +93,12 @@ def test_expired_lease_ack_is_refused_and_the_new_holders_ack_succeeds(connect, 
 def test_extend_keeps_the_group_past_the_first_visibility(connect, queue_urls) -> None:
     t = connect(",".join(queue_urls))
     t.publish("g", "{}")
+    started = time.monotonic()
     lease = t.claim("w", 2.0)
     t.extend(lease, VIS)
-    started = time.monotonic()
-    wait_for("the first visibility to pass", lambda: time.monotonic() - started > 2.2)
+    # past the first visibility and the lapse margin (clock tolerance + one clock step)
+    lapsed = 2.0 + DEFAULT_CLOCK_TOLERANCE + SERVER_CLOCK_STEP + 0.2
+    wait_for("the first lease to lapse", lambda: time.monotonic() - started > lapsed)
     assert t.claim("w2", VIS) is None
     t.ack(lease)
 
