@@ -312,6 +312,8 @@ def _utc() -> str:
 
 # -- the command ---------------------------------------------------------------------------
 def register(sub: argparse._SubParsersAction) -> None:
+    from .cluster.cli import add_engine_arguments
+
     p = sub.add_parser(
         "bench",
         help="measure claim throughput and latency against the store's own limit",
@@ -330,13 +332,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--nodes", type=int, default=3, choices=(3, 5), help="cluster size (3)")
-    p.add_argument(
-        "--engine",
-        default="embedded",
-        choices=("embedded", "rqlited"),
-        help="embedded: the project's node (default); rqlited: a real rqlite",
-    )
-    p.add_argument("--rqlited", metavar="PATH", help="the rqlited binary (default: on PATH)")
+    add_engine_arguments(p)
     p.add_argument(
         "--urls",
         metavar="URLS",

@@ -40,6 +40,7 @@ exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on std
 
 
 def _register_run(sub: argparse._SubParsersAction) -> None:
+    from .cluster.cli import add_engine_arguments
     from .cluster.factory import BACKENDS
     from .subjects import SUBJECT_NAMES
 
@@ -80,13 +81,7 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         help="what to test: rqueue (default); seed-reference, the seed design's literal "
         "protocol; mutant-*, rqueue broken on purpose (the harness must catch them)",
     )
-    p.add_argument(
-        "--engine",
-        default="embedded",
-        choices=("embedded", "rqlited"),
-        help="embedded: the project's rqlite-compatible node (default); rqlited: a real rqlite",
-    )
-    p.add_argument("--rqlited", metavar="PATH", help="the rqlited binary (default: on PATH)")
+    add_engine_arguments(p)
     p.add_argument(
         "--backend",
         default="local",

@@ -52,6 +52,17 @@ def _node_count(text: str) -> int:
     return value
 
 
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """``--engine`` and ``--rqlited``, the same for every command that starts a cluster."""
+    p.add_argument(
+        "--engine",
+        default="embedded",
+        choices=ENGINES,
+        help="embedded: the project's rqlite-compatible node (default); rqlited: a real rqlite",
+    )
+    p.add_argument("--rqlited", metavar="PATH", help="the rqlited binary (default: on PATH)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``cluster`` command with ``up``, ``status`` and ``down`` to ``subparsers``."""
     parser = subparsers.add_parser(
@@ -67,8 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start a cluster and print it as JSON")
     up.add_argument("--nodes", type=_node_count, default=3, help="number of nodes (default 3)")
     up.add_argument("--dir", type=Path, required=True, help="directory for state, data, logs")
-    up.add_argument("--engine", choices=ENGINES, default="embedded")
-    up.add_argument("--rqlited", help="rqlited binary (default: the one on PATH)")
+    add_engine_arguments(up)
     up.add_argument("--netns", action="store_true", help="one network namespace per node (root)")
     up.add_argument("--backend", choices=BACKENDS, default="local")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a leader")
