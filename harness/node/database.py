@@ -31,6 +31,10 @@ class _WriteInQuery(Exception):
     pass
 
 
+class _NotPrepared(Exception):
+    """A statement that SQLite could not prepare (its message is SQLite's)."""
+
+
 _TEXT_PREFIXES = ("varchar", "varying character", "nchar", "native character", "nvarchar", "clob")
 
 
@@ -64,6 +68,16 @@ def _value_type(v: Any) -> str:
 
 def _rows_result(columns: list[str], types: list[str], values: list[list]) -> Result:
     return {"kind": "rows", "columns": columns, "types": types, "values": values}
+
+
+def _rows_from(description: tuple, rows: list) -> Result:
+    """A rows result from a cursor's description and the rows it gave."""
+    columns = [name for name, _ in description]
+    types = [(decl or "").lower() for _, decl in description]
+    values = [[_value(v, types[i]) for i, v in enumerate(row)] for row in rows]
+    if values:  # like rqlite, name untyped columns (expressions) after the first row
+        types = [t or _value_type(values[0][i]) for i, t in enumerate(types)]
+    return _rows_result(columns, types, values)
 
 
 def _error(message: str) -> Result:
@@ -115,14 +129,15 @@ class Database:
             failed = False
             for stmt in stmts:
                 start = time.perf_counter()
-                read_only = self._read_only_locked(stmt) if mixed else False
                 try:
-                    if read_only is None:  # rqlite: a statement that does not prepare
-                        res = _error(self._prepare_error(stmt))  # fails alone, even in a tx
-                    elif stmt.returning or read_only:
+                    if mixed:
+                        res = self._mixed_one(stmt)
+                    elif stmt.returning:
                         res = self._query_one(stmt, read_only=False)
                     else:
                         res = self._exec_one(stmt)
+                except _NotPrepared as exc:  # rqlite: such a statement fails alone, even in a tx
+                    res = _error(str(exc))
                 except apsw.Error as exc:
                     res = _error(str(exc))
                     failed = True
@@ -141,6 +156,40 @@ class Database:
         cur = self._conn.cursor()
         for _ in cur.execute(stmt.sql, stmt.bindings()):
             pass
+        return {
+            "kind": "exec",
+            "last_insert_id": self._conn.last_insert_rowid(),
+            "rows_affected": self._conn.changes(),
+        }
+
+    def _mixed_one(self, stmt: Statement) -> Result:
+        """One statement of ``/db/request``, prepared once: rows when SQLite says it only
+        reads (or it has RETURNING), counts when it writes. Raises :class:`_NotPrepared`
+        when it does not even prepare."""
+        cur = self._conn.cursor()
+        started: list[apsw.Cursor] = []
+        read_only = True
+        described: tuple = ()
+
+        def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+            nonlocal read_only, described
+            started.append(cursor)
+            read_only = read_only and cursor.is_readonly
+            if read_only or stmt.returning:
+                described = cursor.get_description()
+            return True
+
+        cur.exec_trace = trace
+        try:
+            rows = list(cur.execute(stmt.sql, stmt.bindings()))
+        except apsw.BindingsError:
+            raise  # it prepared; the bindings are wrong: a failure of the statement
+        except apsw.Error as exc:
+            if not started:
+                raise _NotPrepared(str(exc)) from exc
+            raise
+        if stmt.returning or read_only:
+            return _rows_from(described, rows)
         return {
             "kind": "exec",
             "last_insert_id": self._conn.last_insert_rowid(),
@@ -173,13 +222,6 @@ class Database:
             return None
         return all(verdict) if verdict else True
 
-    def _prepare_error(self, stmt: Statement) -> str:
-        try:
-            self._conn.cursor().execute(f"EXPLAIN {stmt.sql}", stmt.bindings())
-        except apsw.Error as exc:
-            return str(exc)
-        return "statement could not be prepared"
-
     # -- reads -------------------------------------------------------------------------
     def query(self, stmts: Sequence[Statement], timings: bool) -> list[Result]:
         """Run reads; a statement that would write gets rqlite's read-only error."""
@@ -210,13 +252,7 @@ class Database:
 
         cur.exec_trace = trace
         rows = list(cur.execute(stmt.sql, stmt.bindings()))
-        desc = described[0] if described else ()
-        columns = [name for name, _ in desc]
-        types = [(decl or "").lower() for _, decl in desc]
-        values = [[_value(v, types[i]) for i, v in enumerate(row)] for row in rows]
-        if values:  # like rqlite, name untyped columns (expressions) after the first row
-            types = [t or _value_type(values[0][i]) for i, t in enumerate(types)]
-        return _rows_result(columns, types, values)
+        return _rows_from(described[0] if described else (), rows)
 
     # -- snapshots ---------------------------------------------------------------------
     def serialize(self) -> bytes:

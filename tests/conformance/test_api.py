@@ -199,6 +199,32 @@ def test_request_returning_changes_and_reads_in_one_round_trip(urls: dict, table
     assert ro.json["results"][0]["values"] == [[2]]
 
 
+def test_request_statement_that_does_not_prepare_fails_alone_even_in_a_transaction(
+    urls: dict, table: str
+) -> None:
+    """rqlite's /db/request asks SQLite whether each statement only reads before running it;
+    one that does not even prepare gets its error and the others still run and commit."""
+    url = urls["leader"]
+    _create(url, table)
+    r = call(
+        "POST",
+        url,
+        "/db/request?transaction",
+        [
+            [f"INSERT INTO {table}(id, name) VALUES(?, ?)", 1, "a"],
+            [f"SELECT * FROM no_such_table_{table}"],
+            [f"SELECT name FROM {table}"],
+        ],
+    )
+    assert r.status == 200, r.text
+    ins, bad, sel = r.json["results"]
+    assert ins == {"last_insert_id": 1, "rows_affected": 1}
+    assert "no such table" in bad["error"]
+    assert sel["values"] == [["a"]]
+    rows = query(url, [f"SELECT COUNT(*) FROM {table}"])["results"][0]["values"]
+    assert rows == [[1]]
+
+
 def test_random_and_now_are_rewritten_so_replicas_agree(urls: dict, table: str) -> None:
     url = urls["followers"][0]
     execute(url, [f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, r INT, b BLOB, t REAL)"])
