@@ -75,15 +75,19 @@ class QueueCore:
         self.dedup_ttl = dedup_ttl
 
     # -- calls --------------------------------------------------------------------------
-    def write(self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False) -> Call:
-        return Call("/db/execute", tuple(stmts), _TX, idempotent=idempotent, what=what)
+    def write(
+        self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False, mergeable: bool = False
+    ) -> Call:
+        return Call(
+            "/db/execute", tuple(stmts), _TX, idempotent=idempotent, what=what, mergeable=mergeable
+        )
 
     def read(self, stmts: Sequence[Stmt], what: str) -> Call:
         query = (("level", self.read_consistency),)
         return Call("/db/query", tuple(stmts), query, idempotent=True, what=what)
 
-    def request(self, stmts: Sequence[Stmt], what: str) -> Call:
-        return Call("/db/request", tuple(stmts), _TX, what=what)
+    def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> Call:
+        return Call("/db/request", tuple(stmts), _TX, what=what, mergeable=mergeable)
 
     # -- schema -------------------------------------------------------------------------
     def open(self) -> Op[None]:
@@ -116,7 +120,9 @@ class QueueCore:
         while True:
             try:
                 if self.server.one_request_claim:
-                    results = yield self.request([*stmts, s.dedup_seq(dedup_id)], "publish")
+                    results = yield self.request(
+                        [*stmts, s.dedup_seq(dedup_id)], "publish", mergeable=True
+                    )
                     row = results[-1].rows
                 else:
                     yield self.write(stmts, "publish")
@@ -165,6 +171,7 @@ class QueueCore:
                     s.claim_read_back(token),
                 ],
                 "claim",
+                mergeable=True,
             )
             try:
                 results = yield call
@@ -252,7 +259,7 @@ class QueueCore:
         unknown: OutcomeUnknown | None = None
         while True:
             try:
-                results = yield self.write(stmts, what)
+                results = yield self.write(stmts, what, mergeable=True)
             except OutcomeUnknown as exc:
                 unknown = unknown or exc
             except (Unavailable, StatementError) as exc:

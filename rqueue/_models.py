@@ -42,6 +42,8 @@ class Call:
     """One HTTP request the core wants sent: a POST of statements to an endpoint.
 
     ``idempotent`` calls (reads) may be re-sent after an unknown outcome; others may not.
+    ``mergeable`` calls may share one request with concurrent ones (see ``rqueue._batch``):
+    only writes whose operation settles an unknown outcome by itself.
     """
 
     path: str  # "/db/execute", "/db/query" or "/db/request"
@@ -49,6 +51,7 @@ class Call:
     query: tuple[tuple[str, str], ...] = ()
     idempotent: bool = False
     what: str = "request"  # short description for error messages
+    mergeable: bool = False
 
     def body(self) -> list[str | list[Any]]:
         return [s.to_json() for s in self.statements]

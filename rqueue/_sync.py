@@ -1,28 +1,30 @@
-"""``RqliteTransport``: the queue over ``requests.Session`` (only sends and receives)."""
+"""``RqliteTransport``: the queue over a ``requests`` session (only sends and receives)."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import urlencode
 
 import requests
 import urllib3.exceptions
 
-from . import _validate
+from . import _batch, _validate
 from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
-from ._exceptions import RqueueError, TransportClosed
+from ._exceptions import OutcomeUnknown, RqueueError, TransportClosed
 from ._models import Call, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
 _NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
 _JSON = {"Content-Type": "application/json"}
+#: how much longer than one request's timeout a merged call waits for its sender's word
+_SETTLE_MARGIN = 5.0
 
 
 def _not_sent(exc: requests.RequestException) -> bool:
@@ -83,6 +85,70 @@ class _Session:
         self._session.close()
 
 
+class _Merger:
+    """Group commit for one transport's threads (see :mod:`rqueue._batch`): a thread
+    whose call arrives during another's merged request waits, then the oldest waiting
+    thread sends every waiting call as one request and hands each its results."""
+
+    def __init__(self, send: Callable[[list[Call], float], list[_batch.Settled]]) -> None:
+        self._send = send
+        self._lock = threading.Lock()
+        self.coalescer = _batch.Coalescer()
+
+    def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
+        item = _batch.Waiting(call, deadline, handle=threading.Event())
+        with self._lock:
+            if not self.coalescer.accepting(time.monotonic()):
+                return _batch.Alone("merging paused after a failed statement")
+            batch = self.coalescer.arrive(item)
+        if batch is None:
+            settled = self._wait(item, deadline, request_timeout)
+            if settled is not None:
+                return settled
+            batch = item.batch
+            assert batch is not None
+        return self._flush(item, batch)
+
+    def _wait(
+        self, item: _batch.Waiting, deadline: float, request_timeout: float
+    ) -> _batch.Settled | None:
+        """Wait to be settled (returned) or made the sender of a batch (None)."""
+        if not item.handle.wait(max(0.0, deadline - time.monotonic())):
+            with self._lock:
+                if self.coalescer.withdraw(item):
+                    return _batch.Alone("no time left while waiting to be merged")
+            # taken into a batch: its one exchange is bounded by the request timeout
+            if not item.handle.wait(request_timeout + _SETTLE_MARGIN):
+                return _batch.Failed(
+                    OutcomeUnknown(
+                        f"{item.call.what}: outcome unknown: no word from the "
+                        f"thread sending its merged request for {request_timeout:g} s"
+                    )
+                )
+        return None if item.batch is not None else item.settled
+
+    def _flush(self, item: _batch.Waiting, batch: list[_batch.Waiting]) -> _batch.Settled:
+        """Send ``batch`` (``item`` is ours), settle the others, pass the turn on."""
+        settled: list[_batch.Settled] | None = None
+        try:
+            settled = self._send([w.call for w in batch], _batch.deadline_of(batch))
+        finally:
+            if settled is None:  # interrupted: the request may have gone out
+                settled = _batch.stopped_sender(batch, sent=True)
+            now = time.monotonic()
+            with self._lock:
+                if any(isinstance(s, _batch.Failed) and s.poisoned for s in settled):
+                    self.coalescer.pause(now)
+                following = self.coalescer.finished()
+            for w, s in zip(batch, settled, strict=True):
+                if w is not item:
+                    w.settled = s
+                    w.handle.set()
+            if following is not None:
+                following[0].handle.set()
+        return settled[batch.index(item)]
+
+
 class RqliteTransport:
     """A FIFO queue with per-group exclusivity on an rqlite cluster (blocking API).
 
@@ -99,6 +165,7 @@ class RqliteTransport:
         self._endpoints = settings.endpoints()
         self._core = core
         self._closed = False
+        self._merger = _Merger(self._send_merged)
 
     @classmethod
     def from_url(
@@ -251,6 +318,29 @@ class RqliteTransport:
             return stop.value
 
     def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+        if call.mergeable:
+            settled = self._merger.run(call, deadline, self._settings.request_timeout)
+            if isinstance(settled, _batch.Done):
+                return settled.results
+            if isinstance(settled, _batch.Failed):
+                raise settled.error
+        return self._send_alone(call, deadline)
+
+    def _send_merged(self, calls: list[Call], deadline: float) -> list[_batch.Settled]:
+        """One try of ``calls`` as one request, to the node that answered last."""
+        url = self._endpoints.current
+        timeout = min(self._settings.request_timeout, deadline - time.monotonic())
+        if not self._endpoints.trusted(url) or timeout <= 0:
+            return [_batch.Alone("no node to send a merged request to") for _ in calls]
+        merged = _batch.merge(calls)
+        path, body = _batch.request_target(merged)
+        try:
+            reply = self._session.request("POST", url, path, body, timeout)
+        except SendError as exc:
+            return _batch.send_failed(calls, url, str(exc), exc.sent, self._endpoints)
+        return _batch.answered(calls, merged, url, reply.status, reply.text, self._endpoints)
+
+    def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
         attempts = Attempts(
             call,
             self._endpoints,
@@ -258,8 +348,7 @@ class RqliteTransport:
             self._settings.request_timeout,
             limit=self._settings.timeout,
         )
-        path = f"{call.path}?{urlencode(call.query)}" if call.query else call.path
-        body = json.dumps(call.body()).encode()
+        path, body = _batch.request_target(call)
         while True:
             url, timeout = attempts.next()
             probe = attempts.probe(url)

@@ -1,0 +1,257 @@
+"""Group commit: concurrent writes through one transport share one HTTP request.
+
+While a transport has a merged request in flight, the mergeable calls that other threads
+(or tasks) start wait in a :class:`Coalescer`; when the request returns, all of them go
+as the next request: one HTTP exchange, one Raft entry, one fsync for all. Each call
+gets its own slice of the results back, exactly as if it had been sent alone.
+
+Only calls that settle an unknown outcome on their own are mergeable (claims, fenced
+``ack``/``nack``/``extend``, publishes with a ``dedup_id``), because a merged request
+shares one fate: a timeout, a dropped connection or a leader change makes the outcome of
+every call in it unknown, and each call's operation then resolves it as it would alone
+(look its token or row up, retry). The merged request is one transaction, so no call in
+it is applied without the others.
+
+One exchange is tried for a merged request; whatever certainly did not reach the store
+(a node that refused the connection, HTTP 503, a redirect, a rejected body) sends each
+call back to go *alone*, through the transport's normal failover path. So merging adds
+no retry loop of its own: the worst case is one extra try.
+
+This module is sans-IO: the queue of waiting calls, merging and splitting, and what one
+exchange means for each call. The sync and async transports wait and send.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._endpoints import Endpoints
+from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
+from ._models import Call, Result
+from ._wire import Outcome, classify_response
+
+#: most calls in one merged request, and most statements
+MAX_CALLS = 64
+MAX_STATEMENTS = 512
+#: seconds merging pauses after a statement failed inside a merged request
+PAUSE_AFTER_FAILURE = 1.0
+#: merged requests a transport keeps in flight at once: one measured best (bigger
+#: batches); the calls that wait meanwhile go together in the next
+MAX_IN_FLIGHT = 1
+
+
+@dataclass(frozen=True)
+class Done:
+    """A call's results from a merged exchange."""
+
+    results: tuple[Result, ...]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A call's exception from a merged exchange (raise it in the call's operation).
+
+    ``poisoned``: a statement failed inside the merged transaction; merging pauses for
+    a moment so that a call whose statement keeps failing fails alone, with its own error.
+    """
+
+    error: RqueueError
+    poisoned: bool = False
+
+
+@dataclass(frozen=True)
+class Alone:
+    """The merged exchange certainly did not apply the call: send it alone."""
+
+    reason: str
+
+
+Settled = Done | Failed | Alone
+
+
+@dataclass(eq=False)
+class Waiting:
+    """One call in the coalescer. ``batch`` is set when its owner must send that batch;
+    ``settled`` when another owner's exchange decided it. ``handle`` is the I/O layer's
+    (an event or a future) to wake the owner."""
+
+    call: Call
+    deadline: float
+    handle: Any = None
+    batch: list[Waiting] | None = None
+    settled: Settled | None = None
+    taken: bool = field(default=False)
+
+
+class Coalescer:
+    """Who sends next, and what. Not thread-safe: the sync transport holds a lock around
+    every method, the async one runs them on its loop.
+
+    A call that arrives while nothing is in flight is sent at once, alone in its batch;
+    calls that arrive during a flight queue up, and when it ends the oldest of them sends
+    them all (up to :data:`MAX_CALLS` calls and :data:`MAX_STATEMENTS` statements).
+    """
+
+    def __init__(
+        self,
+        max_calls: int = MAX_CALLS,
+        max_statements: int = MAX_STATEMENTS,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
+        if max_calls < 1 or max_statements < 1 or max_in_flight < 1:
+            raise ValueError("a batch needs room for at least one call and one statement")
+        self.max_calls = max_calls
+        self.max_statements = max_statements
+        self.max_in_flight = max_in_flight
+        self._queue: list[Waiting] = []
+        self._in_flight = 0
+        self._paused_until = float("-inf")
+        #: merged requests sent (batches of two or more calls), and the calls in them
+        self.merged_requests = 0
+        self.merged_calls = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def accepting(self, now: float) -> bool:
+        """Whether calls may be merged now (not paused after a failed statement)."""
+        return now >= self._paused_until
+
+    def pause(self, now: float, seconds: float = PAUSE_AFTER_FAILURE) -> None:
+        """Send every call alone for ``seconds``."""
+        self._paused_until = max(self._paused_until, now + seconds)
+
+    def arrive(self, item: Waiting) -> list[Waiting] | None:
+        """A call is ready: the batch to send now (its owner sends), or None (wait)."""
+        if self._in_flight >= self.max_in_flight:
+            self._queue.append(item)
+            return None
+        self._in_flight += 1
+        item.taken = True
+        return [item]
+
+    def finished(self) -> list[Waiting] | None:
+        """The flight ended: the next batch (its first call's owner sends it), or None."""
+        if not self._queue:
+            self._in_flight -= 1
+            return None
+        batch: list[Waiting] = []
+        statements = 0
+        while self._queue and len(batch) < self.max_calls:
+            n = len(self._queue[0].call.statements)
+            if batch and statements + n > self.max_statements:
+                break
+            item = self._queue.pop(0)
+            item.taken = True
+            batch.append(item)
+            statements += n
+        batch[0].batch = batch
+        if len(batch) > 1:
+            self.merged_requests += 1
+            self.merged_calls += len(batch)
+        return batch
+
+    def withdraw(self, item: Waiting) -> bool:
+        """A waiting call gives up (its time ran out): True if it was not taken yet."""
+        if item.taken:
+            return False
+        self._queue.remove(item)
+        return True
+
+
+def merge(calls: Sequence[Call]) -> Call:
+    """One call carrying every statement of ``calls``, in order, as one transaction."""
+    if len(calls) == 1:
+        return calls[0]
+    first = calls[0]
+    if any(c.query != first.query for c in calls):
+        raise ValueError("merge: calls with different query parameters cannot be merged")
+    path = "/db/request" if any(c.path == "/db/request" for c in calls) else "/db/execute"
+    statements = tuple(s for c in calls for s in c.statements)
+    return Call(path, statements, first.query, what=f"{len(calls)} merged calls")
+
+
+def _named(call: Call, count: int) -> str:
+    return call.what if count == 1 else f"{call.what} (merged with {count - 1} other calls)"
+
+
+def send_failed(
+    calls: Sequence[Call], url: str, reason: str, sent: bool, endpoints: Endpoints
+) -> list[Settled]:
+    """The exchange failed in the client library; ``sent``: it may have reached a node."""
+    endpoints.failed(url)
+    if not sent:
+        return [Alone(f"{url}: {reason}") for _ in calls]
+    return [
+        Failed(OutcomeUnknown(f"{_named(c, len(calls))}: outcome unknown: {url}: {reason}"))
+        for c in calls
+    ]
+
+
+def answered(
+    calls: Sequence[Call], merged: Call, url: str, status: int, text: str, endpoints: Endpoints
+) -> list[Settled]:
+    """What a node's answer to the ``merged`` request means for each of ``calls``."""
+    verdict = classify_response(merged, status, text)
+    n = len(calls)
+    if verdict.outcome is Outcome.OK:
+        endpoints.succeeded(url)
+        out: list[Settled] = []
+        i = 0
+        for c in calls:
+            k = len(c.statements)
+            out.append(Done(verdict.results[i : i + k]))
+            i += k
+        return out
+    failure = f"{url}: {verdict.reason}"
+    if verdict.outcome is Outcome.RETRY:
+        endpoints.failed(url)
+        return [Alone(failure) for _ in calls]
+    if verdict.outcome is Outcome.UNKNOWN:
+        endpoints.failed(url)
+        return [
+            Failed(OutcomeUnknown(f"{_named(c, n)}: outcome unknown: {failure}")) for c in calls
+        ]
+    if verdict.auth_failed:
+        return [Failed(Unavailable(f"{c.what}: {failure}")) for c in calls]
+    if n == 1:
+        return [Failed(StatementError(f"{calls[0].what}: {failure}"))]
+    if status != 200:
+        return [Alone(failure) for _ in calls]  # the body was refused: nothing ran
+    # A statement failed inside the merged transaction; which calls it took down with it
+    # is rqlite's business (a statement that does not prepare fails alone): each call's
+    # operation looks its own outcome up.
+    why = f"outcome unknown: a statement of the merged request failed: {failure}"
+    return [Failed(OutcomeUnknown(f"{_named(c, n)}: {why}"), poisoned=True) for c in calls]
+
+
+def request_target(call: Call) -> tuple[str, bytes]:
+    """The path (with query) and JSON body of ``call``'s POST."""
+    from urllib.parse import urlencode
+
+    path = f"{call.path}?{urlencode(call.query)}" if call.query else call.path
+    return path, json.dumps(call.body()).encode()
+
+
+def deadline_of(batch: Sequence[Waiting]) -> float:
+    """The earliest deadline among a batch's calls: its one exchange must fit them all."""
+    return min(w.deadline for w in batch)
+
+
+def stopped_sender(batch: Sequence[Waiting], sent: bool) -> list[Settled]:
+    """Outcomes when the thread or task sending ``batch`` stopped (interrupted, cancelled)
+    before the answer came: unknown if the request may have gone out, else alone."""
+    if not sent:
+        return [Alone("the merged request was not sent: its sender stopped") for _ in batch]
+    return [
+        Failed(
+            OutcomeUnknown(
+                f"{w.call.what}: outcome unknown: the sender of its merged request stopped"
+            )
+        )
+        for w in batch
+    ]
