@@ -7,13 +7,15 @@ Measured in this order, each on a queue prepared for it:
    paired figure: the machine's load drifts over the minutes of a run);
 2. publish/s, single ``publish`` and batched ``publish_many``;
 3. rqueue claims/s alone (a pre-filled queue, one message per group) and claim+ack
-   cycles/s, at each concurrency;
-4. 64 sync threads vs 64 asyncio tasks on one loop (claim+ack cycles);
+   cycles/s, at each concurrency: first with every worker thread sharing one transport
+   (concurrent calls share requests: group commit), then with a transport per worker;
+4. 64 sync threads vs 64 asyncio tasks on one loop (claim+ack cycles), each side sharing
+   one transport, then a transport per worker;
 5. claim latency p50/p99 of one claimer with a small backlog;
 6. the ``seed-reference`` subject's claim+ack cycles/s (on the seed's own schema);
 7. claim latency p50/p99 with a big backlog (1,000,000 messages over 10,000 groups).
 
-Every worker has its own client; leases are long (nothing lapses mid-run). The results
+Leases are long (nothing lapses mid-run). The results
 go to ``bench.json`` with the targets checked as ratios of figures from this run, a plot
 ``bench.png``, Markdown tables ``bench.md`` (what the README's performance section quotes) and a
 printed table. The queue's tables are emptied and dropped between
@@ -108,7 +110,9 @@ def run_bench(urls: list[str], settings: BenchSettings, progress: Say) -> Doc:
         "machine": {"cpus": os.cpu_count(), "load_before": list(os.getloadavg())},
         "store_insert": [],
         "publish": [],
+        "rqueue_claim_shared": [],
         "rqueue_claim": [],
+        "rqueue_cycle_shared": [],
         "rqueue_cycle": [],
         "seed_cycle": [],
         "sync_vs_async": [],
@@ -211,23 +215,71 @@ def _publish(
 def _claims(
     subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
 ) -> None:
-    for c in s.concurrency:
-        progress(f"rqueue: claims alone at concurrency {c} ({s.claim_backlog:,} groups queued)")
-        store.empty_queue(http)
-        queue.fill(
-            subject,
-            urls,
-            http,
-            prefix="c-",
-            groups=s.claim_backlog,
-            messages=s.claim_backlog,
-            bulk_batch=s.bulk_batch,
-        )
-        baseline = _inserts(urls, s, c)
-        load = run_threads(lambda i: queue.claim_worker(subject, urls, i), c, s.seconds, s.warmup)
-        doc["rqueue_claim"].append(_paired(load, baseline))
-    for c in s.concurrency:
-        doc["rqueue_cycle"].append(_cycles(subject, urls, http, s, c, progress))
+    for shared in (True, False):
+        key = "rqueue_claim_shared" if shared else "rqueue_claim"
+        for c in s.concurrency:
+            progress(
+                f"rqueue: claims alone at concurrency {c}, {_how(shared)} "
+                f"({s.claim_backlog:,} groups queued)"
+            )
+            store.empty_queue(http)
+            queue.fill(
+                subject,
+                urls,
+                http,
+                prefix="c-",
+                groups=s.claim_backlog,
+                messages=s.claim_backlog,
+                bulk_batch=s.bulk_batch,
+            )
+            baseline = _inserts(urls, s, c)
+            load = _threads(subject, urls, s, c, queue.claim_worker, shared)
+            doc[key].append(_paired(load, baseline))
+    for shared in (True, False):
+        key = "rqueue_cycle_shared" if shared else "rqueue_cycle"
+        for c in s.concurrency:
+            doc[key].append(_cycles(subject, urls, http, s, c, progress, shared=shared))
+
+
+def _how(shared: bool) -> str:
+    return "one shared transport" if shared else "a transport per worker"
+
+
+def _threads(
+    subject: Subject,
+    urls: list[str],
+    s: BenchSettings,
+    c: int,
+    worker: Callable[..., tuple[Callable[[], bool], Callable[[], None]]],
+    shared: bool,
+) -> Load:
+    """``c`` threads running ``worker`` steps, each with its own client or all sharing one."""
+    client = queue.open_client(subject, urls) if shared else None
+    try:
+        return run_threads(lambda i: worker(subject, urls, i, client), c, s.seconds, s.warmup)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _tasks(subject: Subject, urls: list[str], s: BenchSettings, n: int, shared: bool) -> Load:
+    """``n`` asyncio tasks on one loop running claim+ack cycles, like :func:`_threads`."""
+    holder: list[Any] = []
+
+    async def open_task(i: int) -> tuple[Callable, Callable]:
+        if not shared:
+            return await queue.cycle_task(subject, urls, i)
+        if not holder:
+            holder.append(await queue.open_async_client(subject, urls))
+        step, _ = await queue.cycle_task(subject, urls, i, holder[0])
+        # worker 0 is opened first and closed after every task ended: it closes the client
+        return step, (holder[0].close if i == 0 else _no_close)
+
+    return run_tasks(open_task, n, s.seconds, s.warmup)
+
+
+async def _no_close() -> None:
+    pass
 
 
 def _cycles(
@@ -238,11 +290,20 @@ def _cycles(
     c: int,
     progress: Say,
     paired: bool = True,
+    shared: bool = False,
 ) -> dict[str, Any]:
     progress(
-        f"{subject.name}: claim+ack cycles at concurrency {c} "
-        f"({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
+        f"{subject.name}: claim+ack cycles at concurrency {c}"
+        + (f", {_how(shared)}" if subject.name == "rqueue" else "")
+        + f" ({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
     )
+    _fill_cycles(subject, urls, http, s)
+    baseline = _inserts(urls, s, c) if paired else None
+    load = _threads(subject, urls, s, c, queue.cycle_worker, shared)
+    return load.to_json() if baseline is None else _paired(load, baseline)
+
+
+def _fill_cycles(subject: Subject, urls: list[str], http: store.Http, s: BenchSettings) -> None:
     store.empty_queue(http)
     queue.fill(
         subject,
@@ -253,30 +314,19 @@ def _cycles(
         messages=s.cycle_backlog,
         bulk_batch=s.bulk_batch,
     )
-    baseline = _inserts(urls, s, c) if paired else None
-    load = run_threads(lambda i: queue.cycle_worker(subject, urls, i), c, s.seconds, s.warmup)
-    return load.to_json() if baseline is None else _paired(load, baseline)
 
 
 def _threads_vs_tasks(
     subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
 ) -> None:
     n = s.async_concurrency
-    row = _cycles(subject, urls, http, s, n, progress, paired=False)
-    doc["sync_vs_async"].append({"mode": "threads", **row})
-    progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop")
-    store.empty_queue(http)
-    queue.fill(
-        subject,
-        urls,
-        http,
-        prefix="y-",
-        groups=s.cycle_groups,
-        messages=s.cycle_backlog,
-        bulk_batch=s.bulk_batch,
-    )
-    load: Load = run_tasks(lambda i: queue.cycle_task(subject, urls, i), n, s.seconds, s.warmup)
-    doc["sync_vs_async"].append({"mode": "tasks", **load.to_json()})
+    for shared in (True, False):
+        row = _cycles(subject, urls, http, s, n, progress, paired=False, shared=shared)
+        doc["sync_vs_async"].append({"mode": "threads", "shared": shared, **row})
+        progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop, {_how(shared)}")
+        _fill_cycles(subject, urls, http, s)
+        load = _tasks(subject, urls, s, n, shared)
+        doc["sync_vs_async"].append({"mode": "tasks", "shared": shared, **load.to_json()})
 
 
 def _latency(

@@ -31,21 +31,35 @@ async def open_async_client(subject: Subject, urls: Sequence[str]) -> Any:
     return await subject.open_async(list(urls), time.time, REQUEST_TIMEOUT)
 
 
+def _nothing() -> None:
+    pass
+
+
+async def _nothing_async() -> None:
+    pass
+
+
 # -- steps (sync) ---------------------------------------------------------------------------
-def claim_worker(subject: Subject, urls: Sequence[str], i: int) -> tuple[Callable, Callable]:
+# Each worker opens its own client, or uses ``shared`` (one client for every worker: the
+# caller opens and closes it).
+def claim_worker(
+    subject: Subject, urls: Sequence[str], i: int, shared: Any = None
+) -> tuple[Callable, Callable]:
     """Claims alone: every claim leases a group's head and keeps it."""
-    client = open_client(subject, urls)
+    client = shared or open_client(subject, urls)
     name = f"bench-claimer-{i}"
 
     def step() -> bool:
         return client.claim(name, VISIBILITY) is not None
 
-    return step, client.close
+    return step, _nothing if shared else client.close
 
 
-def cycle_worker(subject: Subject, urls: Sequence[str], i: int) -> tuple[Callable, Callable]:
+def cycle_worker(
+    subject: Subject, urls: Sequence[str], i: int, shared: Any = None
+) -> tuple[Callable, Callable]:
     """Claim+ack cycles: claim the next message, then ack it."""
-    client = open_client(subject, urls)
+    client = shared or open_client(subject, urls)
     name = f"bench-cycler-{i}"
 
     def step() -> bool:
@@ -55,7 +69,7 @@ def cycle_worker(subject: Subject, urls: Sequence[str], i: int) -> tuple[Callabl
         client.ack(lease)
         return True
 
-    return step, client.close
+    return step, _nothing if shared else client.close
 
 
 def publish_worker(subject: Subject, urls: Sequence[str], i: int) -> tuple[Callable, Callable]:
@@ -88,9 +102,11 @@ def publish_many_worker(
 
 
 # -- steps (async) --------------------------------------------------------------------------
-async def cycle_task(subject: Subject, urls: Sequence[str], i: int) -> tuple[Callable, Callable]:
+async def cycle_task(
+    subject: Subject, urls: Sequence[str], i: int, shared: Any = None
+) -> tuple[Callable, Callable]:
     """The asyncio twin of :func:`cycle_worker`."""
-    client = await open_async_client(subject, urls)
+    client = shared or await open_async_client(subject, urls)
     name = f"bench-task-{i}"
 
     async def step() -> bool:
@@ -100,7 +116,7 @@ async def cycle_task(subject: Subject, urls: Sequence[str], i: int) -> tuple[Cal
         await client.ack(lease)
         return True
 
-    return step, client.close
+    return step, _nothing_async if shared else client.close
 
 
 # -- backlog --------------------------------------------------------------------------------

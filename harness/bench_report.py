@@ -37,10 +37,16 @@ class Target:
 #: the throughput series: (label, bench.json key)
 SERIES = (
     ("store INSERT", "store_insert"),
-    ("rqueue claim", "rqueue_claim"),
-    ("rqueue claim+ack", "rqueue_cycle"),
+    ("rqueue claim, shared transport", "rqueue_claim_shared"),
+    ("rqueue claim, transport each", "rqueue_claim"),
+    ("rqueue claim+ack, shared transport", "rqueue_cycle_shared"),
+    ("rqueue claim+ack, transport each", "rqueue_cycle"),
     ("seed claim+ack", "seed_cycle"),
 )
+
+
+def _series(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    return doc.get(key) or []
 
 
 def _row(rows: list[dict[str, Any]], concurrency: int) -> dict[str, Any] | None:
@@ -61,28 +67,36 @@ def _rate(rows: list[dict[str, Any]], concurrency: int) -> float | None:
 def _baseline(doc: dict[str, Any], key: str, concurrency: int) -> float | None:
     """The INSERT rate a figure is compared with: the one measured just before it if
     any (``insert_per_second``), else the run's store-limit figure."""
-    row = _row(doc[key], concurrency)
+    row = _row(_series(doc, key), concurrency)
     if row is not None and row.get("insert_per_second"):
         return row["insert_per_second"]
     return _rate(doc["store_insert"], concurrency)
 
 
 def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
-    """Issue 6's targets, each a ratio of two figures of this one run."""
-    claims, claims_base = _rate(doc["rqueue_claim"], at), _baseline(doc, "rqueue_claim", at)
-    cycles, cycles_base = _rate(doc["rqueue_cycle"], at), _baseline(doc, "rqueue_cycle", at)
+    """Issue 6's targets, each a ratio of two figures of this one run.
+
+    Claims and cycles are checked with the workers sharing one transport (how rqueue is
+    meant to be run: concurrent calls share requests); runs from before group commit
+    have only the transport-per-worker figures, which are checked then.
+    """
+    claim_key = "rqueue_claim_shared" if _series(doc, "rqueue_claim_shared") else "rqueue_claim"
+    cycle_key = "rqueue_cycle_shared" if _series(doc, "rqueue_cycle_shared") else "rqueue_cycle"
+    how = "shared transport" if claim_key.endswith("shared") else "a transport per worker"
+    claims, claims_base = _rate(doc[claim_key], at), _baseline(doc, claim_key, at)
+    cycles, cycles_base = _rate(doc[cycle_key], at), _baseline(doc, cycle_key, at)
     out = [
         Target(
             f"claims/s vs INSERTs/s at concurrency {at}",
             _ratio(claims, claims_base),
             0.8,
-            f"{_fmt(claims)} claims/s, {_fmt(claims_base)} INSERTs/s just before",
+            f"{_fmt(claims)} claims/s ({how}), {_fmt(claims_base)} INSERTs/s just before",
         ),
         Target(
             f"claim+ack cycles/s vs INSERTs/s at concurrency {at}",
             _ratio(cycles, cycles_base),
             0.4,
-            f"{_fmt(cycles)} cycles/s, {_fmt(cycles_base)} INSERTs/s just before",
+            f"{_fmt(cycles)} cycles/s ({how}), {_fmt(cycles_base)} INSERTs/s just before",
         ),
     ]
     lat = {r["backlog"]: r for r in doc["claim_latency"]}
@@ -115,7 +129,9 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
                     f"(batches of {batched['batch']})",
                 )
             )
-    modes = {r["mode"]: r for r in doc["sync_vs_async"]}
+    rows = doc["sync_vs_async"]
+    shared = any(r.get("shared") for r in rows)
+    modes = {r["mode"]: r for r in rows if bool(r.get("shared")) == shared}
     if "threads" in modes and "tasks" in modes:
         n = modes["tasks"]["concurrency"]
         out.append(
@@ -124,7 +140,8 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
                 _ratio(modes["tasks"]["per_second"], modes["threads"]["per_second"]),
                 1.0,
                 f"{_fmt(modes['tasks']['per_second'])} vs "
-                f"{_fmt(modes['threads']['per_second'])} cycles/s",
+                f"{_fmt(modes['threads']['per_second'])} cycles/s "
+                f"({'each side sharing one transport' if shared else 'a transport each'})",
             )
         )
     return out
@@ -155,6 +172,8 @@ def tables(doc: dict[str, Any]) -> list[Any]:
             table.add_column(f"{c} client{'s' if c > 1 else ''}", justify="right")
     for label, key in SERIES:
         rates, lats = [label], [label]
+        if not _series(doc, key):
+            continue
         for c in levels:
             r = _row(doc[key], c)
             base = _baseline(doc, key, c)
@@ -206,7 +225,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
         sa.add_column(col, justify="right")
     for r in doc["sync_vs_async"]:
         sa.add_row(
-            r["mode"],
+            _mode(r),
             str(r["concurrency"]),
             _fmt(r["per_second"]),
             _ms(r["p50_ms"]),
@@ -224,6 +243,12 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     return [t, lt, p, cl, sa, tt]
 
 
+def _mode(row: dict[str, Any]) -> str:
+    if "shared" not in row:
+        return row["mode"]
+    return f"{row['mode']}, {'shared transport' if row['shared'] else 'transport each'}"
+
+
 # -- the plot ------------------------------------------------------------------------------
 def plot(doc: dict[str, Any], path: Path) -> Path:
     """Four panels: throughput by concurrency, publish, claim latency, threads vs tasks."""
@@ -235,7 +260,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     ax = axes[0][0]
     for label, key in SERIES:
-        rows = sorted(doc[key], key=lambda r: r["concurrency"])
+        rows = sorted(_series(doc, key), key=lambda r: r["concurrency"])
         if rows:
             ax.plot(
                 [r["concurrency"] for r in rows],
@@ -271,7 +296,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 
     ax = axes[1][1]
     sa = doc["sync_vs_async"]
-    ax.bar([f"{r['concurrency']} {r['mode']}" for r in sa], [r["per_second"] for r in sa])
+    labels = [f"{r['concurrency']} {_mode(r)}".replace(", ", "\n") for r in sa]
+    ax.bar(labels, [r["per_second"] for r in sa])
     ax.set_ylabel("claim+ack cycles/s")
     ax.set_title("Sync threads vs async tasks")
 
@@ -304,6 +330,8 @@ def markdown(doc: dict[str, Any]) -> str:
         rule,
     ]
     for label, key in SERIES:
+        if not _series(doc, key):
+            continue
         cells = []
         for c in levels:
             r = _row(doc[key], c)
@@ -345,7 +373,7 @@ def markdown(doc: dict[str, Any]) -> str:
     ]
     for r in doc["sync_vs_async"]:
         lines.append(
-            f"| {r['mode']} | {r['concurrency']} | {r['per_second']:,.0f} | "
+            f"| {_mode(r)} | {r['concurrency']} | {r['per_second']:,.0f} | "
             f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
         )
     lines += ["", "| target | ratio | required | met |", "|---|---:|---:|:---:|"]

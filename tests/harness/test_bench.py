@@ -43,9 +43,11 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
     doc = json.loads((out / "bench.json").read_text())
     assert (out / "bench.png").stat().st_size > 0
     md = (out / "bench.md").read_text()
-    assert "| rqueue claim+ack |" in md and "| target | ratio | required | met |" in md
+    assert "| rqueue claim+ack, shared transport |" in md
+    assert "| target | ratio | required | met |" in md
     assert doc["cluster"]["engine"] == "embedded" and doc["cluster"]["nodes"] == 3
-    for key in ("store_insert", "rqueue_claim", "rqueue_cycle", "seed_cycle"):
+    series = ("rqueue_claim_shared", "rqueue_claim", "rqueue_cycle_shared", "rqueue_cycle")
+    for key in ("store_insert", *series, "seed_cycle"):
         assert [r["concurrency"] for r in doc[key]] == [1, 8], key
         for row in doc[key]:
             assert row["ops"] > 0 and row["errors"] == 0, (key, row)
@@ -60,10 +62,13 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
     )
     assert [r["backlog"] for r in doc["claim_latency"]] == [50, 2000]
     assert all(r["samples"] == 10 and r["p50_ms"] > 0 for r in doc["claim_latency"])
-    assert [(r["mode"], r["concurrency"]) for r in doc["sync_vs_async"]] == [
-        ("threads", 4),
-        ("tasks", 4),
+    assert [(r["mode"], r["shared"], r["concurrency"]) for r in doc["sync_vs_async"]] == [
+        ("threads", True, 4),
+        ("tasks", True, 4),
+        ("threads", False, 4),
+        ("tasks", False, 4),
     ]
+    assert all(r["ops"] > 0 and r["errors"] == 0 for r in doc["sync_vs_async"])
     assert len(doc["targets"]) == 6
     assert (code == 0) == all(t["met"] for t in doc["targets"])
     assert doc["command"].startswith("python -m harness bench --out ")
@@ -212,6 +217,24 @@ def test_targets_compare_with_the_paired_insert_figure():
     found = {t.name: t for t in targets(doc)}
     assert found["claims/s vs INSERTs/s at concurrency 8"].value == pytest.approx(850 / 1100)
     assert found["claim+ack cycles/s vs INSERTs/s at concurrency 8"].value == pytest.approx(0.42)
+
+
+def test_targets_check_the_shared_transport_figures_when_the_run_has_them():
+    doc = _doc(claim=500.0, cycle=200.0, tasks=50.0)
+    doc["rqueue_claim_shared"] = [{"concurrency": 8, "per_second": 1200.0}]
+    doc["rqueue_cycle_shared"] = [{"concurrency": 8, "per_second": 600.0}]
+    for row in doc["sync_vs_async"]:
+        row["shared"] = False
+    doc["sync_vs_async"] += [
+        {"mode": "threads", "shared": True, "concurrency": 64, "per_second": 900.0},
+        {"mode": "tasks", "shared": True, "concurrency": 64, "per_second": 1000.0},
+    ]
+    found = {t.name: t for t in targets(doc)}
+    claims = found["claims/s vs INSERTs/s at concurrency 8"]
+    assert claims.value == pytest.approx(1.2) and "shared transport" in claims.detail
+    assert found["claim+ack cycles/s vs INSERTs/s at concurrency 8"].value == pytest.approx(0.6)
+    tasks = found["64 async tasks vs 64 threads, claim+ack cycles/s"]
+    assert tasks.value == pytest.approx(1000 / 900) and "sharing one transport" in tasks.detail
 
 
 def test_targets_missed():
