@@ -117,14 +117,18 @@ class _Merger:
         self, item: _batch.Waiting, deadline: float, request_timeout: float
     ) -> _batch.Settled | None:
         """Wait to be settled (returned) or made the sender of a batch (None)."""
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # arrives as the event is set, and a cancelled task would go on to send its batch
         try:
-            await asyncio.wait_for(item.handle.wait(), max(0.0, deadline - time.monotonic()))
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await item.handle.wait()
         except TimeoutError:
             if self.coalescer.withdraw(item):
                 return _batch.Alone("no time left while waiting to be merged")
             # taken into a batch: its one exchange is bounded by the request timeout
             try:
-                await asyncio.wait_for(item.handle.wait(), request_timeout + _SETTLE_MARGIN)
+                async with asyncio.timeout(request_timeout + _SETTLE_MARGIN):
+                    await item.handle.wait()
             except TimeoutError:
                 return _batch.Failed(
                     OutcomeUnknown(

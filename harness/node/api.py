@@ -126,8 +126,16 @@ class NodeService:
         rw_random = not params.flag("norwrandom")
         rw_time = not params.flag("norwtime")
         for s in stmts:
-            r = rewrite(s.sql, rewrite_random=rw_random, rewrite_time=rw_time, now=self.clock.now)
+            r = rewrite(
+                s.sql,
+                rewrite_random=rw_random,
+                rewrite_time=rw_time,
+                now=self.clock.now,
+                bind=True,
+                positional=-1 if s.named else len(s.positional),
+            )
             s.sql, s.returning = r.sql, r.returning
+            s.positional.extend(r.bound)
 
     def _through_log(
         self,

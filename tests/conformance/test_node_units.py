@@ -69,6 +69,38 @@ def test_rewrite_flags_and_returning() -> None:
     assert not rewrite("SELECT 'returning'").returning
 
 
+def test_bound_rewriting_keeps_one_text_per_write_and_the_same_values() -> None:
+    sql = "UPDATE t SET a = ?, b = julianday('now') + ? WHERE c = ? AND d < julianday('now')"
+    first = rewrite(sql, now=lambda: EPOCH, bind=True, positional=3)
+    later = rewrite(sql, now=lambda: EPOCH + 60, bind=True, positional=3)
+    assert (
+        first.sql
+        == later.sql
+        == ("UPDATE t SET a = ?1, b = julianday(?4) + ?2 WHERE c = ?3 AND d < julianday(?5)")
+    )
+    assert first.bound == (float(JD), float(JD))  # printed with six decimals, as rqlite does
+    assert later.bound[0] > first.bound[0]
+    ins = rewrite("INSERT INTO t VALUES (random(), ?)", bind=True, positional=1)
+    assert ins.sql == "INSERT INTO t VALUES (?2, ?1)" and 0 <= ins.bound[0] < 2**63
+
+
+@pytest.mark.parametrize(
+    ("sql", "positional"),
+    [
+        ("SELECT julianday('now')", 0),  # result columns are named after the text
+        ("UPDATE t SET b = julianday('now') RETURNING b", 0),
+        ("UPDATE t SET a = :x, b = julianday('now')", -1),  # named parameters
+        ("UPDATE t SET a = ?2, b = julianday('now')", 1),  # numbered parameters
+        ("UPDATE t SET a = randomblob(4), b = julianday('now')", 0),  # a blob value
+        ("UPDATE t SET b = julianday('now'); UPDATE u SET c = ?", 1),  # two statements
+        ("UPDATE t SET a = ?, b = julianday('now')", 2),  # values do not match the '?'s
+    ],
+)
+def test_bound_rewriting_falls_back_to_literals(sql: str, positional: int) -> None:
+    out = rewrite(sql, now=lambda: EPOCH, bind=True, positional=positional)
+    assert out.bound == () and JD in out.sql  # the literal form, as rqlite writes it
+
+
 def test_julian_day_matches_sqlite() -> None:
     db = Database()
     got = db.query([Statement(f"SELECT julianday({EPOCH}, 'unixepoch')")], False)[0]["values"]
