@@ -74,6 +74,8 @@ class Workload:
     extend_probability: float = 0.05
     idle_pause: float = 0.05
     drain_timeout: float = 60.0
+    #: the sync claimers share one transport, the async claimers another (group commit)
+    shared_transport: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,14 @@ class _Reader:
             raise self.fail(key, f"an integer >= {minimum}", v)
         return v
 
+    def flag(self, key: str, default: bool) -> bool:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            return default
+        if not isinstance(v, bool):
+            raise self.fail(key, "true or false", v)
+        return v
+
     def probability(self, key: str, default: float) -> float:
         v = self.number(key, default)
         if v > 1:
@@ -266,6 +276,7 @@ def _parse_workload(where: str, table: Any) -> Workload:
         extend_probability=r.probability("extend_probability", d.extend_probability),
         idle_pause=r.number("idle_pause", d.idle_pause, strict=True),
         drain_timeout=r.number("drain_timeout", d.drain_timeout, strict=True),
+        shared_transport=r.flag("shared_transport", d.shared_transport),
     )
     r.done()
     if w.sync_claimers + w.async_claimers < 1:
@@ -328,6 +339,11 @@ def parse_scenario(name: str, data: Mapping[str, Any], where: str) -> Scenario:
         raise r.fail("faults", "an array of tables ([[faults]])", faults_raw)
     faults = tuple(_parse_fault(where, i, t, duration) for i, t in enumerate(faults_raw))
     r.done()
+    if workload.shared_transport and any(f.kind == "clock-skew-worker" for f in faults):
+        raise ScenarioError(
+            f"{where}: fault 'clock-skew-worker' skews each claimer's own clock, but with "
+            "'workload.shared_transport' the claimers share one transport and its clock"
+        )
     s = Scenario(name, description, nodes, duration, workload, faults, where)
     _check_nodes(s, f"{where}: key 'nodes'")
     return s

@@ -155,6 +155,24 @@ def plan_lease(rng: random.Random, spec: WorkloadSpec, stall_probability: float)
 
 
 # -- the workload ---------------------------------------------------------------------------
+class _Shared:
+    """One sync client used by several claimer threads: closed when the last one is done."""
+
+    def __init__(self, client: Any, users: int) -> None:
+        self._client, self._users = client, users
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users <= 0
+        if last:
+            self._client.close()
+
+
 class Workload:
     """Publishers and claimers against one subject; start, stop, then drain."""
 
@@ -204,14 +222,23 @@ class Workload:
         """Open every client, then start publishers and claimers together."""
         opened = threading.Event()
         go = threading.Event()
-        clients = []
+        clients: list[Any] = []
+        opened_now: list[Any] = []  # what to close if opening fails part way
         try:
             for p in range(self.spec.publishers):
                 clients.append(self._open(f"p{p}"))
-            for name in self.sync_names:
-                clients.append(self._open(name))
+                opened_now.append(clients[-1])
+            if self.spec.shared_transport and self.sync_names:
+                one = self._open("sync-claimers")
+                opened_now.append(one)
+                shared = _Shared(one, len(self.sync_names))
+                clients.extend(shared for _ in self.sync_names)
+            else:
+                for name in self.sync_names:
+                    clients.append(self._open(name))
+                    opened_now.append(clients[-1])
         except BaseException:
-            for c in clients:
+            for c in opened_now:
                 c.close()
             raise
         for p in range(self.spec.publishers):
@@ -375,14 +402,20 @@ class Workload:
         self._astop = asyncio.Event()
         clients = []
         try:
-            for name in self.async_names:
-                clients.append(
-                    await self.subject.open_async(self.urls, self.clock(name), self.timeout)
+            if self.spec.shared_transport:
+                one = await self.subject.open_async(
+                    self.urls, self.clock("async-claimers"), self.timeout
                 )
+                clients = [one] * len(self.async_names)
+            else:
+                for name in self.async_names:
+                    clients.append(
+                        await self.subject.open_async(self.urls, self.clock(name), self.timeout)
+                    )
         except Exception as e:
             self.errors.append(e)
             opened.set()
-            for c in clients:
+            for c in {id(c): c for c in clients}.values():
                 await c.close()
             return
         opened.set()
@@ -392,7 +425,7 @@ class Workload:
                 *(self._async_claimer(n, c) for n, c in zip(self.async_names, clients, strict=True))
             )
         finally:
-            for c in clients:
+            for c in {id(c): c for c in clients}.values():
                 await c.close()
 
     async def _wait(self, seconds: float) -> None:

@@ -47,6 +47,12 @@ def test_fault_kinds_cover_the_issue():
     assert kinds <= set(FAULT_KINDS)
 
 
+def test_the_group_commit_scenario_shares_transports():
+    s = load_scenario("group-commit")
+    assert s.workload.shared_transport and s.needs_partitions
+    assert not load_scenario("leader-failover").workload.shared_transport
+
+
 def test_partition_scenarios_say_they_need_partitions():
     assert load_scenario("partition-leader").needs_partitions
     assert not load_scenario("leader-failover").needs_partitions
@@ -125,6 +131,15 @@ def test_a_scenario_by_path(tmp_path):
             'description = "x"\n[[faults]]\nkind = "clock-skew-node"\nduration = 1\n'
             'target = "moon"',
             "key 'faults[0].target': expected one of 'leader', 'follower', 'random', 'all'",
+        ),
+        (
+            'description = "x"\n[workload]\nshared_transport = "yes"',
+            "key 'workload.shared_transport': expected true or false, got 'yes'",
+        ),
+        (
+            'description = "x"\n[workload]\nshared_transport = true\n[[faults]]\n'
+            'kind = "clock-skew-worker"\nduration = 1',
+            "fault 'clock-skew-worker' skews each claimer's own clock",
         ),
         ('description = "x"\nfaults = 3', "key 'faults': expected an array of tables"),
         ('description = "x"\nworkload = 3', "key 'workload': expected a table"),
