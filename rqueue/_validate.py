@@ -42,7 +42,7 @@ def event(value: Any) -> str:
     """The event as stored: JSON text verbatim, anything else through ``json.dumps``."""
     if isinstance(value, str):
         try:
-            json.loads(value)
+            json.loads(value, parse_constant=_refuse_constant)
         except ValueError as exc:
             raise ValueError(f"event: a str event must be JSON text ({exc})") from None
         return value
@@ -50,6 +50,11 @@ def event(value: Any) -> str:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"event: not JSON-serialisable ({exc})") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which JSON does not have: other readers refuse
+    raise ValueError(f"{name} is not JSON (only finite numbers are)")
 
 
 def optional_text(name: str, value: Any) -> str | None:

@@ -125,8 +125,8 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
     addrs = [m.raft_addr for m in cfg.members] + [m.http_addr for m in cfg.members]
     if len(set(addrs)) != len(addrs):
         parser.error("every Raft and HTTP address must be different")
-    if a.apply_timeout <= 0:
-        parser.error("--apply-timeout must be positive")
+    if not a.apply_timeout > 0 or a.apply_timeout == float("inf"):
+        parser.error(f"--apply-timeout must be a positive number of seconds, got {a.apply_timeout}")
     if a.compaction_entries < 10:
         parser.error("--compaction-entries must be at least 10")
     return cfg

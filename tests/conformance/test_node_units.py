@@ -217,6 +217,11 @@ def test_config_validation(capsys: pytest.CaptureFixture[str]) -> None:
             ]
         )
     assert "--peer must be ID,RAFT_ADDR,HTTP_ADDR" in capsys.readouterr().err
+    base = ["--node-id", "n1", "--http-addr", "127.0.0.1:1", "--raft-addr", "127.0.0.1:2"]
+    for bad in ("nan", "inf", "0", "-1"):
+        with pytest.raises(SystemExit):
+            parse_args([*base, "--data-dir", "d", "--apply-timeout", bad])
+        assert "--apply-timeout must be a positive number of seconds" in capsys.readouterr().err
 
 
 def test_database_shapes_and_snapshot() -> None:

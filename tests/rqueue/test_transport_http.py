@@ -60,6 +60,8 @@ BAD_INPUT = [
     (lambda t: t.publish("g", "not json"), ValueError, "event"),
     (lambda t: t.publish("g", object()), TypeError, "event"),
     (lambda t: t.publish("g", float("nan")), TypeError, "event"),
+    (lambda t: t.publish("g", "NaN"), ValueError, "NaN is not JSON"),
+    (lambda t: t.publish("g", '{"a": -Infinity}'), ValueError, "-Infinity is not JSON"),
     (lambda t: t.publish("g", "{}", priority=5), ValueError, "priority"),
     (lambda t: t.publish("g", "{}", priority=True), TypeError, "priority"),
     (lambda t: t.publish("g", "{}", dedup_id=""), ValueError, "dedup_id"),
