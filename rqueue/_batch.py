@@ -27,6 +27,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
@@ -231,8 +232,6 @@ def answered(
 
 def request_target(call: Call) -> tuple[str, bytes]:
     """The path (with query) and JSON body of ``call``'s POST."""
-    from urllib.parse import urlencode
-
     path = f"{call.path}?{urlencode(call.query)}" if call.query else call.path
     return path, json.dumps(call.body()).encode()
 
