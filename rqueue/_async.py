@@ -162,12 +162,12 @@ class _Merger:
         if any(isinstance(s, _batch.Failed) and s.poisoned for s in settled):
             self.coalescer.pause(time.monotonic())
         following = self.coalescer.finished()
+        if following is not None:  # first: the next request is on the critical path
+            following[0].handle.set()
         for w, s in zip(batch, settled, strict=True):
             if w is not item:
                 w.settled = s
                 w.handle.set()
-        if following is not None:
-            following[0].handle.set()
 
 
 class AsyncRqliteTransport:
