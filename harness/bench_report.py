@@ -64,6 +64,18 @@ def _rate(rows: list[dict[str, Any]], concurrency: int) -> float | None:
     return None if row is None else row["per_second"]
 
 
+def _dry_note(*rows: dict[str, Any] | None) -> str:
+    """Why figures cannot be used: the queue ran dry during them (claims found nothing)."""
+    empty = sum((r or {}).get("empty", 0) or 0 for r in rows)
+    if not empty:
+        return ""
+    return f"; INVALID: the queue ran dry ({empty:,} claims found nothing), raise the backlog"
+
+
+def _checked_ratio(value: float | None, note: str) -> float | None:
+    return None if note else value
+
+
 def _baseline(doc: dict[str, Any], key: str, concurrency: int) -> float | None:
     """The INSERT rate a figure is compared with: the one measured just before it if
     any (``insert_per_second``), else the run's store-limit figure."""
@@ -85,18 +97,22 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
     how = "shared transport" if claim_key.endswith("shared") else "a transport per worker"
     claims, claims_base = _rate(doc[claim_key], at), _baseline(doc, claim_key, at)
     cycles, cycles_base = _rate(doc[cycle_key], at), _baseline(doc, cycle_key, at)
+    claims_dry = _dry_note(_row(doc[claim_key], at))
+    cycles_dry = _dry_note(_row(doc[cycle_key], at))
     out = [
         Target(
             f"claims/s vs INSERTs/s at concurrency {at}",
-            _ratio(claims, claims_base),
+            _checked_ratio(_ratio(claims, claims_base), claims_dry),
             0.8,
-            f"{_fmt(claims)} claims/s ({how}), {_fmt(claims_base)} INSERTs/s just before",
+            f"{_fmt(claims)} claims/s ({how}), {_fmt(claims_base)} INSERTs/s just before"
+            + claims_dry,
         ),
         Target(
             f"claim+ack cycles/s vs INSERTs/s at concurrency {at}",
-            _ratio(cycles, cycles_base),
+            _checked_ratio(_ratio(cycles, cycles_base), cycles_dry),
             0.4,
-            f"{_fmt(cycles)} cycles/s ({how}), {_fmt(cycles_base)} INSERTs/s just before",
+            f"{_fmt(cycles)} cycles/s ({how}), {_fmt(cycles_base)} INSERTs/s just before"
+            + cycles_dry,
         ),
     ]
     lat = {r["backlog"]: r for r in doc["claim_latency"]}
@@ -134,14 +150,17 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
     modes = {r["mode"]: r for r in rows if bool(r.get("shared")) == shared}
     if "threads" in modes and "tasks" in modes:
         n = modes["tasks"]["concurrency"]
+        dry = _dry_note(modes["tasks"], modes["threads"])
         out.append(
             Target(
                 f"{n} async tasks vs {n} threads, claim+ack cycles/s",
-                _ratio(modes["tasks"]["per_second"], modes["threads"]["per_second"]),
+                _checked_ratio(
+                    _ratio(modes["tasks"]["per_second"], modes["threads"]["per_second"]), dry
+                ),
                 1.0,
                 f"{_fmt(modes['tasks']['per_second'])} vs "
                 f"{_fmt(modes['threads']['per_second'])} cycles/s "
-                f"({'each side sharing one transport' if shared else 'a transport each'})",
+                f"({'each side sharing one transport' if shared else 'a transport each'})" + dry,
             )
         )
     return out
@@ -343,6 +362,8 @@ def markdown(doc: dict[str, Any]) -> str:
             text = f"{r['per_second']:,.0f}"
             if key != "store_insert" and ratio is not None:
                 text += f" ({ratio:.2f} of {base:,.0f})"
+            if r.get("empty"):
+                text += " (queue ran dry: capped)"
             cells.append(f"{text}<br>{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} ms")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += [

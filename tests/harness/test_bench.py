@@ -237,6 +237,16 @@ def test_targets_check_the_shared_transport_figures_when_the_run_has_them():
     assert tasks.value == pytest.approx(1000 / 900) and "sharing one transport" in tasks.detail
 
 
+def test_a_figure_taken_on_a_queue_that_ran_dry_is_not_counted():
+    doc = _doc(cycle=900.0)
+    doc["rqueue_cycle"][0]["empty"] = 1234  # claims found nothing: the backlog ran out
+    found = {t.name: t for t in targets(doc)}
+    cycles = found["claim+ack cycles/s vs INSERTs/s at concurrency 8"]
+    assert cycles.value is None and not cycles.met
+    assert "queue ran dry (1,234 claims found nothing)" in cycles.detail
+    assert found["claims/s vs INSERTs/s at concurrency 8"].met
+
+
 def test_targets_missed():
     found = {t.name: t for t in targets(_doc(claim=700.0, big=3.1, tasks=99.0))}
     assert not found["claims/s vs INSERTs/s at concurrency 8"].met
