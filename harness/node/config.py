@@ -27,6 +27,7 @@ class NodeConfig:
     clock_offset_file: Path | None = None
     apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
     compaction_entries: int = 20000  # snapshot the database once the log holds this many
+    compaction_bytes: int = 64 * 1024 * 1024  # ... or once its journal holds this many bytes
 
     @property
     def members(self) -> tuple[Peer, ...]:
@@ -103,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=20000,
         help="snapshot the database and truncate the Raft log past this many entries",
     )
+    p.add_argument(
+        "--compaction-mib",
+        type=float,
+        default=64.0,
+        help="... or once the log's journal holds this many MiB (default 64)",
+    )
     return p
 
 
@@ -118,6 +125,7 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
         clock_offset_file=a.clock_offset_file,
         apply_timeout=a.apply_timeout,
         compaction_entries=a.compaction_entries,
+        compaction_bytes=int(a.compaction_mib * 1024 * 1024) if a.compaction_mib > 0 else 0,
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):
@@ -129,4 +137,7 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
         parser.error(f"--apply-timeout must be a positive number of seconds, got {a.apply_timeout}")
     if a.compaction_entries < 10:
         parser.error("--compaction-entries must be at least 10")
+    if not 1 <= a.compaction_mib <= 3072:
+        # PySyncObj's journal records its end in 32 bits: it must stay below 4 GiB
+        parser.error(f"--compaction-mib must be between 1 and 3072, got {a.compaction_mib}")
     return cfg

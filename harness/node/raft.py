@@ -48,6 +48,9 @@ TIMEOUT_MESSAGE = "timed out enqueuing operation"
 LEADERSHIP_LOST = "leadership lost while committing log"
 
 STATE_NAMES = {0: "Follower", 1: "Candidate", 2: "Leader"}
+#: how often the journal's size is looked at, and the pause after asking for a compaction
+_SIZE_CHECK_PERIOD = 0.5
+_COMPACTION_BACKOFF = 10.0
 
 
 class NotApplied(Exception):
@@ -90,6 +93,7 @@ class RaftStore(SyncObj):
         self._cfg = cfg
         self._db = db
         self._last_leader_contact = 0.0
+        self._next_size_check = 0.0
         # requests waiting for their entries; failed at once when this node stops leading
         self._waiting: dict[int, tuple[threading.Event, dict[str, Any]]] = {}
         self._waiting_lock = threading.Lock()
@@ -228,9 +232,26 @@ class RaftStore(SyncObj):
                     done.set()
 
     def _on_tick(self) -> None:
+        now = time.monotonic()
         leader = self._getLeader()
         if leader is not None and (self._isLeader() or self.isNodeConnected(leader)):
-            self._last_leader_contact = time.monotonic()
+            self._last_leader_contact = now
+        self._compact_if_big(now)
+
+    def _compact_if_big(self, now: float) -> None:
+        """Snapshot once the journal holds ``compaction_bytes``: PySyncObj compacts by entry
+        count and age only, and merged requests make entries of tens of kB, so 20,000 of
+        them would hold gigabytes in memory and past the journal's 32-bit end offset."""
+        if now < self._next_size_check:
+            return
+        self._next_size_check = now + _SIZE_CHECK_PERIOD
+        journal = getattr(self, "_SyncObj__raftLog", None)
+        size = getattr(journal, "_FileJournal__currentOffset", 0)
+        if self._cfg.compaction_bytes and size > self._cfg.compaction_bytes:
+            log.info("raft journal at %d bytes: compacting", size)
+            self.forceLogCompaction()
+            # one request per period: compaction runs over the next ticks
+            self._next_size_check = now + _COMPACTION_BACKOFF
 
     def leader_raft_addr(self) -> str | None:
         leader = self._getLeader()

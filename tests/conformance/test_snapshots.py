@@ -28,13 +28,14 @@ pytestmark = pytest.mark.skipif(
 class HandCluster:
     """Three ``python -m harness.node`` processes with a tiny compaction threshold."""
 
-    def __init__(self, root: Path, compaction: int) -> None:
+    def __init__(self, root: Path, compaction: int, compaction_mib: float = 64.0) -> None:
         ports = free_ports(6)
         self.ids = ["n1", "n2", "n3"]
         self.http = {i: f"127.0.0.1:{ports[k * 2]}" for k, i in enumerate(self.ids)}
         self.raft = {i: f"127.0.0.1:{ports[k * 2 + 1]}" for k, i in enumerate(self.ids)}
         self.root = root
         self.compaction = compaction
+        self.compaction_mib = compaction_mib
         self.procs: dict[str, subprocess.Popen] = {}
 
     def url(self, node: str) -> str:
@@ -45,6 +46,7 @@ class HandCluster:
             sys.executable, "-m", "harness.node", "--node-id", node,
             "--http-addr", self.http[node], "--raft-addr", self.raft[node],
             "--data-dir", str(self.root / node), "--compaction-entries", str(self.compaction),
+            "--compaction-mib", str(self.compaction_mib),
         ]  # fmt: skip
         for other in self.ids:
             if other != node:
@@ -122,3 +124,28 @@ def test_snapshot_restores_a_lagging_node_and_a_full_restart(hand_cluster: HandC
             15.0,
             f"{n} to hold all 150 rows after the full restart",
         )
+
+
+def test_a_journal_past_its_size_bound_is_compacted(tmp_path: Path) -> None:
+    """Few but big entries (merged requests, batched publishes) trigger a snapshot by size,
+    long before the entry count would."""
+    hc = HandCluster(tmp_path, compaction=100_000, compaction_mib=1.0)
+    try:
+        for n in hc.ids:
+            hc.start(n)
+        lead = hc.leader()
+        table = f"t_{uuid.uuid4().hex[:8]}"
+        execute(hc.url(lead), [f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, v TEXT)"])
+        pad = "x" * 1000
+        for i in range(12):  # ~12 entries of ~200 kB: 2.4 MB in all
+            execute(hc.url(lead), [[f"INSERT INTO {table}(v) VALUES(?)", f"{i}{pad}"]] * 200)
+        for n in hc.ids:
+            wait_until(
+                lambda n=n: (hc.root / n / "snapshot.bin").exists(),
+                15.0,
+                f"{n} to compact its journal past 1 MiB",
+            )
+            assert (hc.root / n / "raft.journal").exists()
+        assert _count(hc.url(lead), table, "strong") == 12 * 200
+    finally:
+        hc.stop()
