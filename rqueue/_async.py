@@ -91,7 +91,7 @@ class _Merger:
     runs on the transport's event loop, so the coalescer needs no lock."""
 
     def __init__(
-        self, send: Callable[[list[Call], float], Awaitable[list[_batch.Settled]]]
+        self, send: Callable[[list[_batch.Waiting], float], Awaitable[list[_batch.Settled]]]
     ) -> None:
         self._send = send
         self.coalescer = _batch.Coalescer()
@@ -99,7 +99,9 @@ class _Merger:
     async def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
         if not self.coalescer.accepting(time.monotonic()):
             return _batch.Alone("merging paused after a failed statement")
-        item = _batch.Waiting(call, deadline, handle=asyncio.Event())
+        item = _batch.Waiting(
+            call, deadline, handle=asyncio.Event(), fragment=_batch.fragment(call)
+        )
         batch = self.coalescer.arrive(item)
         if batch is None:
             try:
@@ -149,7 +151,7 @@ class _Merger:
         """Send ``batch`` (``item`` is ours), settle the others, pass the turn on."""
         settled: list[_batch.Settled] | None = None
         try:
-            settled = await self._send([w.call for w in batch], _batch.deadline_of(batch))
+            settled = await self._send(batch, _batch.deadline_of(batch))
         finally:
             if settled is None:  # cancelled: the request may have gone out
                 settled = _batch.stopped_sender(batch, sent=True)
@@ -333,14 +335,17 @@ class AsyncRqliteTransport:
                 raise settled.error
         return await self._send_alone(call, deadline)
 
-    async def _send_merged(self, calls: list[Call], deadline: float) -> list[_batch.Settled]:
-        """One try of ``calls`` as one request, to the node that answered last."""
+    async def _send_merged(
+        self, batch: list[_batch.Waiting], deadline: float
+    ) -> list[_batch.Settled]:
+        """One try of ``batch``'s calls as one request, to the node that answered last."""
+        calls = [w.call for w in batch]
         url = self._endpoints.current
         timeout = min(self._settings.request_timeout, deadline - time.monotonic())
         if not self._endpoints.trusted(url) or timeout <= 0:
             return [_batch.Alone("no node to send a merged request to") for _ in calls]
         merged = _batch.merge(calls)
-        path, body = _batch.request_target(merged)
+        path, body = _batch.request_path(merged), _batch.merged_body(batch)
         try:
             reply = await self._client.request(
                 "POST", url, path, body, timeout, min(CONNECT_TIMEOUT, timeout)

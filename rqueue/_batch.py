@@ -82,6 +82,9 @@ class Waiting:
     call: Call
     deadline: float
     handle: Any = None
+    #: the call's statements as JSON list items, encoded by its own thread before it
+    #: waits: the sender only joins them (see :func:`merged_body`)
+    fragment: str = ""
     batch: list[Waiting] | None = None
     settled: Settled | None = None
     taken: bool = field(default=False)
@@ -230,10 +233,24 @@ def answered(
     return [Failed(OutcomeUnknown(f"{_named(c, n)}: {why}"), poisoned=True) for c in calls]
 
 
+def fragment(call: Call) -> str:
+    """``call``'s statements as the items of a JSON list (no brackets)."""
+    return json.dumps(call.body())[1:-1]
+
+
+def merged_body(batch: Sequence[Waiting]) -> bytes:
+    """The JSON body of the merged request of ``batch``: its calls' statements, in order."""
+    return ("[" + ",".join(w.fragment or fragment(w.call) for w in batch) + "]").encode()
+
+
+def request_path(call: Call) -> str:
+    """The path of ``call``'s POST, with its query."""
+    return f"{call.path}?{urlencode(call.query)}" if call.query else call.path
+
+
 def request_target(call: Call) -> tuple[str, bytes]:
     """The path (with query) and JSON body of ``call``'s POST."""
-    path = f"{call.path}?{urlencode(call.query)}" if call.query else call.path
-    return path, json.dumps(call.body()).encode()
+    return request_path(call), json.dumps(call.body()).encode()
 
 
 def deadline_of(batch: Sequence[Waiting]) -> float:

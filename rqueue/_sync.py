@@ -90,13 +90,15 @@ class _Merger:
     whose call arrives during another's merged request waits, then the oldest waiting
     thread sends every waiting call as one request and hands each its results."""
 
-    def __init__(self, send: Callable[[list[Call], float], list[_batch.Settled]]) -> None:
+    def __init__(self, send: Callable[[list[_batch.Waiting], float], list[_batch.Settled]]) -> None:
         self._send = send
         self._lock = threading.Lock()
         self.coalescer = _batch.Coalescer()
 
     def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
-        item = _batch.Waiting(call, deadline, handle=threading.Event())
+        item = _batch.Waiting(
+            call, deadline, handle=threading.Event(), fragment=_batch.fragment(call)
+        )
         with self._lock:
             if not self.coalescer.accepting(time.monotonic()):
                 return _batch.Alone("merging paused after a failed statement")
@@ -131,7 +133,7 @@ class _Merger:
         """Send ``batch`` (``item`` is ours), settle the others, pass the turn on."""
         settled: list[_batch.Settled] | None = None
         try:
-            settled = self._send([w.call for w in batch], _batch.deadline_of(batch))
+            settled = self._send(batch, _batch.deadline_of(batch))
         finally:
             if settled is None:  # interrupted: the request may have gone out
                 settled = _batch.stopped_sender(batch, sent=True)
@@ -326,14 +328,15 @@ class RqliteTransport:
                 raise settled.error
         return self._send_alone(call, deadline)
 
-    def _send_merged(self, calls: list[Call], deadline: float) -> list[_batch.Settled]:
-        """One try of ``calls`` as one request, to the node that answered last."""
+    def _send_merged(self, batch: list[_batch.Waiting], deadline: float) -> list[_batch.Settled]:
+        """One try of ``batch``'s calls as one request, to the node that answered last."""
+        calls = [w.call for w in batch]
         url = self._endpoints.current
         timeout = min(self._settings.request_timeout, deadline - time.monotonic())
         if not self._endpoints.trusted(url) or timeout <= 0:
             return [_batch.Alone("no node to send a merged request to") for _ in calls]
         merged = _batch.merge(calls)
-        path, body = _batch.request_target(merged)
+        path, body = _batch.request_path(merged), _batch.merged_body(batch)
         try:
             reply = self._session.request("POST", url, path, body, timeout)
         except SendError as exc:

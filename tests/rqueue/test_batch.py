@@ -20,7 +20,10 @@ from rqueue._batch import (
     Waiting,
     answered,
     deadline_of,
+    fragment,
     merge,
+    merged_body,
+    request_path,
     request_target,
     send_failed,
     stopped_sender,
@@ -313,6 +316,16 @@ def test_request_target() -> None:
     assert path == "/db/request?transaction=true"
     assert json.loads(body) == [["SELECT ?", "x.0"], ["SELECT ?", "y.0"], ["SELECT ?", "y.1"]]
     assert request_target(Call("/db/execute", (Stmt("DELETE FROM t"),)))[0] == "/db/execute"
+
+
+def test_merged_body_joins_the_fragments_each_caller_encoded() -> None:
+    calls = [call(1, what="x"), call(2, path="/db/request", what="y")]
+    batch = [Waiting(c, 0.0, fragment=fragment(c)) for c in calls]
+    assert json.loads(merged_body(batch)) == json.loads(request_target(merge(calls))[1])
+    # a waiting call without a fragment (none given) is encoded when the batch is sent
+    bare = [Waiting(c, 0.0) for c in calls]
+    assert merged_body(bare) == merged_body(batch)
+    assert request_path(merge(calls)) == "/db/request?transaction=true"
 
 
 # -- answered: what one exchange means for each call -----------------------------------------
