@@ -126,16 +126,7 @@ def run_bench(urls: list[str], settings: BenchSettings, progress: Say) -> Doc:
         _claims(rqueue, urls, http, s, doc, progress)
         _threads_vs_tasks(rqueue, urls, http, s, doc, progress)
         progress(f"claim latency: {s.small_backlog:,} queued")
-        store.empty_queue(http)
-        queue.fill(
-            rqueue,
-            urls,
-            http,
-            prefix="lat-",
-            groups=s.small_backlog,
-            messages=s.small_backlog,
-            bulk_batch=s.bulk_batch,
-        )
+        _refill(rqueue, urls, http, s, "lat-", s.small_backlog, s.small_backlog)
         doc["claim_latency"].append(_latency(rqueue, urls, s, s.small_backlog, s.small_backlog))
         _seed(seed, urls, http, s, doc, progress)
         progress(f"claim latency: filling {s.big_backlog:,} messages over {s.big_groups:,} groups")
@@ -234,16 +225,7 @@ def _claims(
                 f"rqueue: claims alone at concurrency {c}, {_how(shared)} "
                 f"({s.claim_backlog:,} groups queued)"
             )
-            store.empty_queue(http)
-            queue.fill(
-                subject,
-                urls,
-                http,
-                prefix="c-",
-                groups=s.claim_backlog,
-                messages=s.claim_backlog,
-                bulk_batch=s.bulk_batch,
-            )
+            _refill(subject, urls, http, s, "c-", s.claim_backlog, s.claim_backlog)
             baseline = _inserts(urls, s, c)
             load = _threads(subject, urls, s, c, queue.claim_worker, shared)
             doc[key].append(_paired(_dry(load, progress, "--claim-backlog"), baseline))
@@ -319,16 +301,24 @@ _MORE = "--cycle-backlog"
 
 
 def _fill_cycles(subject: Subject, urls: list[str], http: store.Http, s: BenchSettings) -> None:
+    _refill(subject, urls, http, s, "y-", s.cycle_groups, s.cycle_backlog)
+
+
+def _refill(
+    subject: Subject,
+    urls: list[str],
+    http: store.Http,
+    s: BenchSettings,
+    prefix: str,
+    groups: int,
+    messages: int,
+) -> None:
+    """Empty the queue, then queue ``messages`` messages over ``groups`` groups."""
     store.empty_queue(http)
     queue.fill(
-        subject,
-        urls,
-        http,
-        prefix="y-",
-        groups=s.cycle_groups,
-        messages=s.cycle_backlog,
+        subject, urls, http, prefix=prefix, groups=groups, messages=messages,
         bulk_batch=s.bulk_batch,
-    )
+    )  # fmt: skip
 
 
 def _threads_vs_tasks(

@@ -161,15 +161,8 @@ class _Merger:
     def _settle(
         self, item: _batch.Waiting, batch: list[_batch.Waiting], settled: list[_batch.Settled]
     ) -> None:
-        if any(isinstance(s, _batch.Failed) and s.poisoned for s in settled):
-            self.coalescer.pause(time.monotonic())
-        following = self.coalescer.finished()
-        if following is not None:  # first: the next request is on the critical path
-            following[0].handle.set()
-        for w, s in zip(batch, settled, strict=True):
-            if w is not item:
-                w.settled = s
-                w.handle.set()
+        for w in self.coalescer.conclude(batch, settled, item, time.monotonic()):
+            w.handle.set()
 
 
 class AsyncRqliteTransport:
@@ -339,20 +332,18 @@ class AsyncRqliteTransport:
         self, batch: list[_batch.Waiting], deadline: float
     ) -> list[_batch.Settled]:
         """One try of ``batch``'s calls as one request, to the node that answered last."""
-        calls = [w.call for w in batch]
-        url = self._endpoints.current
-        timeout = min(self._settings.request_timeout, deadline - time.monotonic())
-        if not self._endpoints.trusted(url) or timeout <= 0:
-            return [_batch.Alone("no node to send a merged request to") for _ in calls]
-        merged = _batch.merge(calls)
-        path, body = _batch.request_path(merged), _batch.merged_body(batch)
+        ex = _batch.exchange(
+            batch, self._endpoints, self._settings.request_timeout, deadline - time.monotonic()
+        )
+        if isinstance(ex, list):
+            return ex
         try:
             reply = await self._client.request(
-                "POST", url, path, body, timeout, min(CONNECT_TIMEOUT, timeout)
+                "POST", ex.url, ex.path, ex.body, ex.timeout, min(CONNECT_TIMEOUT, ex.timeout)
             )
         except SendError as exc:
-            return _batch.send_failed(calls, url, str(exc), exc.sent, self._endpoints)
-        return _batch.answered(calls, merged, url, reply.status, reply.text, self._endpoints)
+            return ex.failed(str(exc), exc.sent)
+        return ex.answered(reply.status, reply.text)
 
     async def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
         attempts = Attempts(

@@ -159,6 +159,22 @@ class Coalescer:
             self.merged_calls += len(batch)
         return batch
 
+    def conclude(
+        self, batch: Sequence[Waiting], settled: Sequence[Settled], own: Waiting, now: float
+    ) -> list[Waiting]:
+        """A flight ended: give each call of ``batch`` but ``own`` its outcome, pause after a
+        failed statement, and return whom to wake, in order: the next batch's sender first
+        (the next request is on the critical path), then the settled callers."""
+        if any(isinstance(s, Failed) and s.poisoned for s in settled):
+            self.pause(now)
+        following = self.finished()
+        wake = [following[0]] if following is not None else []
+        for w, s in zip(batch, settled, strict=True):
+            if w is not own:
+                w.settled = s
+                wake.append(w)
+        return wake
+
     def withdraw(self, item: Waiting) -> bool:
         """A waiting call gives up (its time ran out): True if it was not taken yet."""
         if item.taken:
@@ -231,6 +247,42 @@ def answered(
     # operation looks its own outcome up.
     why = f"outcome unknown: a statement of the merged request failed: {failure}"
     return [Failed(OutcomeUnknown(f"{_named(c, n)}: {why}"), poisoned=True) for c in calls]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """The one try of a merged request: where it goes, what it carries, and what its
+    answer (or failure) means for each call. The I/O layers send it and report back."""
+
+    calls: list[Call]
+    merged: Call
+    endpoints: Endpoints
+    url: str
+    timeout: float
+    path: str
+    body: bytes
+
+    def failed(self, reason: str, sent: bool) -> list[Settled]:
+        return send_failed(self.calls, self.url, reason, sent, self.endpoints)
+
+    def answered(self, status: int, text: str) -> list[Settled]:
+        return answered(self.calls, self.merged, self.url, status, text, self.endpoints)
+
+
+def exchange(
+    batch: Sequence[Waiting], endpoints: Endpoints, request_timeout: float, time_left: float
+) -> Exchange | list[Settled]:
+    """The try of ``batch`` at the node that answered last; or, when there is no such node
+    (the last call failed: failover needs probing) or no time, every call alone."""
+    calls = [w.call for w in batch]
+    url = endpoints.current
+    timeout = min(request_timeout, time_left)
+    if not endpoints.trusted(url) or timeout <= 0:
+        return [Alone("no node to send a merged request to") for _ in calls]
+    merged = merge(calls)
+    return Exchange(
+        calls, merged, endpoints, url, timeout, request_path(merged), merged_body(batch)
+    )
 
 
 def fragment(call: Call) -> str:

@@ -137,17 +137,10 @@ class _Merger:
         finally:
             if settled is None:  # interrupted: the request may have gone out
                 settled = _batch.stopped_sender(batch, sent=True)
-            now = time.monotonic()
             with self._lock:
-                if any(isinstance(s, _batch.Failed) and s.poisoned for s in settled):
-                    self.coalescer.pause(now)
-                following = self.coalescer.finished()
-            if following is not None:  # first: the next request is on the critical path
-                following[0].handle.set()
-            for w, s in zip(batch, settled, strict=True):
-                if w is not item:
-                    w.settled = s
-                    w.handle.set()
+                wake = self.coalescer.conclude(batch, settled, item, time.monotonic())
+            for w in wake:
+                w.handle.set()
         return settled[batch.index(item)]
 
 
@@ -330,18 +323,16 @@ class RqliteTransport:
 
     def _send_merged(self, batch: list[_batch.Waiting], deadline: float) -> list[_batch.Settled]:
         """One try of ``batch``'s calls as one request, to the node that answered last."""
-        calls = [w.call for w in batch]
-        url = self._endpoints.current
-        timeout = min(self._settings.request_timeout, deadline - time.monotonic())
-        if not self._endpoints.trusted(url) or timeout <= 0:
-            return [_batch.Alone("no node to send a merged request to") for _ in calls]
-        merged = _batch.merge(calls)
-        path, body = _batch.request_path(merged), _batch.merged_body(batch)
+        ex = _batch.exchange(
+            batch, self._endpoints, self._settings.request_timeout, deadline - time.monotonic()
+        )
+        if isinstance(ex, list):
+            return ex
         try:
-            reply = self._session.request("POST", url, path, body, timeout)
+            reply = self._session.request("POST", ex.url, ex.path, ex.body, ex.timeout)
         except SendError as exc:
-            return _batch.send_failed(calls, url, str(exc), exc.sent, self._endpoints)
-        return _batch.answered(calls, merged, url, reply.status, reply.text, self._endpoints)
+            return ex.failed(str(exc), exc.sent)
+        return ex.answered(reply.status, reply.text)
 
     def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
         attempts = Attempts(

@@ -16,10 +16,12 @@ from rqueue._batch import (
     Alone,
     Coalescer,
     Done,
+    Exchange,
     Failed,
     Waiting,
     answered,
     deadline_of,
+    exchange,
     fragment,
     merge,
     merged_body,
@@ -326,6 +328,40 @@ def test_merged_body_joins_the_fragments_each_caller_encoded() -> None:
     bare = [Waiting(c, 0.0) for c in calls]
     assert merged_body(bare) == merged_body(batch)
     assert request_path(merge(calls)) == "/db/request?transaction=true"
+
+
+def test_exchange_goes_to_the_trusted_node_within_the_time_left() -> None:
+    batch = [Waiting(c, 0.0, fragment=fragment(c)) for c in three()]
+    ex = exchange(batch, endpoints(), request_timeout=10.0, time_left=2.5)
+    assert isinstance(ex, Exchange)
+    assert (ex.url, ex.timeout, ex.path) == (A, 2.5, "/db/request?transaction=true")
+    assert json.loads(ex.body) == json.loads(request_target(merge(ex.calls))[1])
+    assert all(isinstance(s, Done) for s in ex.answered(200, ok_body(3, 1, 2)))
+    failed = ex.failed("connection refused", sent=False)
+    assert all(isinstance(s, Alone) for s in failed)
+
+
+def test_exchange_sends_every_call_alone_without_a_trusted_node_or_time() -> None:
+    batch = [waiting(2), waiting(1)]
+    untrusted = Endpoints([A, B])  # nobody answered yet: failover needs its probe
+    for e, left in ((untrusted, 5.0), (endpoints(), 0.0)):
+        out = exchange(batch, e, request_timeout=10.0, time_left=left)
+        assert isinstance(out, list) and all(isinstance(s, Alone) for s in out)
+
+
+def test_conclude_settles_the_others_and_wakes_the_next_sender_first() -> None:
+    c = Coalescer()
+    own, other = waiting(what="own"), waiting(what="other")
+    assert c.arrive(own) == [own]
+    late = waiting(what="late")
+    assert c.arrive(late) is None
+    batch = [own, other]
+    settled = [Done(()), Failed(OutcomeUnknown("x"), poisoned=True)]
+    wake = c.conclude(batch, settled, own, now=50.0)
+    assert wake == [late, other]  # the next sender, then the settled caller
+    assert late.batch == [late] and other.settled is settled[1] and own.settled is None
+    assert not c.accepting(50.5) and c.accepting(50.0 + PAUSE_AFTER_FAILURE)
+    assert c.conclude([late], [Done(())], late, now=60.0) == [] and c.in_flight == 0
 
 
 # -- answered: what one exchange means for each call -----------------------------------------
