@@ -113,7 +113,8 @@ class Coalescer:
         self._queue: list[Waiting] = []
         self._in_flight = 0
         self._paused_until = float("-inf")
-        #: merged requests sent (batches of two or more calls), and the calls in them
+        #: batches of two or more calls handed to a sender, and the calls in them (a batch
+        #: whose sender is cancelled, or that goes alone for want of a trusted node, counts)
         self.merged_requests = 0
         self.merged_calls = 0
 
