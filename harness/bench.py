@@ -375,7 +375,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Start a cluster (or use --urls), measure on it in one run: the store's "
             "single-INSERT rate, publish (single and batched), rqueue claims and claim+ack "
-            "cycles, the seed-reference design's cycles, claim latency with a small and a "
+            "cycles (with the workers sharing one transport, then with a transport each), "
+            "the seed-reference design's cycles, claim latency with a small and a "
             "1,000,000-message backlog, and 64 threads vs 64 asyncio tasks. Prints a "
             "table, writes bench.json, bench.md and bench.png to the output folder, and checks the "
             "targets of issue 6 as ratios of figures from this run."
