@@ -293,11 +293,9 @@ def _cycles(
     )
     _fill_cycles(subject, urls, http, s)
     baseline = _inserts(urls, s, c) if paired else None
-    load = _dry(_threads(subject, urls, s, c, queue.cycle_worker, shared), progress, _MORE)
+    load = _threads(subject, urls, s, c, queue.cycle_worker, shared)
+    load = _dry(load, progress, "--cycle-backlog")
     return load.to_json() if baseline is None else _paired(load, baseline)
-
-
-_MORE = "--cycle-backlog"
 
 
 def _fill_cycles(subject: Subject, urls: list[str], http: store.Http, s: BenchSettings) -> None:
@@ -330,7 +328,7 @@ def _threads_vs_tasks(
         doc["sync_vs_async"].append({"mode": "threads", "shared": shared, **row})
         progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop, {_how(shared)}")
         _fill_cycles(subject, urls, http, s)
-        load = _dry(_tasks(subject, urls, s, n, shared), progress, _MORE)
+        load = _dry(_tasks(subject, urls, s, n, shared), progress, "--cycle-backlog")
         doc["sync_vs_async"].append({"mode": "tasks", "shared": shared, **load.to_json()})
 
 
@@ -401,87 +399,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output folder (new or empty); default results/bench-<timestamp>",
     )
     d = BenchSettings()
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=d.seconds,
-        help=f"measured seconds per throughput figure ({d.seconds:g})",
-    )
-    p.add_argument(
-        "--warmup",
-        type=float,
-        default=d.warmup,
-        help=f"unmeasured seconds before each ({d.warmup:g})",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=_levels,
-        default=d.concurrency,
-        metavar="N,N,...",
-        help="concurrency levels (1,8,32); must include 8, where targets are checked",
-    )
-    p.add_argument(
-        "--async-concurrency",
-        type=int,
-        default=d.async_concurrency,
-        metavar="N",
-        help=f"threads and tasks compared ({d.async_concurrency})",
-    )
-    p.add_argument(
-        "--samples",
-        type=int,
-        default=d.samples,
-        help=f"claim latency samples per backlog ({d.samples})",
-    )
-    p.add_argument(
-        "--small-backlog",
-        type=int,
-        default=d.small_backlog,
-        metavar="N",
-        help=f"messages queued for the small latency figure ({d.small_backlog:,})",
-    )
-    p.add_argument(
-        "--big-backlog",
-        type=int,
-        default=d.big_backlog,
-        metavar="N",
-        help=f"messages queued for the big latency figure ({d.big_backlog:,})",
-    )
-    p.add_argument(
-        "--big-groups",
-        type=int,
-        default=d.big_groups,
-        metavar="N",
-        help=f"groups of the big backlog ({d.big_groups:,})",
-    )
-    p.add_argument(
-        "--claim-backlog",
-        type=int,
-        default=d.claim_backlog,
-        metavar="N",
-        help=f"groups queued before each claims-alone run ({d.claim_backlog:,})",
-    )
-    p.add_argument(
-        "--cycle-backlog",
-        type=int,
-        default=d.cycle_backlog,
-        metavar="N",
-        help=f"messages queued before each claim+ack run ({d.cycle_backlog:,})",
-    )
-    p.add_argument(
-        "--cycle-groups",
-        type=int,
-        default=d.cycle_groups,
-        metavar="N",
-        help=f"groups of that backlog ({d.cycle_groups:,})",
-    )
-    p.add_argument(
-        "--publish-batch",
-        type=int,
-        default=d.publish_batch,
-        metavar="N",
-        help=f"messages per publish_many ({d.publish_batch})",
-    )
+    for name, (kind, metavar, text) in _SIZE_OPTIONS.items():
+        default = getattr(d, name)
+        if isinstance(default, tuple):
+            shown = ",".join(map(str, default))
+        else:
+            shown = f"{default:,}" if isinstance(default, int) else f"{default:g}"
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=kind,
+            default=default,
+            metavar=metavar,
+            help=text.format(default=shown),
+        )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=main_bench)
 
@@ -498,21 +428,30 @@ def _levels(text: str) -> tuple[int, ...]:
     return levels
 
 
+#: the size options of ``bench``, one per field of :class:`BenchSettings`:
+#: name -> (type, metavar, help with ``{default}``)
+_SIZE_OPTIONS: dict[str, tuple[Callable[[str], Any], str | None, str]] = {
+    "seconds": (float, None, "measured seconds per throughput figure ({default})"),
+    "warmup": (float, None, "unmeasured seconds before each ({default})"),
+    "concurrency": (
+        _levels,
+        "N,N,...",
+        "concurrency levels ({default}); must include 8, where targets are checked",
+    ),
+    "async_concurrency": (int, "N", "threads and tasks compared ({default})"),
+    "samples": (int, None, "claim latency samples per backlog ({default})"),
+    "small_backlog": (int, "N", "messages queued for the small latency figure ({default})"),
+    "big_backlog": (int, "N", "messages queued for the big latency figure ({default})"),
+    "big_groups": (int, "N", "groups of the big backlog ({default})"),
+    "claim_backlog": (int, "N", "groups queued before each claims-alone run ({default})"),
+    "cycle_backlog": (int, "N", "messages queued before each claim+ack run ({default})"),
+    "cycle_groups": (int, "N", "groups of that backlog ({default})"),
+    "publish_batch": (int, "N", "messages per publish_many ({default})"),
+}
+
+
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
-    return BenchSettings(
-        seconds=args.seconds,
-        warmup=args.warmup,
-        concurrency=args.concurrency,
-        async_concurrency=args.async_concurrency,
-        claim_backlog=args.claim_backlog,
-        cycle_backlog=args.cycle_backlog,
-        cycle_groups=args.cycle_groups,
-        publish_batch=args.publish_batch,
-        samples=args.samples,
-        small_backlog=args.small_backlog,
-        big_backlog=args.big_backlog,
-        big_groups=args.big_groups,
-    )
+    return BenchSettings(**{name: getattr(args, name) for name in _SIZE_OPTIONS})
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -527,22 +466,6 @@ def command_line(args: argparse.Namespace) -> str:
             value = ",".join(map(str, value))
         parts.append(f"--{name.replace('_', '-')} {value}")
     return " ".join(parts)
-
-
-_SIZE_OPTIONS = (
-    "seconds",
-    "warmup",
-    "concurrency",
-    "async_concurrency",
-    "samples",
-    "small_backlog",
-    "big_backlog",
-    "big_groups",
-    "claim_backlog",
-    "cycle_backlog",
-    "cycle_groups",
-    "publish_batch",
-)
 
 
 def main_bench(args: argparse.Namespace) -> int:
