@@ -17,7 +17,7 @@ from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_err
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
-from ._exceptions import OutcomeUnknown, RqueueError, TransportClosed
+from ._exceptions import RqueueError, TransportClosed
 from ._models import Call, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
@@ -26,8 +26,6 @@ from ._version import ServerInfo
 #: handshake is a ``ConnectError`` too)
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _JSON = {"Content-Type": "application/json"}
-#: how much longer than one request's timeout a merged call waits for its sender's word
-_SETTLE_MARGIN = 5.0
 
 
 class _Client:
@@ -128,16 +126,12 @@ class _Merger:
             if self.coalescer.withdraw(item):
                 return _batch.Alone("no time left while waiting to be merged")
             # taken into a batch: its one exchange is bounded by the request timeout
+            bound = request_timeout + _batch.SETTLE_MARGIN
             try:
-                async with asyncio.timeout(request_timeout + _SETTLE_MARGIN):
+                async with asyncio.timeout(bound):
                     await item.handle.wait()
             except TimeoutError:
-                return _batch.Failed(
-                    OutcomeUnknown(
-                        f"{item.call.what}: outcome unknown: no word from the task sending "
-                        f"its merged request for {request_timeout:g} s"
-                    )
-                )
+                return _batch.no_word(item, bound)
         return None if item.batch is not None else item.settled
 
     def _abandon(self, item: _batch.Waiting) -> None:

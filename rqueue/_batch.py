@@ -39,6 +39,9 @@ MAX_CALLS = 64
 MAX_STATEMENTS = 512
 #: seconds merging pauses after a statement failed inside a merged request
 PAUSE_AFTER_FAILURE = 1.0
+#: how much longer than one request's timeout a call taken into a batch waits for the
+#: outcome its sender reports (the sender's one exchange is bounded by that timeout)
+SETTLE_MARGIN = 5.0
 #: merged requests a transport keeps in flight at once: one measured best (bigger
 #: batches); the calls that wait meanwhile go together in the next
 MAX_IN_FLIGHT = 1
@@ -309,6 +312,16 @@ def request_target(call: Call) -> tuple[str, bytes]:
 def deadline_of(batch: Sequence[Waiting]) -> float:
     """The earliest deadline among a batch's calls: its one exchange must fit them all."""
     return min(w.deadline for w in batch)
+
+
+def no_word(item: Waiting, waited: float) -> Failed:
+    """The outcome of a call whose sender never reported back within ``waited`` seconds."""
+    return Failed(
+        OutcomeUnknown(
+            f"{item.call.what}: outcome unknown: no word from the sender of its merged "
+            f"request after {waited:g} s"
+        )
+    )
 
 
 def stopped_sender(batch: Sequence[Waiting], sent: bool) -> list[Settled]:

@@ -16,15 +16,13 @@ from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_err
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
-from ._exceptions import OutcomeUnknown, RqueueError, TransportClosed
+from ._exceptions import RqueueError, TransportClosed
 from ._models import Call, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
 _NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
 _JSON = {"Content-Type": "application/json"}
-#: how much longer than one request's timeout a merged call waits for its sender's word
-_SETTLE_MARGIN = 5.0
 
 
 def _not_sent(exc: requests.RequestException) -> bool:
@@ -120,13 +118,9 @@ class _Merger:
                 if self.coalescer.withdraw(item):
                     return _batch.Alone("no time left while waiting to be merged")
             # taken into a batch: its one exchange is bounded by the request timeout
-            if not item.handle.wait(request_timeout + _SETTLE_MARGIN):
-                return _batch.Failed(
-                    OutcomeUnknown(
-                        f"{item.call.what}: outcome unknown: no word from the "
-                        f"thread sending its merged request for {request_timeout:g} s"
-                    )
-                )
+            bound = request_timeout + _batch.SETTLE_MARGIN
+            if not item.handle.wait(bound):
+                return _batch.no_word(item, bound)
         return None if item.batch is not None else item.settled
 
     def _flush(self, item: _batch.Waiting, batch: list[_batch.Waiting]) -> _batch.Settled:

@@ -25,6 +25,7 @@ from rqueue._batch import (
     fragment,
     merge,
     merged_body,
+    no_word,
     request_path,
     request_target,
     send_failed,
@@ -328,6 +329,14 @@ def test_merged_body_joins_the_fragments_each_caller_encoded() -> None:
     bare = [Waiting(c, 0.0) for c in calls]
     assert merged_body(bare) == merged_body(batch)
     assert request_path(merge(calls)) == "/db/request?transaction=true"
+
+
+def test_no_word_names_the_call_and_how_long_it_waited() -> None:
+    out = no_word(waiting(what="claim"), 15.0)
+    assert isinstance(out.error, OutcomeUnknown) and not out.poisoned
+    assert str(out.error) == (
+        "claim: outcome unknown: no word from the sender of its merged request after 15 s"
+    )
 
 
 def test_exchange_goes_to_the_trusted_node_within_the_time_left() -> None:
