@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -90,7 +90,7 @@ class Waiting:
     fragment: str = ""
     batch: list[Waiting] | None = None
     settled: Settled | None = None
-    taken: bool = field(default=False)
+    taken: bool = False
 
 
 class Coalescer:

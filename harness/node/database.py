@@ -167,13 +167,13 @@ class Database:
         reads (or it has RETURNING), counts when it writes. Raises :class:`_NotPrepared`
         when it does not even prepare."""
         cur = self._conn.cursor()
-        started: list[apsw.Cursor] = []
+        started = False  # SQLite began running it: it prepared
         read_only = True
         described: tuple = ()
 
         def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
-            nonlocal read_only, described
-            started.append(cursor)
+            nonlocal started, read_only, described
+            started = True
             read_only = read_only and cursor.is_readonly
             if read_only or stmt.returning:
                 described = cursor.get_description()

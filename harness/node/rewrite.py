@@ -172,8 +172,8 @@ def rewrite(
             jd.append(float(f"{julian_day((now or time.time)()):f}"))
         return jd[0]
 
-    slots = [part for part in plan.parts if not isinstance(part, str)]
     if bind and plan.bound_sql is not None and positional == plan.plain_params:
+        slots = (part for part in plan.parts if not isinstance(part, str))
         values = tuple(now_jd() if slot[0] == _JD else secrets.randbits(63) for slot in slots)
         return Rewritten(plan.bound_sql, plan.modified, plan.returning, values)
     out: list[str] = []
