@@ -11,7 +11,10 @@ faults live here:
 * an ``ack``/``nack``/``extend`` whose outcome is unknown looks the row up and retries
   while the row is still leased to the token; it raises ``LeaseLost`` only when the
   row proves the lease gone and the write unapplied;
-* a publish with a ``dedup_id`` is retried after unknown outcomes (stored at most once).
+* a publish with a ``dedup_id`` is retried after unknown outcomes (stored at most once);
+* ``ack_and_claim`` acks and claims in one transaction whose claim runs only if the ack
+  applied; after an unknown outcome a found token proves both, and otherwise the ack is
+  settled alone first, then the claim is retried with the same token.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ._exceptions import (
     LeaseLost,
     OutcomeUnknown,
     ProtocolError,
+    RqueueError,
     StatementError,
     Unavailable,
 )
@@ -247,6 +251,43 @@ class QueueCore:
     def ack(self, lease: Lease) -> Op[None]:
         return (yield from self._fenced(lease, self.statements.ack(lease), "ack"))
 
+    def ack_and_claim(
+        self, lease: Lease, worker_id: str, visibility: float, min_priority: int
+    ) -> Op[Lease | None]:
+        """Ack ``lease``, then claim the next message; one request where the server allows.
+
+        Errors before the ack is certain are the ack's (nothing was claimed); errors after
+        it carry ``acked = True`` and are the claim's.
+        """
+        token = new_token(worker_id)
+        if not self.server.one_request_claim:
+            yield from self.ack(lease)
+            claim = self._claim_three_requests(token, visibility, min_priority)
+            return (yield from _after_ack(claim))
+        stmts = self.statements.ack_and_claim(lease, token, visibility, min_priority)
+        try:
+            results = yield self.request(stmts, "ack_and_claim", mergeable=True)
+        except OutcomeUnknown as unknown:
+            # A found token proves the transaction applied, and with it the ack (the
+            # claim is chained to the ack's delete). Otherwise settle the ack alone.
+            found = yield from self._look_up_token(token, unknown)
+            if found is not None:
+                return found
+            yield from self._fenced(lease, self.statements.ack(lease), "ack", unknown)
+        else:
+            if results[0].rows_affected == 0:
+                raise LeaseLost(
+                    f"ack: message {lease.seq} of group {lease.group_id!r} is no longer "
+                    "leased to this token; nothing was changed and nothing was claimed"
+                )
+            try:
+                return self._lease(results[-1], token)
+            except ProtocolError as exc:
+                exc.acked = True
+                raise
+        claim = self._claim_one_request(token, visibility, min_priority)
+        return (yield from _after_ack(claim))
+
     def nack(self, lease: Lease, delay: float) -> Op[None]:
         return (yield from self._fenced(lease, [self.statements.nack(lease, delay)], "nack"))
 
@@ -254,9 +295,17 @@ class QueueCore:
         stmts = [self.statements.extend(lease, visibility)]
         return (yield from self._fenced(lease, stmts, "extend"))
 
-    def _fenced(self, lease: Lease, stmts: list[Stmt], what: str) -> Op[None]:
-        """A write that acts only while the row is leased to ``lease.token``."""
-        unknown: OutcomeUnknown | None = None
+    def _fenced(
+        self,
+        lease: Lease,
+        stmts: list[Stmt],
+        what: str,
+        unknown: OutcomeUnknown | None = None,
+    ) -> Op[None]:
+        """A write that acts only while the row is leased to ``lease.token``.
+
+        ``unknown``: an earlier attempt (by another operation) whose outcome is unknown.
+        """
         while True:
             try:
                 results = yield self.write(stmts, what, mergeable=True)
@@ -310,6 +359,15 @@ def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -
     if what == "ack":
         return "lost"  # held by another token or released: our delete can never match
     return "unknown"
+
+
+def _after_ack(op: Op[T]) -> Op[T]:
+    """Run ``op`` (a claim after an applied ack): its errors say the ack applied."""
+    try:
+        return (yield from op)
+    except RqueueError as exc:
+        exc.acked = True
+        raise
 
 
 def _insert_id(res: Result) -> int:

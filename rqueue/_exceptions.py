@@ -15,6 +15,8 @@
     ├── TransportClosed             the transport was closed before the call
     └── ProtocolError               rqlite answered something rqueue cannot parse
 
+Each carries ``acked`` (False unless ``ack_and_claim`` failed after its ack applied).
+
 Bad arguments raise the built-in ``ValueError`` or ``TypeError`` before anything is
 sent. ``Unavailable``, ``StatementError``, ``LeaseLost`` and ``TransportClosed`` are
 *definite*: the operation did not happen. ``OutcomeUnknown`` is *indefinite*: retrying
@@ -27,7 +29,13 @@ from __future__ import annotations
 
 
 class RqueueError(Exception):
-    """Base class of every error rqueue raises (bad arguments excepted)."""
+    """Base class of every error rqueue raises (bad arguments excepted).
+
+    ``acked`` is True only on an error from ``ack_and_claim`` raised *after* its ack
+    certainly took effect: the error is the claim's, and the acked message is gone.
+    """
+
+    acked: bool = False
 
 
 class Unavailable(RqueueError):

@@ -210,6 +210,38 @@ class Statements:
             self.stmt("DELETE FROM groups WHERE group_id = ? AND head_seq IS NULL", lease.group_id),
         ]
 
+    def ack_and_claim(
+        self, lease: Lease, token: str, visibility: float, min_priority: int
+    ) -> list[Stmt]:
+        """Ack ``lease`` and, only if that ack took effect, lease the next message to ``token``.
+
+        One transaction of six statements: the ack's delete (its ``rows_affected`` is 1
+        when the ack took effect), the group's head advance, the claim, the emptied
+        group's removal, the claim's group mark and read-back (last). SQLite's
+        ``changes()`` chains them: the head advances only if the delete just before it
+        removed the row, and the claim runs only if that advance did. So nothing is
+        leased unless *this* ack applied, even when another holder's ack had already
+        removed the row after this lease lapsed. ``changes()`` is deterministic, so every
+        replica agrees.
+        """
+        delete, _advance, drop_group = self.ack(lease)
+        advance = self.stmt(
+            "UPDATE groups SET head_seq = (SELECT min(seq) FROM messages WHERE group_id = ?) "
+            "WHERE group_id = ? AND changes() > 0",
+            lease.group_id,
+            lease.group_id,
+        )
+        lease_next = self.claim_lease(token, visibility, min_priority)
+        guarded = Stmt(f"{lease_next.sql} AND changes() > 0", lease_next.params)
+        return [
+            delete,
+            advance,
+            guarded,
+            drop_group,
+            self.claim_mark_group(token),
+            self.claim_read_back(token),
+        ]
+
     def nack(self, lease: Lease, delay: float) -> Stmt:
         """Release (``delay == 0``) or park until ``now + delay`` if still leased."""
         if delay > 0:

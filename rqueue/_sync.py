@@ -247,6 +247,21 @@ class RqliteTransport:
         core = self._open()
         self._drive(core.ack(check_lease(lease, core)))
 
+    def ack_and_claim(
+        self, lease: Lease, worker_id: str, visibility: float, min_priority: int = 0
+    ) -> Lease | None:
+        """Ack ``lease`` and claim the next message, in one request where the server allows.
+
+        As ``ack`` then ``claim``, but one Raft entry: the claim runs only if the ack
+        took effect. Errors are the ack's (nothing claimed) unless ``exc.acked`` is True.
+        """
+        core = self._open()
+        lease = check_lease(lease, core)
+        worker_id = _validate.text("worker_id", worker_id)
+        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
+        min_priority = _validate.priority("min_priority", min_priority)
+        return self._drive(core.ack_and_claim(lease, worker_id, visibility, min_priority))
+
     def nack(self, lease: Lease, delay: float = 0) -> None:
         """Give the message back now (``delay == 0``) or park it for ``delay`` seconds."""
         core = self._open()

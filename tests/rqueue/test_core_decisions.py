@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rqueue import Lease, LeaseLost, OutcomeUnknown, Statements, Unavailable
+from rqueue import Lease, LeaseLost, OutcomeUnknown, ProtocolError, Statements, Unavailable
 from rqueue._core import QueueCore, decide_after_unknown
 from rqueue._models import Call, Result
 from rqueue._version import ServerInfo
@@ -192,3 +192,102 @@ def test_linearizable_needs_a_new_enough_server() -> None:
         read_consistency="linearizable",
     )
     assert c.read([], "x").query == (("level", "linearizable"),)
+
+
+# -- ack_and_claim ------------------------------------------------------------------------
+def fused_token(call: Call) -> str:
+    """The claim's token in an ack_and_claim request (the read-back's only parameter)."""
+    return call.statements[-1].params[0]
+
+
+def test_ack_and_claim_is_one_request_whose_claim_is_chained_to_the_ack() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 2))
+    assert s.call.path == "/db/request" and s.call.mergeable and len(s.call.statements) == 6
+    assert s.call.statements[0].params[:2] == (LEASE.seq, LEASE.token)
+    assert all("changes() > 0" in st.sql for st in s.call.statements[1:3])
+    token = fused_token(s.call)
+    s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, ((9, "h", "[]", 5.0),)))
+    assert s.done and s.value == Lease(9, "h", "[]", token, expires_at=5.0)
+
+
+def test_ack_and_claim_when_nothing_is_claimable_returns_none() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, ()))
+    assert s.done and s.value is None
+
+
+def test_ack_and_claim_with_a_lost_lease_is_lease_lost_and_not_acked() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    with pytest.raises(LeaseLost, match="nothing was claimed") as caught:
+        s.send(Result(rows_affected=0), *[Result()] * 4, Result(READ_BACK, ()))
+    assert not caught.value.acked
+
+
+def test_ack_and_claim_definite_failure_is_the_acks() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    with pytest.raises(Unavailable) as caught:
+        s.throw(Unavailable("leader not found"))
+    assert not caught.value.acked
+
+
+def test_ack_and_claim_unknown_then_token_found_proves_both() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    token = fused_token(s.call)
+    s.throw(OutcomeUnknown("leadership lost"))
+    assert s.call.path == "/db/query" and s.call.statements[0].params == (token,)
+    s.send(Result(READ_BACK, ((9, "h", "[]", 5.0),)))
+    assert s.done and s.value == Lease(9, "h", "[]", token, expires_at=5.0)
+
+
+def test_ack_and_claim_unknown_then_token_absent_settles_the_ack_then_claims() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    token = fused_token(s.call)
+    s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
+    assert s.call.path == "/db/execute" and s.call.statements[0].sql.startswith("DELETE")
+    s.send(Result(rows_affected=1), Result(), Result())
+    assert s.call.path == "/db/request" and token_of(s.call) == token  # the same token
+    s.send(Result(), Result(), Result(READ_BACK, ((9, "h", "[]", None),)))
+    assert s.done and s.value == Lease(9, "h", "[]", token)
+
+
+def test_ack_and_claim_unknown_then_row_gone_is_the_acks_unknown() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
+    s.send(Result(rows_affected=0), Result(), Result())
+    assert s.call.path == "/db/query"  # the ack's own lookup
+    with pytest.raises(OutcomeUnknown, match="timeout") as caught:
+        s.send(Result(("locked_by", "live"), ()))
+    assert not caught.value.acked
+
+
+def test_ack_and_claim_claim_failure_after_the_ack_applied_says_acked() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
+    s.send(Result(rows_affected=1), Result(), Result())
+    with pytest.raises(Unavailable) as caught:
+        s.throw(Unavailable("no node answered"))
+    assert caught.value.acked
+
+
+def test_ack_and_claim_unreadable_row_after_the_ack_says_acked() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    with pytest.raises(ProtocolError) as caught:
+        s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, (("x", 1, 2, 3),)))
+    assert caught.value.acked
+
+
+def test_ack_and_claim_on_an_old_server_acks_then_claims() -> None:
+    s = Script(core("v7.0.0").ack_and_claim(LEASE, "w", 30.0, 0))
+    assert s.call.path == "/db/execute" and s.call.statements[0].params[:2] == (7, "w:tok")
+    s.send(Result(rows_affected=1), Result(), Result())
+    assert s.call.path == "/db/execute" and "locked_by = ?" in s.call.statements[0].sql
+    with pytest.raises(OutcomeUnknown) as caught:
+        s.throw(OutcomeUnknown("timeout")).throw(Unavailable("gone"))
+    assert caught.value.acked
+
+
+def test_ack_and_claim_on_an_old_server_with_a_lost_lease_claims_nothing() -> None:
+    s = Script(core("v7.0.0").ack_and_claim(LEASE, "w", 30.0, 0))
+    with pytest.raises(LeaseLost) as caught:
+        s.send(Result(rows_affected=0), Result(), Result())
+    assert not caught.value.acked

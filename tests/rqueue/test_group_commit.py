@@ -167,6 +167,35 @@ def test_threads_sharing_one_transport_ack_everything_once_in_fifo_order(queue_u
     assert remaining(queue_urls) == 0
 
 
+def test_threads_folding_each_ack_into_the_next_claim_keep_every_promise(queue_urls) -> None:
+    """``ack_and_claim`` merged with other workers' calls: one transaction per batch, each
+    call's claim chained to its own ack by ``changes()``, still exclusive and FIFO."""
+    with RqliteTransport.from_url(",".join(queue_urls)) as t:
+        ledger = Ledger(t.publish_many(items(400, 20)), 20)
+        stop = threading.Event()
+
+        def work(k: int) -> None:
+            who = f"w{k}"
+            lease: Lease | None = None
+            while not stop.is_set() and not ledger.done():
+                if lease is None:
+                    lease = t.claim(who, VIS)
+                    if lease is None:
+                        continue
+                    ledger.leased(lease, who)
+                ledger.releasing(lease)
+                nxt = t.ack_and_claim(lease, who, VIS)
+                ledger.acked(lease)
+                if nxt is not None:
+                    ledger.leased(nxt, who)
+                lease = nxt
+
+        run_threads(work, 8, stop)
+        ledger.check()
+        assert coalescer_of(t).merged_requests > 0
+    assert remaining(queue_urls) == 0
+
+
 def test_tasks_sharing_one_transport_ack_everything_once_in_fifo_order(queue_urls) -> None:
     async def main() -> Coalescer:
         t = await AsyncRqliteTransport.from_url(",".join(queue_urls))

@@ -58,6 +58,12 @@ class LocalCore:
     def ack(self, lease: Lease) -> None:
         drive(self.core.ack(lease), self.ex)
 
+    def ack_and_claim(
+        self, lease: Lease, worker: str, visibility: float, min_priority: int = 0
+    ) -> Lease | None:
+        op = self.core.ack_and_claim(lease, worker, visibility, min_priority)
+        return drive(op, self.ex)
+
     def nack(self, lease: Lease, delay: float = 0) -> None:
         drive(self.core.nack(lease, delay), self.ex)
 
@@ -118,7 +124,18 @@ def machine_for(queue: Any, reset: Any) -> type[RuleBasedStateMachine]:
 
         @rule(min_priority=PRIORITIES)
         def claim(self, min_priority: int) -> None:
-            lease = queue.claim("w", LONG, min_priority=min_priority)
+            self._check_claim(queue.claim("w", LONG, min_priority=min_priority), min_priority)
+
+        @precondition(lambda self: self.held)
+        @rule(index=st.integers(0, 10), min_priority=PRIORITIES)
+        def ack_and_claim(self, index: int, min_priority: int) -> None:
+            lease = self.held.pop(index % len(self.held))
+            assert self.model.ack(lease.seq, lease.token)
+            self.stale.append(lease)
+            nxt = queue.ack_and_claim(lease, "w", LONG, min_priority=min_priority)
+            self._check_claim(nxt, min_priority)
+
+        def _check_claim(self, lease: Lease | None, min_priority: int) -> None:
             expected = self.model.claim(min_priority)
             if expected is None:
                 assert lease is None
@@ -160,12 +177,17 @@ def machine_for(queue: Any, reset: Any) -> type[RuleBasedStateMachine]:
             queue.extend(lease, LONG)
 
         @precondition(lambda self: self.stale)
-        @rule(index=st.integers(0, 10), act=st.sampled_from(["ack", "nack", "extend"]))
+        @rule(
+            index=st.integers(0, 10),
+            act=st.sampled_from(["ack", "nack", "extend", "ack_and_claim"]),
+        )
         def stale_lease_is_fenced(self, index: int, act: str) -> None:
             lease = self.stale[index % len(self.stale)]
-            with pytest.raises(LeaseLost):
+            with pytest.raises(LeaseLost):  # and nothing claimed: later claims check that
                 if act == "extend":
                     queue.extend(lease, LONG)
+                elif act == "ack_and_claim":
+                    queue.ack_and_claim(lease, "w", LONG)
                 else:
                     getattr(queue, act)(lease)
 
