@@ -8,7 +8,8 @@ Measured in this order, each on a queue prepared for it:
 2. publish/s, single ``publish`` and batched ``publish_many``;
 3. rqueue claims/s alone (a pre-filled queue, one message per group) and claim+ack
    cycles/s, at each concurrency: first with every worker thread sharing one transport
-   (concurrent calls share requests: group commit), then with a transport per worker;
+   (concurrent calls share requests: group commit), then with a transport per worker,
+   then (shared) with each ack folded into the next claim by ``ack_and_claim``;
 4. 64 sync threads vs 64 asyncio tasks on one loop (claim+ack cycles), each side sharing
    one transport, then a transport per worker;
 5. claim latency p50/p99 of one claimer with a small backlog;
@@ -115,6 +116,7 @@ def run_bench(urls: list[str], settings: BenchSettings, progress: Say) -> Doc:
         "rqueue_claim": [],
         "rqueue_cycle_shared": [],
         "rqueue_cycle": [],
+        "rqueue_cycle_folded": [],
         "seed_cycle": [],
         "sync_vs_async": [],
         "claim_latency": [],
@@ -233,6 +235,9 @@ def _claims(
         key = "rqueue_cycle_shared" if shared else "rqueue_cycle"
         for c in s.concurrency:
             doc[key].append(_cycles(subject, urls, http, s, c, progress, shared=shared))
+    for c in s.concurrency:
+        row = _cycles(subject, urls, http, s, c, progress, shared=True, folded=True)
+        doc["rqueue_cycle_folded"].append(row)
 
 
 def _how(shared: bool) -> str:
@@ -285,15 +290,18 @@ def _cycles(
     progress: Say,
     paired: bool = True,
     shared: bool = False,
+    folded: bool = False,
 ) -> dict[str, Any]:
     progress(
         f"{subject.name}: claim+ack cycles at concurrency {c}"
         + (f", {_how(shared)}" if subject.name == "rqueue" else "")
+        + (", each ack folded into the next claim" if folded else "")
         + f" ({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
     )
     _fill_cycles(subject, urls, http, s)
     baseline = _inserts(urls, s, c) if paired else None
-    load = _threads(subject, urls, s, c, queue.cycle_worker, shared)
+    worker = queue.folded_cycle_worker if folded else queue.cycle_worker
+    load = _threads(subject, urls, s, c, worker, shared)
     load = _dry(load, progress, "--cycle-backlog")
     return load.to_json() if baseline is None else _paired(load, baseline)
 

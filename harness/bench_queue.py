@@ -72,6 +72,31 @@ def cycle_worker(
     return step, _nothing if shared else client.close
 
 
+def folded_cycle_worker(
+    subject: Subject, urls: Sequence[str], i: int, shared: Any = None
+) -> tuple[Callable, Callable]:
+    """Claim+ack cycles with each ack folded into the next claim (``ack_and_claim``): one
+    step acks the lease held and takes the next, so it is one cycle in one request. A
+    claim is made alone only when nothing is held (the first step, or after a fold found
+    nothing to claim)."""
+    client = shared or open_client(subject, urls)
+    if not hasattr(client, "ack_and_claim"):
+        if not shared:
+            client.close()
+        raise ValueError(f"subject {subject.name!r} has no ack_and_claim")
+    name = f"bench-folder-{i}"
+    held: list[Any] = [None]
+
+    def step() -> bool:
+        lease = held[0] or client.claim(name, VISIBILITY)
+        if lease is None:
+            return False
+        held[0] = client.ack_and_claim(lease, name, VISIBILITY)
+        return True
+
+    return step, _nothing if shared else client.close
+
+
 def publish_worker(subject: Subject, urls: Sequence[str], i: int) -> tuple[Callable, Callable]:
     """One ``publish`` per step, over 16 groups per worker."""
     client = open_client(subject, urls)
