@@ -224,7 +224,8 @@ class Statements:
         removed the row after this lease lapsed. ``changes()`` is deterministic, so every
         replica agrees.
         """
-        delete, _advance, drop_group = self.ack(lease)
+        ack = self.ack(lease)
+        delete, drop_group = ack[0], ack[-1]  # the fenced delete; the emptied group's removal
         advance = self.stmt(
             "UPDATE groups SET head_seq = (SELECT min(seq) FROM messages WHERE group_id = ?) "
             "WHERE group_id = ? AND changes() > 0",
