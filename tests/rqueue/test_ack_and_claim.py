@@ -7,41 +7,29 @@ polls on the condition under test.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import requests
 
-from rqueue import LeaseLost
+from rqueue import Lease, LeaseLost
+
+from .polling import query, wait_for
 
 VIS = 30.0
+HELD = "SELECT count(*) FROM messages WHERE locked_by IS NOT NULL"
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def rows(urls: list[str], sql: str) -> list[list[Any]]:
-    """A strong read straight over HTTP (not through rqueue)."""
-    for url in urls:
-        try:
-            r = requests.post(f"{url}/db/query?level=strong", json=[sql], timeout=5)
-            result = r.json()["results"][0]
-        except (requests.RequestException, ValueError, KeyError, IndexError):
-            continue
-        if "error" not in result:
-            return result.get("values") or []
-    raise AssertionError(f"no node of {urls} answered {sql!r}")
+def lapsed_and_reclaimed(connect: Any, urls: list[str]) -> tuple[Any, Lease, Any, Lease]:
+    """Worker "slow" leases group g's message briefly; "fast" re-claims it once lapsed.
+    Then group h gets a message: something a wrongly run claim could take."""
+    t = connect(",".join(urls))
+    other = connect(",".join(reversed(urls)))
+    t.publish("g", "{}")
+    old = t.claim("slow", 0.3)
+    new = wait_for("the lapsed lease to be re-claimed", lambda: other.claim("fast", VIS))
+    assert new.seq == old.seq
+    t.publish("h", "{}")
+    return t, old, other, new
 
 
 def test_acks_then_leases_the_next_message_in_fifo_and_round_robin_order(connect, queue_urls):
@@ -55,8 +43,8 @@ def test_acks_then_leases_the_next_message_in_fifo_and_round_robin_order(connect
     third = t.ack_and_claim(second, "w", VIS)
     assert third.seq == a2 and third.token != first.token
     assert t.ack_and_claim(third, "w", VIS) is None  # acked; nothing left to claim
-    assert rows(queue_urls, "SELECT count(*) FROM messages") == [[0]]
-    assert rows(queue_urls, "SELECT count(*) FROM groups") == [[0]]
+    assert query(queue_urls, "SELECT count(*) FROM messages") == [(0,)]
+    assert query(queue_urls, "SELECT count(*) FROM groups") == [(0,)]
 
 
 def test_the_next_message_of_the_same_group_is_claimable_at_once(connect, queue_urls):
@@ -83,18 +71,11 @@ def test_priority_floor_applies_to_the_claim(connect, queue_urls):
 
 def test_a_lost_lease_changes_nothing_and_claims_nothing(connect, queue_urls):
     """The row still exists, leased to another worker: LeaseLost, and no lease taken."""
-    t = connect(",".join(queue_urls))
-    other = connect(",".join(reversed(queue_urls)))
-    t.publish("g", "{}")
-    old = t.claim("slow", 0.3)
-    new = wait_for("the lapsed lease to be re-claimed", lambda: other.claim("fast", VIS))
-    t.publish("h", "{}")  # something the fused call's claim could take
-    assert new.seq == old.seq
+    t, old, _, _ = lapsed_and_reclaimed(connect, queue_urls)
     with pytest.raises(LeaseLost) as caught:
         t.ack_and_claim(old, "slow", VIS)
     assert not caught.value.acked
-    # nothing was claimed: group h is still free, and nobody holds a second message
-    assert rows(queue_urls, "SELECT count(*) FROM messages WHERE locked_by IS NOT NULL") == [[1]]
+    assert query(queue_urls, HELD) == [(1,)]  # only the new holder's lease
     assert t.claim("w", VIS).group_id == "h"
 
 
@@ -102,17 +83,11 @@ def test_no_claim_when_another_holders_ack_already_removed_the_row(connect, queu
     """The case a "row is gone" guard would get wrong: our lease lapsed, the next holder
     acked the message, then our fused call arrives. Our delete matches nothing, so the
     chained claim must not run even though the row is gone."""
-    t = connect(",".join(queue_urls))
-    other = connect(",".join(reversed(queue_urls)))
-    t.publish("g", "{}")
-    old = t.claim("slow", 0.3)
-    new = wait_for("the lapsed lease to be re-claimed", lambda: other.claim("fast", VIS))
-    t.publish("h", "{}")  # something the fused call's claim could take
-    assert new.group_id == "g"
+    t, old, other, new = lapsed_and_reclaimed(connect, queue_urls)
     other.ack(new)
     with pytest.raises(LeaseLost):
         t.ack_and_claim(old, "slow", VIS)
-    assert rows(queue_urls, "SELECT count(*) FROM messages WHERE locked_by IS NOT NULL") == [[0]]
+    assert query(queue_urls, HELD) == [(0,)]
     assert t.claim("w", VIS).group_id == "h"
 
 

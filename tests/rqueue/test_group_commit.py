@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import requests
-
 from rqueue import (
     AsyncRqliteTransport,
     Lease,
@@ -27,22 +25,11 @@ from rqueue import (
 )
 from rqueue._batch import Coalescer
 
+from .polling import query
+
 VIS = 30.0
 #: every test's whole workload must end well inside this
 BOUND = 40.0
-
-
-def query(urls: list[str], sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    """One strong read straight over HTTP (not through rqueue), from any node that answers."""
-    for url in urls:
-        try:
-            r = requests.post(f"{url}/db/query?level=strong", json=[[sql, *params]], timeout=5)
-            result = r.json()["results"][0] if r.status_code == 200 else None
-        except (requests.RequestException, ValueError, KeyError, IndexError, TypeError):
-            continue
-        if isinstance(result, dict) and "error" not in result:
-            return [tuple(row) for row in result.get("values") or []]
-    raise AssertionError(f"no node of {urls} answered {sql!r}")
 
 
 def remaining(urls: list[str]) -> int:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 import requests
@@ -18,19 +16,9 @@ import requests
 from rqueue import LeaseLost
 from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
 
+from .polling import wait_for
+
 VIS = 30.0
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_seed_semantics_script(connect, queue_urls) -> None:
