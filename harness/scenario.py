@@ -76,6 +76,8 @@ class Workload:
     drain_timeout: float = 60.0
     #: the sync claimers share one transport, the async claimers another (group commit)
     shared_transport: bool = False
+    #: how often an ack is sent as ``ack_and_claim`` (ack and next claim in one request)
+    ack_and_claim: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -199,10 +201,12 @@ class _Reader:
         return v
 
     def probability(self, key: str, default: float) -> float:
-        v = self.number(key, default)
-        if v > 1:
+        v = self._get(key)
+        if v is dataclasses.MISSING:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
             raise self.fail(key, "a probability between 0 and 1", v)
-        return v
+        return float(v)
 
     def text(self, key: str, default: str | None = None, *, choices=None) -> str:
         v = self._get(key)
@@ -277,6 +281,7 @@ def _parse_workload(where: str, table: Any) -> Workload:
         idle_pause=r.number("idle_pause", d.idle_pause, strict=True),
         drain_timeout=r.number("drain_timeout", d.drain_timeout, strict=True),
         shared_transport=r.flag("shared_transport", d.shared_transport),
+        ack_and_claim=r.probability("ack_and_claim", d.ack_and_claim),
     )
     r.done()
     if w.sync_claimers + w.async_claimers < 1:

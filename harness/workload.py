@@ -3,14 +3,19 @@
 Publishers (threads) each own a few groups and publish to them one message at a time;
 every event carries a run-unique ``msg`` id. Claimers claim, "work" for a random time
 and then ack, or nack (at once or with a delay), or stall past their visibility, or
-extend their lease midway. Some claimers are threads with the subject's sync client,
-the others are tasks on one asyncio loop with its async client.
+extend their lease midway; with ``workload.ack_and_claim`` an ack is sometimes
+``ack_and_claim``, whose lease is worked on next. Some claimers are threads with the
+subject's sync client, the others are tasks on one asyncio loop with its async client;
+both run the same claimer loop, written once as a generator of steps (:class:`Wait`,
+:class:`Call`) that a thread or a task drives.
 
 Every call becomes an ``invoke`` and one completion in the history
 (``/work/shared/docs/history.md``): ``ok``; ``fail`` for rqueue's definite failures
 (``Unavailable``, ``StatementError``, ``LeaseLost``, ``TransportClosed``); ``info`` for
 ``OutcomeUnknown`` and anything unexpected. A process that got ``info`` retires and its
-worker carries on under a new process number.
+worker carries on under a new process number. ``ack_and_claim`` becomes two overlapping
+operations, the ack on the claimer's process and the claim on a companion process of the
+same claimer, which then holds the lease it returned (:class:`Fused`, :class:`Processes`).
 
 After the faults are healed, :meth:`Workload.drain` claims and acks until the queue's
 ``messages`` table is empty (waiting out parks and lapsed leases), within a deadline.
@@ -27,7 +32,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +57,24 @@ class WorkloadError(RuntimeError):
 
 
 # -- recording ------------------------------------------------------------------------------
+def failure_kind(exc: BaseException) -> str:
+    """The history type of a call that raised ``exc``: ``fail`` if definite, else ``info``."""
+    return "fail" if isinstance(exc, DEFINITE) else "info"
+
+
+def fused_kinds(exc: BaseException | None) -> tuple[str, str]:
+    """The history types ``(ack, claim)`` of an ``ack_and_claim`` that raised ``exc``.
+
+    ``None`` (it returned): both ``ok``. Otherwise the claim is ``fail``/``info`` by the
+    exception's class; the ack is ``ok`` when ``exc.acked`` says it took effect, and else
+    completes as a plain ack raising ``exc`` would.
+    """
+    if exc is None:
+        return "ok", "ok"
+    kind = failure_kind(exc)
+    return ("ok" if getattr(exc, "acked", False) else kind), kind
+
+
 class Ops:
     """Records operations into the history and counts them by ``(f, type)``."""
 
@@ -77,14 +100,13 @@ class Ops:
         self._done(op, f, "ok", ok_value(value, result))
         return "ok"
 
-    def failed(self, op: Any, f: str, value: Any, exc: BaseException) -> str:
-        """Complete ``op`` from an exception; returns the history type used."""
-        if isinstance(exc, DEFINITE):
-            kind = "fail"
-        else:
-            kind = "info"
-            if not isinstance(exc, OutcomeUnknown):
-                log.warning("unexpected %s from %s: %s", type(exc).__name__, f, exc)
+    def failed(
+        self, op: Any, f: str, value: Any, exc: BaseException, kind: str | None = None
+    ) -> str:
+        """Complete ``op`` from an exception (as ``kind``, by default by its class)."""
+        kind = kind or failure_kind(exc)
+        if not isinstance(exc, (*DEFINITE, OutcomeUnknown)):
+            log.warning("unexpected %s from %s: %s", type(exc).__name__, f, exc)
         self._done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}")
         return kind
 
@@ -123,6 +145,94 @@ def _claimed(visibility: float) -> Callable[[Any, LeaseLike | None], dict | None
     return ok_value
 
 
+class Single:
+    """One call recorded as one history operation, invoked on construction."""
+
+    def __init__(
+        self, ops: Ops, process: int, f: str, value: Any, ok_value: Callable = _same
+    ) -> None:
+        self.ops, self.f, self.value, self.ok_value = ops, f, value, ok_value
+        self.op = ops.start(process, f, value)
+
+    @classmethod
+    def claim(cls, ops: Ops, process: int, value: dict[str, Any]) -> Single:
+        """A claim of ``value`` (``visibility``, ``min_priority``): its ok value is the lease."""
+        return cls(ops, process, "claim", value, _claimed(value["visibility"]))
+
+    def complete(self, kind: str, result: Any, exc: BaseException | None) -> None:
+        """Complete the operation as ``kind`` (``exc``: the error, unless it returned)."""
+        if kind == "ok":
+            self.ops.finish(self.op, self.f, self.value, result, self.ok_value)
+        else:
+            assert exc is not None
+            self.ops.failed(self.op, self.f, self.value, exc, kind)
+
+    def done(self, result: Any, exc: BaseException | None) -> tuple[str, Any]:
+        """Complete from the call's result or exception; returns ``(type, result)``."""
+        kind = "ok" if exc is None else failure_kind(exc)
+        self.complete(kind, result, exc)
+        return kind, result
+
+
+class Fused:
+    """``ack_and_claim`` recorded as two overlapping operations on two processes.
+
+    The claim (on ``claim_process``) is invoked first, so the window of the lease it
+    returns starts no later than the call; the ack (on the lease holder's process) right
+    after. Both complete when the call returns, typed by :func:`fused_kinds`.
+    """
+
+    def __init__(
+        self,
+        ops: Ops,
+        ack_process: int,
+        claim_process: int,
+        lease: LeaseLike,
+        claim_value: dict[str, Any],
+    ) -> None:
+        self.claim = Single.claim(ops, claim_process, claim_value)
+        self.ack = Single(ops, ack_process, "ack", lease_value(lease))
+
+    def done(
+        self, result: LeaseLike | None, exc: BaseException | None
+    ) -> tuple[tuple[str, str], LeaseLike | None]:
+        """Complete both; returns ``((ack type, claim type), the claimed lease or None)``."""
+        ack, claim = fused_kinds(exc)
+        self.ack.complete(ack, None, exc)
+        self.claim.complete(claim, result, exc)
+        return (ack, claim), result
+
+
+class Processes:
+    """A claimer's history processes: ``main`` makes its calls and holds its lease;
+    ``spare`` records the claim half of ``ack_and_claim`` (a process has one operation
+    open at a time). Whoever got ``info`` is replaced, never reused."""
+
+    def __init__(self, ops: Ops) -> None:
+        self._ops = ops
+        self.main = ops.new_process()
+        self._spare: int | None = None
+
+    @property
+    def spare(self) -> int:
+        if self._spare is None:
+            self._spare = self._ops.new_process()
+        return self._spare
+
+    def after(self, kind: str) -> None:
+        """After a call on ``main`` completed as ``kind``."""
+        if kind == "info":
+            self.main = self._ops.new_process()
+
+    def after_fused(self, ack: str, claim: str, leased: bool) -> None:
+        """After ``ack_and_claim``: the spare that claimed a lease becomes its holder."""
+        self.after(ack)
+        if claim == "info":
+            self._spare = None
+        if leased:
+            self.main, self._spare = self.spare, self.main
+
+
 # -- what a claimer does with a lease ---------------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
@@ -152,6 +262,41 @@ def plan_lease(rng: random.Random, spec: WorkloadSpec, stall_probability: float)
     if extend:
         work = max(work, spec.visibility * rng.uniform(0.5, 1.2))
     return Plan("ack", work, extend=extend)
+
+
+def release_action(plan: Plan, stopping: bool, rng: random.Random, ack_and_claim: float) -> str:
+    """How a worked lease is let go: ``nack``, ``ack`` or ``ack_and_claim``.
+
+    A nack needs the workload running (a stopping claimer acks); an ack becomes
+    ``ack_and_claim`` with probability ``ack_and_claim`` while running (``rng`` is drawn
+    only when that is above 0, so runs without it keep their random streams).
+    """
+    if stopping:
+        return "ack"
+    if plan.action == "nack":
+        return "nack"
+    if ack_and_claim > 0 and rng.random() < ack_and_claim:
+        return "ack_and_claim"
+    return "ack"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A claimer step: pause ``seconds`` or until the workload stops."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Call:
+    """A claimer step: call ``method(*args)`` on the client, completing ``record``."""
+
+    record: Single | Fused
+    method: str
+    args: tuple[Any, ...]
+
+
+Steps = Generator[Wait | Call, Any, Any]
 
 
 # -- the workload ---------------------------------------------------------------------------
@@ -330,68 +475,139 @@ class Workload:
         with self._lock:
             self.outstanding += delta
 
-    # -- sync claimers -----------------------------------------------------------------------
+    # -- claimers: one sans-IO loop of steps, driven by a thread or by a task ---------------
     def _min_priority(self, rng: random.Random) -> int:
         if rng.random() < self.spec.min_priority_probability:
             return rng.choice(self.spec.priorities)
         return 0
 
-    def _claimer(self, name: str, client: Any, go: threading.Event) -> None:
+    def _idle(self, kind: str) -> float:
+        """The pause after a claim that leased nothing (completed as ``kind``)."""
+        return self.spec.idle_pause if kind == "ok" else 0.1
+
+    def _claimer_steps(self, name: str) -> Steps:
+        """Claim, work, let go, repeat until stopped; a held lease is always let go."""
         rng = random.Random(f"{self.seed}-{name}")
-        process = self.ops.new_process()
+        procs = Processes(self.ops)
+        lease: LeaseLike | None = None
+        while lease is not None or not self.stop_event.is_set():
+            if lease is None:
+                lease = yield from self._claim_steps(name, rng, procs)
+            else:
+                lease = yield from self._lease_steps(name, rng, procs, lease)
+
+    def _claim_steps(self, name: str, rng: random.Random, procs: Processes) -> Steps:
+        """One claim; returns its lease (after an idle pause when there is none)."""
+        vis, mp = self.spec.visibility, self._min_priority(rng)
+        value = {"visibility": vis, "min_priority": mp}
+        record = Single.claim(self.ops, procs.main, value)
+        kind, lease = yield Call(record, "claim", (name, vis, mp))
+        procs.after(kind)
+        if lease is None:
+            yield Wait(self._idle(kind))
+        return lease
+
+    def _lease_steps(
+        self, name: str, rng: random.Random, procs: Processes, lease: LeaseLike
+    ) -> Steps:
+        """Work on ``lease`` as planned and let it go; returns the next lease, if any."""
+        plan = plan_lease(rng, self.spec, self.stall_probability)
+        lv = lease_value(lease)
+        if plan.extend:
+            yield Wait(plan.work / 2)
+            if not self.stop_event.is_set():
+                vis = self.spec.visibility
+                record = Single(self.ops, procs.main, "extend", {**lv, "visibility": vis})
+                kind, _ = yield Call(record, "extend", (lease, vis))
+                procs.after(kind)
+            yield Wait(plan.work / 2)
+        else:
+            yield Wait(plan.work)
+        how = release_action(plan, self.stop_event.is_set(), rng, self.spec.ack_and_claim)
+        if how == "ack_and_claim":
+            return (yield from self._ack_and_claim_steps(name, rng, procs, lease))
+        if how == "nack":
+            record = Single(self.ops, procs.main, "nack", {**lv, "delay": plan.delay})
+            kind, _ = yield Call(record, "nack", (lease, plan.delay))
+        else:
+            kind, _ = yield Call(Single(self.ops, procs.main, "ack", lv), "ack", (lease,))
+            if kind == "ok":
+                self._count(-1)
+        procs.after(kind)
+        return None
+
+    def _ack_and_claim_steps(
+        self, name: str, rng: random.Random, procs: Processes, lease: LeaseLike
+    ) -> Steps:
+        """Ack ``lease`` and claim the next in one call; returns that lease (or None)."""
+        vis, mp = self.spec.visibility, self._min_priority(rng)
+        value = {"visibility": vis, "min_priority": mp}
+        record = Fused(self.ops, procs.main, procs.spare, lease, value)
+        (ack, claim), nxt = yield Call(record, "ack_and_claim", (lease, name, vis, mp))
+        if ack == "ok":
+            self._count(-1)
+        procs.after_fused(ack, claim, nxt is not None)
+        if nxt is None:
+            yield Wait(self._idle(claim))
+        return nxt
+
+    @staticmethod
+    def _run(record: Single | Fused, fn: Callable, *args: Any) -> Any:
+        """Call ``fn(*args)`` and complete ``record`` from its result or exception."""
+        try:
+            result = fn(*args)
+        except Exception as e:
+            return record.done(None, e)
+        return record.done(result, None)
+
+    @staticmethod
+    async def _arun(record: Single | Fused, fn: Callable, *args: Any) -> Any:
+        """:meth:`_run` for a coroutine function."""
+        try:
+            result = await fn(*args)
+        except Exception as e:
+            return record.done(None, e)
+        return record.done(result, None)
+
+    def _drive(self, steps: Steps, client: Any) -> None:
+        """Run a claimer's steps on this thread with a sync client."""
+        reply: Any = None
+        while True:
+            try:
+                step = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(step, Wait):
+                self.stop_event.wait(step.seconds)
+                reply = None
+            else:
+                reply = self._run(step.record, getattr(client, step.method), *step.args)
+
+    async def _adrive(self, steps: Steps, client: Any) -> None:
+        """Run a claimer's steps as a task with an async client."""
+        reply: Any = None
+        while True:
+            try:
+                step = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(step, Wait):
+                await self._wait(step.seconds)
+                reply = None
+            else:
+                reply = await self._arun(step.record, getattr(client, step.method), *step.args)
+
+    def _claimer(self, name: str, client: Any, go: threading.Event) -> None:
         go.wait()
         try:
-            while not self.stop_event.is_set():
-                process = self._claim_once(name, client, rng, process)
+            self._drive(self._claimer_steps(name), client)
         finally:
             client.close()
 
     def _call(self, process: int, f: str, value: Any, fn: Callable, ok_value=_same):
         """Invoke, run ``fn``, complete; returns ``(type, result, process to use next)``."""
-        op = self.ops.start(process, f, value)
-        try:
-            result = fn()
-        except Exception as e:
-            kind = self.ops.failed(op, f, value, e)
-            return kind, None, (self.ops.new_process() if kind == "info" else process)
-        self.ops.finish(op, f, value, result, ok_value)
-        return "ok", result, process
-
-    def _claim_once(self, name: str, client: Any, rng: random.Random, process: int) -> int:
-        vis = self.spec.visibility
-        mp = self._min_priority(rng)
-        kind, lease, process = self._call(
-            process,
-            "claim",
-            {"visibility": vis, "min_priority": mp},
-            lambda: client.claim(name, vis, mp),
-            _claimed(vis),
-        )
-        if lease is None:
-            self.stop_event.wait(self.spec.idle_pause if kind == "ok" else 0.1)
-            return process
-        plan = plan_lease(rng, self.spec, self.stall_probability)
-        lv = lease_value(lease)
-        if plan.extend:
-            self.stop_event.wait(plan.work / 2)
-            if not self.stop_event.is_set():
-                vals = {**lv, "visibility": vis}
-                _, _, process = self._call(
-                    process, "extend", vals, lambda: client.extend(lease, vis)
-                )
-            self.stop_event.wait(plan.work / 2)
-        else:
-            self.stop_event.wait(plan.work)
-        if plan.action == "nack" and not self.stop_event.is_set():
-            vals = {**lv, "delay": plan.delay}
-            _, _, process = self._call(
-                process, "nack", vals, lambda: client.nack(lease, plan.delay)
-            )
-        else:
-            kind, _, process = self._call(process, "ack", lv, lambda: client.ack(lease))
-            if kind == "ok":
-                self._count(-1)
-        return process
+        kind, result = self._run(Single(self.ops, process, f, value, ok_value), fn)
+        return kind, result, (self.ops.new_process() if kind == "info" else process)
 
     # -- async claimers ----------------------------------------------------------------------
     def _async_main(self, opened: threading.Event, go: threading.Event) -> None:
@@ -436,59 +652,8 @@ class Workload:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._astop.wait(), timeout=seconds)
 
-    async def _acall(self, process: int, f: str, value: Any, coro_fn: Callable, ok_value=_same):
-        op = self.ops.start(process, f, value)
-        try:
-            result = await coro_fn()
-        except Exception as e:
-            kind = self.ops.failed(op, f, value, e)
-            return kind, None, (self.ops.new_process() if kind == "info" else process)
-        self.ops.finish(op, f, value, result, ok_value)
-        return "ok", result, process
-
     async def _async_claimer(self, name: str, client: Any) -> None:
-        rng = random.Random(f"{self.seed}-{name}")
-        process = self.ops.new_process()
-        vis = self.spec.visibility
-        while not self.stop_event.is_set():
-            mp = self._min_priority(rng)
-            kind, lease, process = await self._acall(
-                process,
-                "claim",
-                {"visibility": vis, "min_priority": mp},
-                lambda mp=mp: client.claim(name, vis, mp),
-                _claimed(vis),
-            )
-            if lease is None:
-                await self._wait(self.spec.idle_pause if kind == "ok" else 0.1)
-                continue
-            plan = plan_lease(rng, self.spec, self.stall_probability)
-            lv = lease_value(lease)
-            if plan.extend:
-                await self._wait(plan.work / 2)
-                if not self.stop_event.is_set():
-                    _, _, process = await self._acall(
-                        process,
-                        "extend",
-                        {**lv, "visibility": vis},
-                        lambda lease=lease: client.extend(lease, vis),
-                    )
-                await self._wait(plan.work / 2)
-            else:
-                await self._wait(plan.work)
-            if plan.action == "nack" and not self.stop_event.is_set():
-                _, _, process = await self._acall(
-                    process,
-                    "nack",
-                    {**lv, "delay": plan.delay},
-                    lambda lease=lease, d=plan.delay: client.nack(lease, d),
-                )
-            else:
-                kind, _, process = await self._acall(
-                    process, "ack", lv, lambda lease=lease: client.ack(lease)
-                )
-                if kind == "ok":
-                    self._count(-1)
+        await self._adrive(self._claimer_steps(name), client)
 
     # -- drain --------------------------------------------------------------------------------
     def drain(self, timeout: float | None = None, workers: int = 3) -> DrainResult:

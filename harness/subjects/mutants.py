@@ -85,6 +85,12 @@ class AckWrongRowStatements(Statements):
         )
         return [wrong, release, *super().ack(lease)[1:]]
 
+    def ack_and_claim(self, lease: Lease, token: str, visibility: float, min_priority: int):
+        """The fused call with this ack: its wrong delete, then its release, to which the
+        claim is chained (so the leased row is let go here too)."""
+        fused = super().ack_and_claim(lease, token, visibility, min_priority)
+        return [fused[0], self.ack(lease)[1], *fused[1:]]
+
 
 def _mutant(name: str, statements: type[Statements], description: str) -> Subject:
     sync_cls = type(f"{statements.__name__}Transport", (RqliteTransport,), {})

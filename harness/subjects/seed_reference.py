@@ -8,6 +8,9 @@ can show what it finds in it:
   token, and an ``UPDATE`` of the group's ``last_claimed_at``;
 * ``ack`` and ``nack`` act by ``seq`` alone, with no check that the lease is still held.
 
+The seed has no ``ack_and_claim``; its two-request equivalent here is ``ack`` then
+``claim`` (an error from the claim, after the ack returned, carries ``acked = True``).
+
 Only connection handling goes beyond the seed: the client is given every node's URL and
 moves to the next one after a definite failure, so a killed node does not end the run.
 Outcomes are classified like rqueue's (refused / 503 / SQL error: failed; timeout,
@@ -17,14 +20,15 @@ exception classes so that the history's ``fail``/``info`` types are right.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rqueue import OutcomeUnknown, StatementError, TransportClosed, Unavailable
+from rqueue import OutcomeUnknown, RqueueError, StatementError, TransportClosed, Unavailable
 
 from .base import Clock, Subject
 
@@ -122,6 +126,16 @@ def _check_args(visibility: float | None = None, delay: float | None = None) -> 
         raise ValueError(f"visibility must be > 0 seconds, got {visibility}")
     if delay is not None and delay < 0:
         raise ValueError(f"delay must be >= 0 seconds, got {delay}")
+
+
+@contextlib.contextmanager
+def _acked() -> Iterator[None]:
+    """Mark an rqueue error raised inside as coming after an ack that took effect."""
+    try:
+        yield
+    except RqueueError as exc:
+        exc.acked = True
+        raise
 
 
 class _Urls:
@@ -230,6 +244,15 @@ class SeedTransport:
     def ack(self, lease: SeedLease) -> None:
         self._execute(ack_statements(lease))
 
+    def ack_and_claim(
+        self, lease: SeedLease, worker_id: str, visibility: float, min_priority: int = 0
+    ) -> SeedLease | None:
+        """The seed's two-request equivalent of rqueue's ``ack_and_claim``: ack, then claim."""
+        _check_args(visibility=visibility)
+        self.ack(lease)
+        with _acked():
+            return self.claim(worker_id, visibility, min_priority)
+
     def nack(self, lease: SeedLease, delay: float = 0) -> None:
         _check_args(delay=delay)
         self._execute(nack_statements(lease, delay, self._clock()))
@@ -329,6 +352,15 @@ class AsyncSeedTransport:
 
     async def ack(self, lease: SeedLease) -> None:
         await self._execute(ack_statements(lease))
+
+    async def ack_and_claim(
+        self, lease: SeedLease, worker_id: str, visibility: float, min_priority: int = 0
+    ) -> SeedLease | None:
+        """The seed's two-request equivalent of rqueue's ``ack_and_claim``: ack, then claim."""
+        _check_args(visibility=visibility)
+        await self.ack(lease)
+        with _acked():
+            return await self.claim(worker_id, visibility, min_priority)
 
     async def nack(self, lease: SeedLease, delay: float = 0) -> None:
         _check_args(delay=delay)

@@ -4,7 +4,8 @@
   different schemas (rqueue, seed-reference, mutants) never share tables with the rest of
   the suite. Skips under ``RQLITE_URLS``.
 - ``empty_db``: ``own_cluster`` with every table dropped first.
-- ``run_scenario``: runs ``harness.runner.run`` into a fresh folder and returns the result.
+- ``run_scenario``: runs ``harness.runner.run`` (a scenario name or a file) into a fresh
+  folder and returns the result.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def run_scenario(tmp_path: Path) -> Callable[..., RunResult]:
     _needs_local()
 
     def go(scenario: str, **options) -> RunResult:
-        out = tmp_path / f"{scenario}-{options.get('subject', 'rqueue')}"
+        out = tmp_path / f"{Path(scenario).stem}-{options.get('subject', 'rqueue')}"
         opts = RunOptions(
             scenario=scenario,
             out=out,

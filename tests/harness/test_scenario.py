@@ -53,6 +53,16 @@ def test_the_group_commit_scenario_shares_transports():
     assert not load_scenario("leader-failover").workload.shared_transport
 
 
+def test_ack_and_claim_is_a_probability_defaulting_to_off(tmp_path):
+    path = write(tmp_path, 'description = "x"\n[workload]\nack_and_claim = 0.25\n', "f.toml")
+    assert load_scenario(path).workload.ack_and_claim == 0.25
+    path = write(tmp_path, 'description = "x"\n[workload]\nack_and_claim = 1\n', "one.toml")
+    assert load_scenario(path).workload.ack_and_claim == 1.0
+    assert load_scenario("leader-failover").workload.ack_and_claim == 0.0
+    assert load_scenario("ack-and-claim").workload.ack_and_claim == 1.0
+    assert load_scenario("group-commit").workload.ack_and_claim == 0.5
+
+
 def test_partition_scenarios_say_they_need_partitions():
     assert load_scenario("partition-leader").needs_partitions
     assert not load_scenario("leader-failover").needs_partitions
@@ -140,6 +150,22 @@ def test_a_scenario_by_path(tmp_path):
             'description = "x"\n[workload]\nshared_transport = true\n[[faults]]\n'
             'kind = "clock-skew-worker"\nduration = 1',
             "fault 'clock-skew-worker' skews each claimer's own clock",
+        ),
+        (
+            'description = "x"\n[workload]\nack_and_claim = 1.5',
+            "key 'workload.ack_and_claim': expected a probability between 0 and 1, got 1.5",
+        ),
+        (
+            'description = "x"\n[workload]\nack_and_claim = -0.25',
+            "key 'workload.ack_and_claim': expected a probability between 0 and 1, got -0.25",
+        ),
+        (
+            'description = "x"\n[workload]\nack_and_claim = "often"',
+            "key 'workload.ack_and_claim': expected a probability between 0 and 1, got 'often'",
+        ),
+        (
+            'description = "x"\n[workload]\nack_and_claim = true',
+            "key 'workload.ack_and_claim': expected a probability between 0 and 1, got True",
         ),
         ('description = "x"\nfaults = 3', "key 'faults': expected an array of tables"),
         ('description = "x"\nworkload = 3', "key 'workload': expected a table"),
