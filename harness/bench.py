@@ -11,7 +11,8 @@ Measured in this order, each on a queue prepared for it:
    (concurrent calls share requests: group commit), then with a transport per worker,
    then (shared) with each ack folded into the next claim by ``ack_and_claim``;
 4. 64 sync threads vs 64 asyncio tasks on one loop (claim+ack cycles), each side sharing
-   one transport, then a transport per worker;
+   one transport, then a transport per worker; two windows a side, in the order threads,
+   tasks, tasks, threads, so that a drift of the machine's speed weighs on both alike;
 5. the ``seed-reference`` subject's claim+ack cycles/s (on the seed's own schema);
 6. claim latency p50/p99 of one claimer with a small backlog, then right after with a
    big one (1,000,000 messages over 10,000 groups): back to back, since the machine's
@@ -290,7 +291,6 @@ def _cycles(
     s: BenchSettings,
     c: int,
     progress: Say,
-    paired: bool = True,
     shared: bool = False,
     folded: bool = False,
 ) -> dict[str, Any]:
@@ -301,11 +301,11 @@ def _cycles(
         + f" ({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
     )
     _fill_cycles(subject, urls, http, s)
-    baseline = _inserts(urls, s, c) if paired else None
+    baseline = _inserts(urls, s, c)
     worker = queue.folded_cycle_worker if folded else queue.cycle_worker
     load = _threads(subject, urls, s, c, worker, shared)
     load = _dry(load, progress, "--cycle-backlog")
-    return load.to_json() if baseline is None else _paired(load, baseline)
+    return _paired(load, baseline)
 
 
 def _fill_cycles(subject: Subject, urls: list[str], http: store.Http, s: BenchSettings) -> None:
@@ -332,14 +332,28 @@ def _refill(
 def _threads_vs_tasks(
     subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
 ) -> None:
+    """Threads, tasks, tasks, threads (each side's figure: its two windows together), so
+    a drift of the machine's speed over the four windows weighs on both sides alike."""
     n = s.async_concurrency
-    for shared in (True, False):
-        row = _cycles(subject, urls, http, s, n, progress, paired=False, shared=shared)
-        doc["sync_vs_async"].append({"mode": "threads", "shared": shared, **row})
-        progress(f"{subject.name}: claim+ack cycles, {n} asyncio tasks on one loop, {_how(shared)}")
+
+    def window(mode: str, shared: bool) -> Load:
+        where = "threads" if mode == "threads" else "asyncio tasks on one loop"
+        progress(f"{subject.name}: claim+ack cycles, {n} {where}, {_how(shared)}")
         _fill_cycles(subject, urls, http, s)
-        load = _dry(_tasks(subject, urls, s, n, shared), progress, "--cycle-backlog")
-        doc["sync_vs_async"].append({"mode": "tasks", "shared": shared, **load.to_json()})
+        if mode == "threads":
+            load = _threads(subject, urls, s, n, queue.cycle_worker, shared)
+        else:
+            load = _tasks(subject, urls, s, n, shared)
+        return _dry(load, progress, "--cycle-backlog")
+
+    for shared in (True, False):
+        loads = {"threads": window("threads", shared)}
+        loads["tasks"] = window("tasks", shared) + window("tasks", shared)
+        loads["threads"] += window("threads", shared)
+        for mode, load in loads.items():
+            doc["sync_vs_async"].append(
+                {"mode": mode, "shared": shared, "windows": 2, **load.to_json()}
+            )
 
 
 def _latency(

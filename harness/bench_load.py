@@ -51,6 +51,21 @@ class Load:
         """The ``q``-th percentile (0-100) of the latencies, in milliseconds."""
         return percentile_ms(self.latencies, q)
 
+    def __add__(self, other: Load) -> Load:
+        """Two windows of the same load as one: their operations over their summed time."""
+        if other.concurrency != self.concurrency:
+            raise ValueError(
+                f"cannot add loads at concurrency {self.concurrency} and {other.concurrency}"
+            )
+        return Load(
+            self.concurrency,
+            self.seconds + other.seconds,
+            self.latencies + other.latencies,
+            self.empty + other.empty,
+            self.errors + other.errors,
+            self.first_error or other.first_error,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "concurrency": self.concurrency,

@@ -406,7 +406,8 @@ def markdown(doc: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| claim+ack cycles | concurrency | cycles/s | p50 / p99 ms |",
+        "| claim+ack cycles (windows: threads, tasks, tasks, threads) | concurrency "
+        "| cycles/s | p50 / p99 ms |",
         "|---|---:|---:|---:|",
     ]
     for r in doc["sync_vs_async"]:

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from harness.bench import BenchSettings, command_line
-from harness.bench_load import LoadError, percentile_ms, run_tasks, run_threads
+from harness.bench_load import Load, LoadError, percentile_ms, run_tasks, run_threads
 from harness.bench_report import targets
 from harness.cli import build_parser, main
 
@@ -76,6 +76,7 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
         ("tasks", False, 4),
     ]
     assert all(r["ops"] > 0 and r["errors"] == 0 for r in doc["sync_vs_async"])
+    assert all(r["windows"] == 2 for r in doc["sync_vs_async"])
     assert len(doc["targets"]) == 6
     assert (code == 0) == all(t["met"] for t in doc["targets"])
     assert doc["command"].startswith("python -m harness bench --out ")
@@ -145,6 +146,16 @@ def test_run_threads_counts_only_steps_inside_the_window():
     assert 0 < load.ops < len(calls)  # warm-up steps are not counted
     assert load.empty > 0 and load.errors == 0
     assert load.rate == pytest.approx(load.ops / 0.3)
+
+
+def test_two_windows_of_a_load_add_up():
+    a = Load(8, 2.0, [0.001] * 100, empty=1)
+    b = Load(8, 3.0, [0.002] * 200, errors=2, first_error="boom")
+    both = a + b
+    assert (both.ops, both.seconds, both.rate) == (300, 5.0, 60.0)
+    assert (both.empty, both.errors, both.first_error) == (1, 2, "boom")
+    with pytest.raises(ValueError, match="concurrency 8 and 4"):
+        a + Load(4, 1.0)
 
 
 def test_run_threads_closes_workers_and_reports_total_failure():
