@@ -101,11 +101,18 @@ class Ops:
         return "ok"
 
     def failed(
-        self, op: Any, f: str, value: Any, exc: BaseException, kind: str | None = None
+        self,
+        op: Any,
+        f: str,
+        value: Any,
+        exc: BaseException,
+        kind: str | None = None,
+        warn: bool = True,
     ) -> str:
-        """Complete ``op`` from an exception (as ``kind``, by default by its class)."""
+        """Complete ``op`` from an exception (as ``kind``, by default by its class); an
+        unexpected exception is logged unless ``warn`` is False (already logged)."""
         kind = kind or failure_kind(exc)
-        if not isinstance(exc, (*DEFINITE, OutcomeUnknown)):
+        if warn and not isinstance(exc, (*DEFINITE, OutcomeUnknown)):
             log.warning("unexpected %s from %s: %s", type(exc).__name__, f, exc)
         self._done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}")
         return kind
@@ -159,13 +166,15 @@ class Single:
         """A claim of ``value`` (``visibility``, ``min_priority``): its ok value is the lease."""
         return cls(ops, process, "claim", value, _claimed(value["visibility"]))
 
-    def complete(self, kind: str, result: Any, exc: BaseException | None) -> None:
+    def complete(
+        self, kind: str, result: Any, exc: BaseException | None, warn: bool = True
+    ) -> None:
         """Complete the operation as ``kind`` (``exc``: the error, unless it returned)."""
         if kind == "ok":
             self.ops.finish(self.op, self.f, self.value, result, self.ok_value)
         else:
             assert exc is not None
-            self.ops.failed(self.op, self.f, self.value, exc, kind)
+            self.ops.failed(self.op, self.f, self.value, exc, kind, warn)
 
     def done(self, result: Any, exc: BaseException | None) -> tuple[str, Any]:
         """Complete from the call's result or exception; returns ``(type, result)``."""
@@ -199,7 +208,7 @@ class Fused:
         """Complete both; returns ``((ack type, claim type), the claimed lease or None)``."""
         ack, claim = fused_kinds(exc)
         self.ack.complete(ack, None, exc)
-        self.claim.complete(claim, result, exc)
+        self.claim.complete(claim, result, exc, warn=ack == "ok")  # one warning per call
         return (ack, claim), result
 
 

@@ -191,6 +191,17 @@ def test_fused_calls_record_overlapping_pairs_that_read_back_and_check(tmp_path)
     assert main(["check", str(path)]) == 0
 
 
+def test_an_unexpected_error_of_a_fused_call_is_logged_once(tmp_path, caplog):
+    with HistoryRecorder(tmp_path / "history.jsonl", clock=Ticks()) as rec:
+        w = Claimer(Ops(rec))
+        held = w.claim(w.publish())
+        with caplog.at_level("WARNING", logger="harness"):
+            kinds, _ = w.fused(held, None, RuntimeError("boom"))
+    assert kinds == ("info", "info")
+    warned = [r for r in caplog.records if "boom" in r.getMessage()]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+
+
 def test_seed_marks_errors_after_its_ack_as_acked():
     with pytest.raises(Unavailable) as info, _acked():
         raise Unavailable("claim refused")
