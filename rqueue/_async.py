@@ -244,9 +244,9 @@ class AsyncRqliteTransport:
     async def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
         """Lease the next deliverable message for ``visibility`` seconds, or None."""
         core = self._open()
-        worker_id = _validate.text("worker_id", worker_id)
-        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        min_priority = _validate.priority("min_priority", min_priority)
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
         return await self._drive(core.claim(worker_id, visibility, min_priority))
 
     async def ack(self, lease: Lease) -> None:
@@ -264,9 +264,9 @@ class AsyncRqliteTransport:
         """
         core = self._open()
         lease = check_lease(lease, core)
-        worker_id = _validate.text("worker_id", worker_id)
-        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        min_priority = _validate.priority("min_priority", min_priority)
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
         return await self._drive(core.ack_and_claim(lease, worker_id, visibility, min_priority))
 
     async def nack(self, lease: Lease, delay: float = 0) -> None:

@@ -276,10 +276,7 @@ class QueueCore:
             yield from self._fenced(lease, self.statements.ack(lease), "ack", unknown)
         else:
             if results[0].rows_affected == 0:
-                raise LeaseLost(
-                    f"ack: message {lease.seq} of group {lease.group_id!r} is no longer "
-                    "leased to this token; nothing was changed and nothing was claimed"
-                )
+                raise _lease_lost("ack", lease, " and nothing was claimed")
             try:
                 return self._lease(results[-1], token)
             except ProtocolError as exc:
@@ -319,10 +316,7 @@ class QueueCore:
                 if results[0].rows_affected > 0:
                     return None
                 if unknown is None:
-                    raise LeaseLost(
-                        f"{what}: message {lease.seq} of group {lease.group_id!r} is no "
-                        "longer leased to this token; nothing was changed"
-                    )
+                    raise _lease_lost(what, lease)
             # Unknown so far: look at the row to decide.
             try:
                 (res,) = yield self.read([self.statements.lookup(lease.seq)], f"{what}: look up")
@@ -332,10 +326,7 @@ class QueueCore:
             if decision == "retry":
                 continue
             if decision == "lost":
-                raise LeaseLost(
-                    f"{what}: message {lease.seq} of group {lease.group_id!r} is no longer "
-                    "leased to this token; nothing was changed"
-                )
+                raise _lease_lost(what, lease)
             raise OutcomeUnknown(f"{unknown}; the message's state does not settle it")
 
 
@@ -359,6 +350,13 @@ def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -
     if what == "ack":
         return "lost"  # held by another token or released: our delete can never match
     return "unknown"
+
+
+def _lease_lost(what: str, lease: Lease, also: str = "") -> LeaseLost:
+    return LeaseLost(
+        f"{what}: message {lease.seq} of group {lease.group_id!r} is no longer leased to "
+        f"this token; nothing was changed{also}"
+    )
 
 
 def _after_ack(op: Op[T]) -> Op[T]:

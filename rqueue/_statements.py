@@ -199,16 +199,21 @@ class Statements:
                 lease.token,
                 NOW,
             ),
-            self.stmt(
-                "UPDATE groups SET head_seq = "
-                "(SELECT min(seq) FROM messages WHERE group_id = ?) "
-                "WHERE group_id = ? AND NOT EXISTS (SELECT 1 FROM messages WHERE seq = ?)",
-                lease.group_id,
-                lease.group_id,
-                lease.seq,
+            self._advance_head(
+                lease.group_id, "NOT EXISTS (SELECT 1 FROM messages WHERE seq = ?)", lease.seq
             ),
             self.stmt("DELETE FROM groups WHERE group_id = ? AND head_seq IS NULL", lease.group_id),
         ]
+
+    def _advance_head(self, group_id: str, only_if: str, *params: Any) -> Stmt:
+        """Point the group at its oldest message (NULL when none is left), ``only_if``."""
+        return self.stmt(
+            "UPDATE groups SET head_seq = (SELECT min(seq) FROM messages WHERE group_id = ?) "
+            f"WHERE group_id = ? AND {only_if}",
+            group_id,
+            group_id,
+            *params,
+        )
 
     def ack_and_claim(
         self, lease: Lease, token: str, visibility: float, min_priority: int
@@ -226,12 +231,7 @@ class Statements:
         """
         ack = self.ack(lease)
         delete, drop_group = ack[0], ack[-1]  # the fenced delete; the emptied group's removal
-        advance = self.stmt(
-            "UPDATE groups SET head_seq = (SELECT min(seq) FROM messages WHERE group_id = ?) "
-            "WHERE group_id = ? AND changes() > 0",
-            lease.group_id,
-            lease.group_id,
-        )
+        advance = self._advance_head(lease.group_id, "changes() > 0")
         lease_next = self.claim_lease(token, visibility, min_priority)
         guarded = Stmt(f"{lease_next.sql} AND changes() > 0", lease_next.params)
         return [

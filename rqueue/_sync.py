@@ -237,9 +237,9 @@ class RqliteTransport:
     def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
         """Lease the next deliverable message for ``visibility`` seconds, or None."""
         core = self._open()
-        worker_id = _validate.text("worker_id", worker_id)
-        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        min_priority = _validate.priority("min_priority", min_priority)
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
         return self._drive(core.claim(worker_id, visibility, min_priority))
 
     def ack(self, lease: Lease) -> None:
@@ -257,9 +257,9 @@ class RqliteTransport:
         """
         core = self._open()
         lease = check_lease(lease, core)
-        worker_id = _validate.text("worker_id", worker_id)
-        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        min_priority = _validate.priority("min_priority", min_priority)
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
         return self._drive(core.ack_and_claim(lease, worker_id, visibility, min_priority))
 
     def nack(self, lease: Lease, delay: float = 0) -> None:

@@ -27,6 +27,15 @@ def priority(name: str, value: Any) -> int:
     return value
 
 
+def claim_args(worker_id: Any, visibility: Any, min_priority: Any) -> tuple[str, float, int]:
+    """The checked arguments of a claim (``claim`` and ``ack_and_claim`` alike)."""
+    return (
+        text("worker_id", worker_id),
+        seconds("visibility", visibility, allow_zero=False),
+        priority("min_priority", min_priority),
+    )
+
+
 def seconds(name: str, value: Any, *, allow_zero: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name}: expected a number of seconds, got {type(value).__name__}")
