@@ -290,8 +290,12 @@ def exchange(
 
 
 def fragment(call: Call) -> str:
-    """``call``'s statements as the items of a JSON list (no brackets)."""
-    return json.dumps(call.body())[1:-1]
+    """``call``'s statements as the items of a JSON list (no brackets).
+
+    Always ``[sql, *params]``: merged fragments must share one form (rqlite < 8.24.8
+    refuses a body that mixes plain and parameterized statements).
+    """
+    return json.dumps([[s.sql, *s.params] for s in call.statements])[1:-1]
 
 
 def merged_body(batch: Sequence[Waiting]) -> bytes:

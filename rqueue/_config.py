@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from . import _validate
+from ._clock import LeaderClock
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Credentials, Endpoints, parse_urls
 from ._models import Call, Lease
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
-
-_warned_worker_clock = False
 
 #: the call used for ``GET /status`` in error messages
 STATUS_CALL = Call("/status", (), idempotent=True, what="connect")
@@ -32,7 +29,7 @@ class Settings:
     verify: bool
     ca_bundle: str | None
     read_consistency: str
-    clock: Callable[[], float]
+    clock: Callable[[], float] | None
     server_clock: bool | None
     clock_tolerance: float
     assume_version: str | None
@@ -76,7 +73,7 @@ class Settings:
             verify=verify,
             ca_bundle=ca_bundle,
             read_consistency=read_consistency,
-            clock=clock or time.time,
+            clock=clock,
             server_clock=server_clock,
             clock_tolerance=_validate.seconds("clock_tolerance", clock_tolerance, allow_zero=True),
             assume_version=_validate.optional_text("assume_version", assume_version),
@@ -92,16 +89,17 @@ class Settings:
         use_server = self.server_clock
         if use_server is None:
             use_server = server.time_rewriting
-            if not use_server:
-                _warn_worker_clock(server)
         elif use_server and not server.time_rewriting:
             raise ValueError(
                 "server_clock: the server does not rewrite time functions "
                 f"(needs rqlite >= {'.'.join(map(str, TIME_REWRITING))}, "
                 f"it reports {server.version or 'no version'})"
             )
+        # without the server's stamp, the lease clock is the caller's or the leader's
+        leader_clock = None if use_server or self.clock is not None else LeaderClock()
+        clock = self.clock or (leader_clock.now if leader_clock else _no_clock)
         statements = statements_class(
-            server_clock=use_server, clock=self.clock, clock_tolerance=self.clock_tolerance
+            server_clock=use_server, clock=clock, clock_tolerance=self.clock_tolerance
         )
         return QueueCore(
             statements,
@@ -109,21 +107,12 @@ class Settings:
             read_consistency=self.read_consistency,
             origin=",".join(sorted(self.urls)),
             dedup_ttl=self.dedup_ttl,
+            leader_clock=leader_clock,
         )
 
 
-def _warn_worker_clock(server: ServerInfo) -> None:
-    global _warned_worker_clock
-    if _warned_worker_clock:
-        return
-    _warned_worker_clock = True
-    warnings.warn(
-        f"rqueue: rqlite {server.version or '(unknown version)'} does not rewrite time "
-        "functions (needs >= 8.33); lease times use each worker's clock, so keep worker "
-        "clocks in sync",
-        RuntimeWarning,
-        stacklevel=4,
-    )
+def _no_clock() -> float:
+    raise AssertionError("the server stamps time: no worker clock is read")
 
 
 def publish_items(items: Any) -> list[tuple[str, str, int]]:

@@ -14,17 +14,23 @@ faults live here:
 * a publish with a ``dedup_id`` is retried after unknown outcomes (stored at most once);
 * ``ack_and_claim`` acks and claims in one transaction whose claim runs only if the ack
   applied; after an unknown outcome a found token proves both, and otherwise the ack is
-  settled alone first, then the claim is retried with the same token.
+  settled alone first, then the claim is retried with the same token;
+* a write whose statements read the request's time starts with the time stamp (see
+  :mod:`rqueue._statements`), so no write depends on when a replica applies it; on
+  servers that cannot stamp time, an operation that needs the time first reads the
+  leader's clock when :class:`~rqueue._clock.LeaderClock` says it is due.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import _schema
+from ._clock import MAX_SAMPLES, LeaderClock
 from ._exceptions import (
     LeaseLost,
     OutcomeUnknown,
@@ -46,6 +52,16 @@ _TX = (("transaction", "true"),)
 DEFAULT_DEDUP_TTL = 7 * 24 * 3600.0
 
 
+def _uses_clock(method: Callable[..., Op[T]]) -> Callable[..., Op[T]]:
+    """Run the operation after reading the leader's clock, when that is due."""
+
+    @functools.wraps(method)
+    def timed(self: QueueCore, *args: Any, **kwargs: Any) -> Op[T]:
+        return (yield from self._with_clock(method(self, *args, **kwargs)))
+
+    return timed
+
+
 def new_token(worker_id: str) -> str:
     """A lease token: ``"{worker_id}:{uuid}"`` as in the seed."""
     return f"{worker_id}:{uuid.uuid4().hex}"
@@ -62,6 +78,7 @@ class QueueCore:
         read_consistency: str = "strong",
         origin: str = "",
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
+        leader_clock: LeaderClock | None = None,
     ) -> None:
         if read_consistency not in ("strong", "linearizable"):
             raise ValueError(
@@ -77,13 +94,15 @@ class QueueCore:
         self.read_consistency = read_consistency
         self.origin = origin
         self.dedup_ttl = dedup_ttl
+        #: the lease clock when the server cannot stamp time and the caller gave none
+        self.leader_clock = leader_clock
 
     # -- calls --------------------------------------------------------------------------
     def write(
         self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False, mergeable: bool = False
     ) -> Call:
-        return Call(
-            "/db/execute", tuple(stmts), _TX, idempotent=idempotent, what=what, mergeable=mergeable
+        return self._stamped(
+            "/db/execute", stmts, _TX, idempotent=idempotent, what=what, mergeable=mergeable
         )
 
     def read(self, stmts: Sequence[Stmt], what: str) -> Call:
@@ -91,7 +110,40 @@ class QueueCore:
         return Call("/db/query", tuple(stmts), query, idempotent=True, what=what)
 
     def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> Call:
-        return Call("/db/request", tuple(stmts), _TX, what=what, mergeable=mergeable)
+        return self._stamped("/db/request", stmts, _TX, what=what, mergeable=mergeable)
+
+    def _stamped(
+        self, path: str, stmts: Sequence[Stmt], query: tuple[tuple[str, str], ...], **kw: Any
+    ) -> Call:
+        """A write call; it starts with the time stamp when its statements read it."""
+        s = self.statements
+        if s.needs_stamp(stmts):
+            stamp = s.stamp()
+            assert stamp is not None
+            return Call(path, (stamp, *stmts), query, stamped=True, **kw)
+        return Call(path, tuple(stmts), query, **kw)
+
+    # -- the lease clock (servers that cannot stamp time) ------------------------------
+    def _with_clock(self, op: Op[T]) -> Op[T]:
+        clock = self.leader_clock
+        if clock is None:
+            return (yield from op)
+        if clock.due():
+            yield from self._sync_clock(clock)
+        try:
+            return (yield from op)
+        except (Unavailable, OutcomeUnknown):
+            clock.suspect()  # perhaps a new leader: read its clock before the next use
+            raise
+
+    def _sync_clock(self, clock: LeaderClock) -> Op[None]:
+        """Read the leader's clock; again (up to MAX_SAMPLES) while round trips are slow."""
+        for _ in range(MAX_SAMPLES):
+            sent = clock.monotonic()
+            results = yield self.read(clock.sample(), "read the leader's clock")
+            if clock.record(sent, clock.monotonic(), results):
+                return
+        clock.gave_up()
 
     # -- schema -------------------------------------------------------------------------
     def open(self) -> Op[None]:
@@ -117,6 +169,7 @@ class QueueCore:
         results = yield self.write(self.statements.publish(group_id, event, priority), "publish")
         return _insert_id(results[0])
 
+    @_uses_clock
     def _publish_dedup(self, group_id: str, event: str, priority: int, dedup_id: str) -> Op[int]:
         s = self.statements
         stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl)
@@ -157,6 +210,7 @@ class QueueCore:
         return [_insert_id(results[i * per_item]) for i in range(len(items))]
 
     # -- claim --------------------------------------------------------------------------
+    @_uses_clock
     def claim(self, worker_id: str, visibility: float, min_priority: int) -> Op[Lease | None]:
         token = new_token(worker_id)
         if self.server.one_request_claim:
@@ -248,9 +302,11 @@ class QueueCore:
             raise ProtocolError(f"claim: unreadable row {row!r}: {exc}") from exc
 
     # -- settle -------------------------------------------------------------------------
+    @_uses_clock
     def ack(self, lease: Lease) -> Op[None]:
         return (yield from self._fenced(lease, self.statements.ack(lease), "ack"))
 
+    @_uses_clock
     def ack_and_claim(
         self, lease: Lease, worker_id: str, visibility: float, min_priority: int
     ) -> Op[Lease | None]:
@@ -285,9 +341,11 @@ class QueueCore:
         claim = self._claim_one_request(token, visibility, min_priority)
         return (yield from _after_ack(claim))
 
+    @_uses_clock
     def nack(self, lease: Lease, delay: float) -> Op[None]:
         return (yield from self._fenced(lease, [self.statements.nack(lease, delay)], "nack"))
 
+    @_uses_clock
     def extend(self, lease: Lease, visibility: float) -> Op[None]:
         stmts = [self.statements.extend(lease, visibility)]
         return (yield from self._fenced(lease, stmts, "extend"))

@@ -52,9 +52,19 @@ class Call:
     idempotent: bool = False
     what: str = "request"  # short description for error messages
     mergeable: bool = False
+    #: the first statement is the core's time stamp, not the operation's: its result is
+    #: dropped before the operation sees the results (:meth:`for_caller`)
+    stamped: bool = False
 
     def body(self) -> list[str | list[Any]]:
-        return [s.to_json() for s in self.statements]
+        """The JSON body; all statements in one form (rqlite < 8.24.8 refuses a mix)."""
+        if any(s.params for s in self.statements):
+            return [[s.sql, *s.params] for s in self.statements]
+        return [s.sql for s in self.statements]
+
+    def for_caller(self, results: tuple[Result, ...]) -> tuple[Result, ...]:
+        """The results the operation that made this call expects."""
+        return results[1:] if self.stamped else results
 
 
 @dataclass(frozen=True)

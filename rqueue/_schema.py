@@ -1,5 +1,8 @@
 """The schema: the seed's two tables, plus what rqueue needs, and the migration.
 
+rqueue keeps the seed's table names (``groups`` included), so a seed-era database is
+read as it is; no statement on ``groups`` holds a time function (see rqueue._statements).
+
 Opening a database written by the seed's protocol (no ``groups.head_seq``, no indexes,
 no dedup table) adds the column, fills it in and creates the indexes. Every step is
 idempotent, so transports opening the same database at once do no harm.
@@ -32,6 +35,12 @@ TABLES: tuple[Stmt, ...] = (
         "dedup_id TEXT PRIMARY KEY, "
         "seq INTEGER NOT NULL, "
         "created_at REAL NOT NULL)"
+    ),
+    # the server time of the request being applied (see rqueue._statements): one row
+    Stmt(
+        "CREATE TABLE IF NOT EXISTS rqueue_clock ("
+        "id INTEGER PRIMARY KEY CHECK (id = 1), "
+        "ts REAL NOT NULL)"
     ),
 )
 

@@ -317,7 +317,7 @@ class RqliteTransport:
                 except RqueueError as exc:
                     call = op.throw(exc)
                 else:
-                    call = op.send(results)
+                    call = op.send(call.for_caller(results))
         except StopIteration as stop:
             return stop.value
 

@@ -80,7 +80,7 @@ def drive(op: Generator[Call, Any, Any], executor: SqliteExecutor) -> Any:
             answer = executor.run(call.path, dict(call.query), call.body())
             verdict = classify_response(call, 200, json.dumps(answer))
             if verdict.outcome is Outcome.OK:
-                call = op.send(verdict.results)
+                call = op.send(call.for_caller(verdict.results))
                 continue
             exc: RqueueError
             if verdict.outcome is Outcome.FAILED:

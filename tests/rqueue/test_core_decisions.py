@@ -48,8 +48,13 @@ class Script:
         return self._step(self.op.throw, exc)
 
 
+def own(call: Call) -> tuple:
+    """The operation's own statements (without the time stamp the core puts first)."""
+    return call.statements[1:] if call.stamped else call.statements
+
+
 def token_of(call: Call) -> str:
-    return call.statements[0].params[0]
+    return own(call)[0].params[0]
 
 
 def test_claim_unknown_then_token_found_returns_that_lease() -> None:
@@ -68,7 +73,7 @@ def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
     assert s.call.path == "/db/request" and token_of(s.call) == token
     # the retried lease UPDATE is a no-op for a token already in use
-    assert "NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)" in s.call.statements[0].sql
+    assert "NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)" in own(s.call)[0].sql
     s.send(Result(), Result(), Result(READ_BACK, ()))
     assert s.done and s.value is None
 
@@ -93,7 +98,7 @@ def test_three_request_claim_reads_back_after_unknown_lease() -> None:
     s.throw(OutcomeUnknown("timeout"))
     assert s.call.path == "/db/query"
     s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
-    assert s.call.path == "/db/execute" and "last_claimed_at" in s.call.statements[0].sql
+    assert s.call.path == "/db/execute" and "last_claimed_at" in own(s.call)[0].sql
     s.throw(Unavailable("gone"))  # marking the group is best effort: the lease is ours
     assert s.done and s.value.token == token
 
@@ -202,9 +207,9 @@ def fused_token(call: Call) -> str:
 
 def test_ack_and_claim_is_one_request_whose_claim_is_chained_to_the_ack() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 2))
-    assert s.call.path == "/db/request" and s.call.mergeable and len(s.call.statements) == 6
-    assert s.call.statements[0].params[:2] == (LEASE.seq, LEASE.token)
-    assert all("changes() > 0" in st.sql for st in s.call.statements[1:3])
+    assert s.call.path == "/db/request" and s.call.mergeable and len(own(s.call)) == 6
+    assert own(s.call)[0].params[:2] == (LEASE.seq, LEASE.token)
+    assert all("changes() > 0" in st.sql for st in own(s.call)[1:3])
     token = fused_token(s.call)
     s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, ((9, "h", "[]", 5.0),)))
     assert s.done and s.value == Lease(9, "h", "[]", token, expires_at=5.0)
@@ -243,7 +248,7 @@ def test_ack_and_claim_unknown_then_token_absent_settles_the_ack_then_claims() -
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
     token = fused_token(s.call)
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
-    assert s.call.path == "/db/execute" and s.call.statements[0].sql.startswith("DELETE")
+    assert s.call.path == "/db/execute" and own(s.call)[0].sql.startswith("DELETE")
     s.send(Result(rows_affected=1), Result(), Result())
     assert s.call.path == "/db/request" and token_of(s.call) == token  # the same token
     s.send(Result(), Result(), Result(READ_BACK, ((9, "h", "[]", None),)))
@@ -278,9 +283,9 @@ def test_ack_and_claim_unreadable_row_after_the_ack_says_acked() -> None:
 
 def test_ack_and_claim_on_an_old_server_acks_then_claims() -> None:
     s = Script(core("v7.0.0").ack_and_claim(LEASE, "w", 30.0, 0))
-    assert s.call.path == "/db/execute" and s.call.statements[0].params[:2] == (7, "w:tok")
+    assert s.call.path == "/db/execute" and own(s.call)[0].params[:2] == (7, "w:tok")
     s.send(Result(rows_affected=1), Result(), Result())
-    assert s.call.path == "/db/execute" and "locked_by = ?" in s.call.statements[0].sql
+    assert s.call.path == "/db/execute" and "locked_by = ?" in own(s.call)[0].sql
     with pytest.raises(OutcomeUnknown) as caught:
         s.throw(OutcomeUnknown("timeout")).throw(Unavailable("gone"))
     assert caught.value.acked

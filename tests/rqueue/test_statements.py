@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rqueue import Lease, Statements
-from rqueue._statements import NOW, SERVER_NOW
+from rqueue._statements import CLOCK_REF, NOW, SERVER_NOW
 
 HOSTILE = "g'); DROP TABLE messages; --"
 
@@ -36,10 +36,15 @@ def test_values_are_parameters_never_sql(server_clock: bool) -> None:
         assert NOW not in stmt.params
 
 
-def test_server_clock_puts_the_expression_in_sql() -> None:
-    stmt = Statements(server_clock=True, clock=lambda: 1.0).extend(Lease(1, "g", "{}", "t"), 9.0)
-    assert stmt.sql.count(SERVER_NOW) == 2
+def test_server_clock_writes_read_the_stamp_and_reads_the_node_clock() -> None:
+    s = Statements(server_clock=True, clock=lambda: 1.0)
+    stmt = s.extend(Lease(1, "g", "{}", "t"), 9.0)
+    assert stmt.sql.count(CLOCK_REF) == 2 and SERVER_NOW not in stmt.sql
     assert stmt.params == (9.0, 1, "t")
+    assert s.needs_stamp([stmt]) and s.stamp() is not None
+    assert SERVER_NOW in s.stamp().sql
+    lookup = s.lookup(1)  # a read: not replicated, the answering node's clock
+    assert SERVER_NOW in lookup.sql and not s.needs_stamp([lookup])
 
 
 def test_worker_clock_binds_one_reading_per_statement() -> None:

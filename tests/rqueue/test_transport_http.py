@@ -203,11 +203,9 @@ def test_version_from_the_header_when_status_is_forbidden(connect, fake_node) ->
     t.publish("g", "{}")
 
 
-def test_old_server_uses_three_requests_and_the_worker_clock(connect, fake_node, monkeypatch):
-    monkeypatch.setattr("rqueue._config._warned_worker_clock", False)
+def test_old_server_uses_three_requests_and_the_given_clock(connect, fake_node) -> None:
     fake_node.version = "v8.0.0"
-    with pytest.warns(RuntimeWarning, match="worker's clock"):
-        t = connect(fake_node.url, clock=lambda: 5000.0)
+    t = connect(fake_node.url, clock=lambda: 5000.0)
     t.publish("g", "{}")
     before = len(fake_node.requests)
     lease = t.claim("w", 30)
