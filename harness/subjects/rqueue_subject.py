@@ -1,8 +1,10 @@
 """``rqueue``: the product's own transports, driven as they are shipped.
 
-The worker's (possibly skewed) clock is handed to rqueue as ``clock``; rqueue uses it
-only on servers that cannot rewrite time functions (rqlite < 8.33), so on the embedded
-node and modern rqlite the clock-skew fault on workers must not matter.
+rqueue is opened as a user would, without a ``clock``: it never reads the worker's wall
+clock. Lease times come from the server's stamp (rqlite >= 8.33) or from the leader's
+clock, read over HTTP and advanced by the worker's monotonic clock (older rqlite). So
+the clock-skew fault on workers, which steps their wall clocks (the ``clock`` argument
+here), must not matter on any engine.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ def transport_timeouts(request_timeout: float) -> dict[str, float]:
 def open_sync(urls: Sequence[str], clock: Clock, timeout: float, cls: Any = None) -> Any:
     if cls is None:
         from rqueue import RqliteTransport as cls
-    return cls.from_url(list(urls), clock=clock, **transport_timeouts(timeout))
+    return cls.from_url(list(urls), **transport_timeouts(timeout))
 
 
 async def open_async(urls: Sequence[str], clock: Clock, timeout: float, cls: Any = None) -> Any:
     if cls is None:
         from rqueue import AsyncRqliteTransport as cls
-    return await cls.from_url(list(urls), clock=clock, **transport_timeouts(timeout))
+    return await cls.from_url(list(urls), **transport_timeouts(timeout))
 
 
 SUBJECT = Subject(
