@@ -179,9 +179,11 @@ class RqliteTransport:
         cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
         and the last failure. ``timeout`` also bounds every later operation;
         ``request_timeout`` bounds one HTTP request. ``auth`` (or user info in the URL)
-        enables basic auth; ``ca_bundle`` names a CA file for HTTPS. ``clock`` (epoch
-        seconds) is used for lease times only on servers without time rewriting (rqlite
-        < 8.33) or with ``server_clock=False``. ``assume_version`` overrides the detected
+        enables basic auth; ``ca_bundle`` names a CA file for HTTPS. Lease times come
+        from the server's stamp (rqlite >= 8.33) or, on servers without time rewriting
+        or with ``server_clock=False``, from the leader's clock read over HTTP and
+        advanced by this process's monotonic clock; ``clock`` (epoch seconds) replaces
+        that with a clock of your own. ``assume_version`` overrides the detected
         server version (to exercise older protocols). ``clock_tolerance`` (seconds,
         default 0.25) bounds how far apart the clocks that stamp and check a lease may be;
         a lapsed lease is claimable again only that long (plus one server-clock step of
