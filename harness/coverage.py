@@ -1,0 +1,160 @@
+"""Did a run test what it meant to test? A pure function of the history and the plan.
+
+A history with no anomaly proves little when the faults it planned never happened or the
+cluster was down for most of it: "valid" would then say more than the run showed. A run
+is **inconclusive** (exit status 3) when any of these holds, each named in the verdict:
+
+- **faults missing**: fewer fault windows started than the scenario planned (a fault
+  whose start failed, e.g. "no leader to target", is recorded as a nemesis ``fail``);
+- **quiet too long**: no client operation completed ``ok`` for longer than
+  ``max_quiet`` seconds (the cluster had no leader, or nothing answered);
+- **fault window starved**: in a fault window plus ``grace`` seconds after it, the
+  workload completed fewer than ``min_share`` of the ``ok`` operations it completes
+  outside fault windows in the same time (so the fault was injected into an idle run).
+
+Anomalies take precedence: a run with anomalies exits 1 whatever its coverage.
+``python -m harness check`` on a history alone does not apply this (it has no plan).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: the longest stretch without any ok operation that a conclusive run may have (seconds)
+MAX_QUIET = 15.0
+#: seconds after a fault window still counted as that fault's (recovery is its effect)
+GRACE = 10.0
+#: the least share of the outside-fault rate of ok operations a fault window must reach
+MIN_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a run exercised, and why it is inconclusive (empty ``reasons``: conclusive)."""
+
+    planned_faults: int
+    started_faults: int
+    longest_quiet: float
+    quiet_from: float
+    reasons: list[str] = field(default_factory=list)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def conclusive(self) -> bool:
+        return not self.reasons
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "conclusive": self.conclusive}
+
+
+def assess(
+    events: Sequence[dict[str, Any]],
+    planned: Sequence[tuple[str, float, float]],
+    duration: float,
+    *,
+    max_quiet: float = MAX_QUIET,
+    grace: float = GRACE,
+    min_share: float = MIN_SHARE,
+) -> Coverage:
+    """Judge a run's coverage.
+
+    ``events``: the history; ``planned``: the scenario's fault windows as ``(kind, start,
+    end)`` in history time; ``duration``: the workload's length in seconds.
+    """
+    starts = [e for e in events if _is_fault_start(e)]
+    started = [e for e in starts if e.get("type") == "info"]
+    failed = [e for e in starts if e.get("type") == "fail"]
+    reasons: list[str] = []
+    if len(started) < len(planned):
+        why = "; ".join(sorted({_error_of(e) for e in failed})) or "never started"
+        reasons.append(
+            f"{len(planned) - len(started)} of {len(planned)} planned faults did not happen ({why})"
+        )
+    ok_times = sorted(
+        float(e["time"]) for e in events if e.get("process") != "nemesis" and e["type"] == "ok"
+    )
+    quiet, quiet_from = _longest_gap(ok_times, duration)
+    if quiet > max_quiet:
+        reasons.append(
+            f"no operation succeeded for {quiet:.1f} s (from {quiet_from:.1f} s; bound "
+            f"{max_quiet:g} s): the cluster was unavailable"
+        )
+    windows = _windows(ok_times, [(s, e) for _, s, e in planned], duration, grace)
+    starved = [w for w in windows if w["expected"] > 0 and w["ok"] < min_share * w["expected"]]
+    for w, (kind, _, _) in zip(windows, planned, strict=True):
+        w["kind"] = kind
+    if starved:
+        listed = ", ".join(f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok)" for w in starved)
+        reasons.append(
+            f"{len(starved)} fault window(s) saw under {min_share:.0%} of the usual ok "
+            f"operations: {listed}"
+        )
+    return Coverage(
+        planned_faults=len(planned),
+        started_faults=len(started),
+        longest_quiet=round(quiet, 3),
+        quiet_from=round(quiet_from, 3),
+        reasons=reasons,
+        windows=windows,
+    )
+
+
+def _is_fault_start(e: dict[str, Any]) -> bool:
+    value = e.get("value")
+    return (
+        e.get("process") == "nemesis"
+        and e.get("type") in ("info", "fail")
+        and isinstance(value, dict)
+        and value.get("phase") == "start"
+    )
+
+
+def _error_of(e: dict[str, Any]) -> str:
+    value = e.get("value") or {}
+    return str(e.get("error") or value.get("error") or "failed")
+
+
+def _longest_gap(times: Sequence[float], duration: float) -> tuple[float, float]:
+    """The longest stretch of ``[0, duration]`` without a time in ``times``, and its start."""
+    edges = [0.0, *[t for t in times if t <= duration], duration]
+    best, at = 0.0, 0.0
+    for a, b in itertools.pairwise(edges):
+        if b - a > best:
+            best, at = b - a, a
+    return best, at
+
+
+def _windows(
+    ok_times: Sequence[float],
+    planned: Iterable[tuple[float, float]],
+    duration: float,
+    grace: float,
+) -> list[dict[str, Any]]:
+    spans = [(s, min(duration, e + grace)) for s, e in planned]
+    inside = sum(1 for t in ok_times if any(a <= t <= b for a, b in spans))
+    covered = _union_length(spans)
+    outside_time = max(0.0, duration - covered)
+    # the usual rate: outside every fault's span, or over the whole run if faults cover it
+    if outside_time >= 1.0:
+        rate = (len(ok_times) - inside) / outside_time
+    else:
+        rate = len(ok_times) / duration if duration > 0 else 0.0
+    out = []
+    for a, b in spans:
+        n = sum(1 for t in ok_times if a <= t <= b)
+        expected = round(rate * (b - a), 1)
+        out.append({"start": round(a, 3), "end": round(b, 3), "ok": n, "expected": expected})
+    return out
+
+
+def _union_length(spans: Iterable[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total

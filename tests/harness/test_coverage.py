@@ -1,0 +1,66 @@
+"""A run that tested little is inconclusive: the coverage judgement on made-up histories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.coverage import assess
+
+
+def ops(times: list[float]) -> list[dict[str, Any]]:
+    return [{"process": 0, "type": "ok", "f": "claim", "time": t, "value": None} for t in times]
+
+
+def fault(t: float, typ: str = "info", error: str | None = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"fault": "kill-leader", "phase": "start", "nodes": ["n1"]}
+    ev = {"process": "nemesis", "type": typ, "f": "kill", "time": t, "value": value}
+    if error:
+        ev["error"] = error
+    return ev
+
+
+def steady(until: float, step: float = 0.1) -> list[float]:
+    return [round(i * step, 3) for i in range(1, int(until / step))]
+
+
+PLAN = [("kill-leader", 5.0, 8.0), ("kill-leader", 20.0, 23.0)]
+
+
+def test_a_normal_run_is_conclusive() -> None:
+    events = sorted([*ops(steady(30.0)), fault(5.0), fault(20.0)], key=lambda e: e["time"])
+    cov = assess(events, PLAN, 30.0)
+    assert cov.conclusive, cov.reasons
+    assert cov.planned_faults == cov.started_faults == 2
+
+
+def test_a_fault_that_could_not_start_makes_it_inconclusive() -> None:
+    events = [*ops(steady(30.0)), fault(5.0), fault(20.0, "fail", "no leader to target within 5s")]
+    cov = assess(events, PLAN, 30.0)
+    assert not cov.conclusive
+    assert "1 of 2 planned faults did not happen (no leader to target within 5s)" in cov.reasons[0]
+
+
+def test_a_long_stretch_without_any_success_makes_it_inconclusive() -> None:
+    times = [t for t in steady(60.0) if not 12.0 < t < 48.8]
+    plan = [("kill-leader", 10.0, 13.0)]
+    cov = assess([*ops(times), fault(10.0)], plan, 60.0)
+    assert not cov.conclusive
+    assert any("no operation succeeded for 36.8 s (from 12.0 s" in r for r in cov.reasons)
+    assert cov.longest_quiet > 36
+
+
+def test_a_fault_window_with_almost_no_work_makes_it_inconclusive() -> None:
+    # the workload stalls from 19 s to 34 s (shorter than the quiet bound), over a fault
+    times = [t for t in steady(40.0) if not 19.0 < t < 33.5]
+    plan = [("kill-leader", 5.0, 8.0), ("pause-leader", 20.0, 23.0)]
+    cov = assess([*ops(times), fault(5.0), fault(20.0)], plan, 40.0, max_quiet=20.0)
+    assert len(cov.reasons) == 1 and "pause-leader at 20.0 s (0 ok)" in cov.reasons[0]
+
+
+def test_an_all_down_fault_followed_by_recovery_is_conclusive() -> None:
+    # kill-all for 4 s: nothing can succeed inside it, but the grace period recovers
+    times = [t for t in steady(40.0) if not 10.0 < t < 15.5]
+    plan = [("kill-all", 10.0, 14.0), ("kill-all", 30.0, 34.0)]
+    times = [t for t in times if not 30.0 < t < 35.5]
+    cov = assess([*ops(times), fault(10.0), fault(30.0)], plan, 40.0)
+    assert cov.conclusive, cov.reasons
