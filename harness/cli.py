@@ -216,6 +216,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),
     # the benchmark command (issue 6) plugs in here: harness/bench.py with register()
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
+    "matrix": ("run every scenario on each engine and seed", _external("harness.matrix")),
 }
 
 

@@ -1,0 +1,187 @@
+"""``python -m harness matrix``: every scenario x engine x subject x seed, one table.
+
+Each cell is one ``python -m harness run`` in a child process (its own run folder under
+``OUT/runs/``), so a run that crashes or hangs costs that cell only; the matrix goes on
+and says so. Progress goes to the terminal one line per run; the results go to
+``OUT/matrix.json`` (every run: exit status, verdict, anomaly counts, replica
+comparison, folder) and ``OUT/matrix.md`` (the table). Ctrl-C stops after tearing down
+the run in progress (the child's own clean-up), keeping what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_HARNESS = 0, 1, 2
+VERDICTS = {0: "valid", 1: "ANOMALIES", 2: "harness failed", 3: "inconclusive"}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine as the run command takes it, with a label for the table."""
+
+    label: str
+    args: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, spec: str) -> Engine:
+        """``embedded`` or ``rqlited:PATH`` (the label is the binary's file name)."""
+        if spec == "embedded":
+            return cls("embedded", ("--engine", "embedded"))
+        kind, _, path = spec.partition(":")
+        if kind != "rqlited" or not path:
+            raise ValueError(f"engine {spec!r}: expected 'embedded' or 'rqlited:PATH'")
+        if not os.access(path, os.X_OK):
+            raise ValueError(f"engine {spec!r}: {path} is not an executable file")
+        return cls(Path(path).name, ("--engine", "rqlited", "--rqlited", path))
+
+
+@dataclass
+class Cell:
+    """One run of the matrix and what came of it."""
+
+    scenario: str
+    engine: str
+    subject: str
+    seed: int
+    exit: int | None = None
+    verdict: str = "not run"
+    anomalies: dict[str, int] | None = None
+    replicas: str | None = None
+    reason: str | None = None
+    seconds: float = 0.0
+    run_dir: str | None = None
+
+
+def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: float) -> Cell:
+    """Run one cell in a child process and read its run folder."""
+    run_dir = out / "runs" / f"{cell.scenario}-{cell.engine}-{cell.subject}-{cell.seed}"
+    argv = [
+        sys.executable, "-m", "harness", "run", cell.scenario,
+        "--time", f"{seconds:g}", "--seed", str(cell.seed), "--subject", cell.subject,
+        *engine.args, "--out", str(run_dir), "--no-progress",
+    ]  # fmt: skip
+    t = time.monotonic()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        cell.exit = proc.returncode
+        tail = (proc.stderr or "").strip().splitlines()
+        cell.reason = tail[-1] if proc.returncode == 2 and tail else None
+    except subprocess.TimeoutExpired:
+        cell.exit, cell.reason = EXIT_HARNESS, f"no result within {timeout:g} s"
+    cell.seconds = round(time.monotonic() - t, 1)
+    cell.run_dir = str(run_dir)
+    cell.verdict = VERDICTS.get(cell.exit, f"exit {cell.exit}")
+    summary = _summary(run_dir)
+    cell.anomalies = {k: v for k, v in (summary.get("anomalies") or {}).items() if v}
+    cell.replicas = summary.get("replicas")
+    if cell.exit == 3:
+        cell.reason = summary.get("inconclusive") or cell.reason
+    return cell
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("summary") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def table(cells: Iterable[Cell]) -> str:
+    """The Markdown table of the matrix: one row per run."""
+    lines = [
+        "| scenario | engine | subject | seed | verdict | anomalies | replicas | s |",
+        "|---|---|---|---:|---|---|---|---:|",
+    ]
+    for c in cells:
+        found = ", ".join(f"{k} {v}" for k, v in sorted((c.anomalies or {}).items())) or "none"
+        verdict = c.verdict if not c.reason else f"{c.verdict}: {c.reason}"
+        lines.append(
+            f"| {c.scenario} | {c.engine} | {c.subject} | {c.seed} | {verdict} | {found} "
+            f"| {c.replicas or '-'} | {c.seconds:g} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "matrix",
+        help="run every scenario on each engine and seed, one table",
+        description=(
+            "Run each scenario (default: all of `python -m harness list`) on each engine "
+            "with each seed, one child `python -m harness run` per cell, and write "
+            "OUT/matrix.json and OUT/matrix.md. Exit status: 0 every run as expected "
+            "(valid, or anomalies for a subject given with --expect-anomalies), 1 some "
+            "run was not, 2 the matrix could not run."
+        ),
+    )
+    p.add_argument("--scenario", action="append", help="a scenario (repeatable; default all)")
+    p.add_argument(
+        "--engine",
+        action="append",
+        metavar="SPEC",
+        help="'embedded' or 'rqlited:PATH' (repeatable; default embedded)",
+    )
+    p.add_argument("--subject", action="append", help="subject (repeatable; default rqueue)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")
+    p.add_argument("--time", type=float, default=30.0, help="seconds per run (default 30)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the table and runs")
+    p.add_argument(
+        "--expect-anomalies",
+        action="store_true",
+        help="the subjects are broken on purpose: a run is as expected when it finds anomalies",
+    )
+    p.set_defaults(handler=main_matrix)
+
+
+def main_matrix(args: argparse.Namespace) -> int:
+    from .scenario import ScenarioError, list_scenarios
+
+    try:
+        engines = [Engine.parse(s) for s in (args.engine or ["embedded"])]
+        names = args.scenario or [s.name for s in list_scenarios()]
+    except (ValueError, ScenarioError) as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return EXIT_HARNESS
+    args.out.mkdir(parents=True, exist_ok=True)
+    subjects = args.subject or ["rqueue"]
+    plan = [
+        (Cell(n, e.label, subj, seed), e)
+        for n in names
+        for e in engines
+        for subj in subjects
+        for seed in args.seeds
+    ]
+    timeout = args.time * 4 + 180
+    done: list[Cell] = []
+    try:
+        for i, (cell, engine) in enumerate(plan, 1):
+            print(
+                f"[{i}/{len(plan)}] {cell.scenario} on {cell.engine}, {cell.subject}, "
+                f"seed {cell.seed} ...",
+                end=" ",
+                flush=True,
+            )
+            done.append(run_cell(cell, engine, args.time, args.out, timeout))
+            print(f"{cell.verdict} ({cell.seconds:g} s)", flush=True)
+            _write(args.out, done)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the table keeps the runs that finished", file=sys.stderr)
+    _write(args.out, done)
+    print(f"matrix: {args.out / 'matrix.md'}")
+    wanted = 1 if args.expect_anomalies else 0
+    return EXIT_OK if done and all(c.exit == wanted for c in done) else EXIT_SOME_FAILED
+
+
+def _write(out: Path, cells: Sequence[Cell]) -> None:
+    (out / "matrix.json").write_text(json.dumps([asdict(c) for c in cells], indent=1) + "\n")
+    (out / "matrix.md").write_text(table(cells))
