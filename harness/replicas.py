@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .cluster.base import Cluster, ClusterError, NodeStatus, probe_nodes
+from .cluster.base import Cluster, ClusterError, NodeStatus, QueryRefused, probe_nodes
 from .divergence import VERSION
 
 #: what :func:`snapshot` waits for, as the record and its errors say it
@@ -39,6 +39,8 @@ def snapshot(cluster: Cluster, timeout: float, request_timeout: float = 5.0) -> 
         if last is None:
             try:
                 tables = {n.id: read_tables(cluster, n.id, request_timeout) for n in nodes}
+            except QueryRefused as e:  # asking again will not help
+                return _failed(f"a node refused to read its tables: {e}", t0)
             except ClusterError as e:
                 last = f"a read failed: {e}"
             else:
@@ -62,14 +64,18 @@ def snapshot(cluster: Cluster, timeout: float, request_timeout: float = 5.0) -> 
                     }
                 last = "a node applied more entries while the tables were read"
         if time.monotonic() >= deadline:
-            return {
-                "version": VERSION,
-                "error": f"waited {timeout:.1f}s for {WAITED_FOR}; gave up: {last}",
-                "waited_for": WAITED_FOR,
-                "waited": round(time.monotonic() - t0, 3),
-                "nodes": [],
-            }
+            return _failed(f"waited {timeout:.1f}s for {WAITED_FOR}; gave up: {last}", t0)
         time.sleep(_POLL)
+
+
+def _failed(reason: str, t0: float) -> dict[str, Any]:
+    return {
+        "version": VERSION,
+        "error": reason,
+        "waited_for": WAITED_FOR,
+        "waited": round(time.monotonic() - t0, 3),
+        "nodes": [],
+    }
 
 
 def read_tables(cluster: Cluster, node_id: str, timeout: float) -> dict[str, dict[str, Any]]:
@@ -78,10 +84,10 @@ def read_tables(cluster: Cluster, node_id: str, timeout: float) -> dict[str, dic
     names = [row[0] for row in listed.get("values") or []]
     if not names:
         return {}
-    statements: list[Any] = []
+    statements: list[Any] = []  # all in the ``[sql, *params]`` form: rqlite takes no mix
     for name in names:
         statements.append(["SELECT name, pk FROM pragma_table_info(?) ORDER BY cid", name])
-        statements.append(f"SELECT * FROM {quote(name)}")
+        statements.append([f"SELECT * FROM {quote(name)}"])
     results = cluster.read_node(node_id, statements, timeout)
     tables: dict[str, dict[str, Any]] = {}
     for i, name in enumerate(names):

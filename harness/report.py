@@ -156,7 +156,7 @@ def _divergence_examples(shown: list) -> list[str]:
     for k, example in enumerate(shown, 1):
         if not isinstance(example, dict):
             continue
-        out += [f"Example {k}: {divergence.describe(example)}", "", "```json"]
+        out += [f"Example {k}: {divergence.describe(example)}", "", "```text"]
         per_node = example.get("rows", example.get("columns")) or {}
         out += [f"{node}: {json.dumps(row)}" for node, row in per_node.items()]
         out += ["```", ""]

@@ -24,6 +24,10 @@ class ClusterError(RuntimeError):
     """A cluster could not be started, reached or controlled; the message says why."""
 
 
+class QueryRefused(ClusterError):
+    """A node answered a read but refused it (HTTP 4xx or a statement's error)."""
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """One node as the outside world sees it."""
@@ -223,8 +227,8 @@ def query_node(url: str, statements: Sequence[Statement], timeout: float) -> lis
 
     A statement is SQL text, or rqlite's ``[sql, *params]`` form.
 
-    Raises :class:`ClusterError` naming the node and the problem when the request fails
-    or a statement returns an error.
+    Raises :class:`ClusterError` naming the node and the problem when the request fails,
+    :class:`QueryRefused` when the node refuses it or a statement returns an error.
     """
     body = json.dumps(list(statements)).encode()
     req = urllib.request.Request(
@@ -237,7 +241,9 @@ def query_node(url: str, statements: Sequence[Statement], timeout: float) -> lis
         with _OPENER.open(req, timeout=timeout) as resp:
             results = json.loads(resp.read()).get("results")
     except urllib.error.HTTPError as exc:
-        raise ClusterError(f"{url}: /db/query answered HTTP {exc.code}") from None
+        text = exc.read()[:200].decode("utf-8", "replace").strip()
+        error = QueryRefused if 400 <= exc.code < 500 else ClusterError
+        raise error(f"{url}: /db/query answered HTTP {exc.code}: {text}") from None
     except (OSError, ValueError, AttributeError) as exc:
         raise ClusterError(f"{url}: /db/query failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(results, list) or len(results) != len(statements):
@@ -245,7 +251,7 @@ def query_node(url: str, statements: Sequence[Statement], timeout: float) -> lis
     for stmt, res in zip(statements, results, strict=True):
         if not isinstance(res, dict) or res.get("error"):
             error = res.get("error") if isinstance(res, dict) else res
-            raise ClusterError(f"{url}: {stmt!r} failed: {error}")
+            raise QueryRefused(f"{url}: {stmt!r} failed: {error}")
     return results
 
 
