@@ -72,10 +72,12 @@ def test_snapshot_reads_every_node_at_one_applied_index(make_cluster) -> None:
     assert len({n["applied_index"] for n in record["nodes"]}) == 1
     for n in record["nodes"]:
         tables = n["tables"]
-        assert set(tables) == {"rqueue_kv", "plain_log", 'odd "name"'}  # no sqlite_sequence
+        assert set(tables) == {"rqueue_kv", "plain_log", 'odd "name"', "sqlite_sequence"}
         assert tables["rqueue_kv"]["key"] == ["k"] and len(tables["rqueue_kv"]["rows"]) == 20
         assert tables["plain_log"] == {"columns": ["a", "b"], "key": [], "rows": [[1, "x"]] * 2}
         assert len(tables['odd "name"']["rows"]) == 30, n["id"]
+        seq = tables["sqlite_sequence"]
+        assert seq == {"columns": ["name", "seq"], "key": ["name"], "rows": [['odd "name"', 30]]}
     entry, stats = divergence.compare(json.loads(json.dumps(record)))
     assert entry == {"count": 0, "examples": []} and stats["compared"] is True
 
