@@ -30,6 +30,7 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
+from . import divergence
 from .history import (
     CLIENT_FS,
     HistoryFormatError,
@@ -47,6 +48,7 @@ ANOMALIES = (
     "delivered-after-ack",
     "unexpected",
     "stale-ack-accepted",
+    divergence.NAME,  # from the replicas' tables (replicas.json), not from the history
 )
 MAX_EXAMPLES = 10
 INF = math.inf
@@ -488,20 +490,27 @@ def availability(leases: list[Lease], faults: list) -> list[dict[str, Any]]:
 
 
 # -- entry points ---------------------------------------------------------------------------
-def check(events: Sequence[dict]) -> dict[str, Any]:
+def check(events: Sequence[dict], replicas: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check a history (a list of events as :func:`read_history` returns); check.json shape.
 
+    ``replicas`` is the run's record of every node's tables (``replicas.json``): a row
+    not the same on every node is a ``replica-divergence``; without it that count is 0
+    and ``stats["replicas"]`` says the replicas were not compared.
+
     Raises :class:`HistoryFormatError` when operations do not pair up or a value lacks
-    what a check needs.
+    what a check needs, :class:`~harness.divergence.SnapshotFormatError` for a
+    malformed ``replicas``.
     """
     with gc_paused():
         h = History(events)
         anomalies = {}
-        for name in ANOMALIES:
-            found = FINDERS[name](h)
+        for name, finder in FINDERS.items():
+            found = finder(h)
             found.sort(key=lambda ex: (max(ex), ex))
             anomalies[name] = {"count": len(found), "examples": found[:MAX_EXAMPLES]}
         stats = statistics(h, events)
+    anomalies[divergence.NAME], stats["replicas"] = divergence.compare(replicas)
+    anomalies = {name: anomalies[name] for name in ANOMALIES}
     valid = all(a["count"] == 0 for a in anomalies.values())
     return {"valid": valid, "anomalies": anomalies, "stats": stats}
 
@@ -515,18 +524,26 @@ def history_path(path: str | Path) -> Path:
 def main_check(path: str | Path) -> int:
     """``python -m harness check FILE``: check, write check.json beside it, print a summary.
 
-    Returns 0 for a valid history, 1 when anomalies were found, 2 when the file cannot be
-    read (the message names the line and what is wrong).
+    The replicas' tables are compared too when ``replicas.json`` (a run's record) is
+    beside the history. Returns 0 for a valid history, 1 when anomalies were found, 2
+    when a file cannot be read (the message names the line and what is wrong).
     """
     source = history_path(path)
     try:
+        replicas = divergence.read(source.with_name(divergence.FILE))
         with gc_paused():
-            result = check(read_history(source))
+            result = check(read_history(source), replicas)
     except HistoryFormatError as e:
         print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
         return 2
+    except divergence.SnapshotFormatError as e:
+        print(f"{source.with_name(divergence.FILE)}: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
-        print(f"{source}: cannot read: {e.strerror or e}", file=sys.stderr)
+        print(
+            f"{getattr(e, 'filename', None) or source}: cannot read: {e.strerror or e}",
+            file=sys.stderr,
+        )
         return 2
     out = source.with_name("check.json")
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -547,7 +564,7 @@ def print_check(result: dict[str, Any], source: Path, out: Path | None = None) -
     table.add_column("examples (event indices)")
     for name, a in result["anomalies"].items():
         style = "bold red" if a["count"] else "green"
-        shown = "; ".join(" ".join(map(str, ex)) for ex in a["examples"][:3])
+        shown = "; ".join(_example_text(ex) for ex in a["examples"][:3])
         table.add_row(name, f"[{style}]{a['count']}[/]", shown)
     console.print(table)
     ops = Table(title="operations", title_justify="left")
@@ -572,5 +589,16 @@ def print_check(result: dict[str, Any], source: Path, out: Path | None = None) -
         console.print(f"  fault {a['label']} at {a['start']:.2f} s: next lease after {rec}")
     if len(faults) > 20:
         console.print(f"  … and {len(faults) - 20} more faults (check.json has them all)")
+    if stats.get("replicas"):
+        console.print(divergence.summary(stats["replicas"]), markup=False)
     verdict = "[green]history is valid[/]" if result["valid"] else "[bold red]anomalies found[/]"
     console.print(f"{verdict}" + (f"; wrote {out}" if out else ""))
+
+
+def _example_text(example: Any) -> str:
+    """An example as a short text: event indices, or a replica divergence's row."""
+    if isinstance(example, dict):
+        from rich.markup import escape
+
+        return escape(divergence.describe(example))
+    return " ".join(map(str, example))

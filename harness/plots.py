@@ -262,7 +262,7 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
         (name, ex)
         for name, body in result.get("anomalies", {}).items()
         for ex in body.get("examples", [])[:3]
-        if ex
+        if ex and isinstance(ex, list)  # event indices (not a replica divergence's rows)
     ]
     examples.sort(key=lambda item: max(item[1]))
     examples = examples[:6]

@@ -118,6 +118,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("faults", ", ".join(f"{k}×{v}" for k, v in faults.items()) or "none")
     if "drain" in summary:
         table.add_row("drain", str(summary["drain"]))
+    if "replicas" in summary:
+        table.add_row("replicas", str(summary["replicas"]))
     anomalies = summary.get("anomalies") or {}
     found = {k: v for k, v in anomalies.items() if v}
     table.add_row(

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import divergence
 from .checker import ANOMALIES, check
 from .history import HistoryFormatError, read_history
 
@@ -38,9 +39,13 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
     result = _json(root / "check.json")
     if result is None and error is None:
         try:
-            result = check(read_history(root / "history.jsonl"))
+            result = check(
+                read_history(root / "history.jsonl"), divergence.read(root / divergence.FILE)
+            )
         except HistoryFormatError as e:
             error = f"line {e.line}: {e.reason}"
+        except divergence.SnapshotFormatError as e:
+            error = f"{divergence.FILE}: {e}"
     lines += _verdict(result, error, run)
     lines += _scenario(_json(root / "scenario.json"))
     lines += _setup(run, _json(root / "versions.json"))
@@ -128,6 +133,9 @@ def _anomalies(result: dict, history: list[str]) -> list[str]:
             continue
         shown = body.get("examples", [])[:REPORT_EXAMPLES]
         out += [f"### {name}: {body['count']}", ""]
+        if name == divergence.NAME:
+            out += _divergence_examples(shown)
+            continue
         out.append(f"{len(shown)} of the examples, each as the history lines that show it:")
         out.append("")
         for k, example in enumerate(shown, 1):
@@ -138,11 +146,30 @@ def _anomalies(result: dict, history: list[str]) -> list[str]:
     return out
 
 
+def _divergence_examples(shown: list) -> list[str]:
+    out = [
+        f"{len(shown)} of the examples, each a row (or table) as each node held it, read "
+        f"from that node alone once all had applied the same Raft index ({divergence.FILE} "
+        "has every row):",
+        "",
+    ]
+    for k, example in enumerate(shown, 1):
+        if not isinstance(example, dict):
+            continue
+        out += [f"Example {k}: {divergence.describe(example)}", "", "```text"]
+        per_node = example.get("rows", example.get("columns")) or {}
+        out += [f"{node}: {json.dumps(row)}" for node, row in per_node.items()]
+        out += ["```", ""]
+    return out
+
+
 def _statistics(stats: dict) -> list[str]:
     if not stats:
         return []
     out = ["## Statistics", ""]
     plain = {k: v for k, v in stats.items() if not isinstance(v, dict | list)}
+    if isinstance(stats.get("replicas"), dict):
+        plain["replicas"] = divergence.summary(stats["replicas"]).removeprefix("replicas: ")
     out += _table(plain)
     ops = stats.get("ops") or {}
     latency = stats.get("latency") or {}

@@ -1,4 +1,9 @@
-"""One run, start to finish: cluster up → workload + faults → heal → drain → check → plots.
+"""One run, start to finish: cluster up → workload + faults → heal → drain → replicas →
+check → plots.
+
+After the drain, every node's tables are read once all nodes have applied the same Raft
+log (``replicas.json``, see :mod:`harness.replicas`); the check compares them as well
+as the history.
 
 :func:`run` always tears down what it started (the workload, the nemesis, the cluster
 with its processes, namespaces and rules), also on an exception, Ctrl-C or SIGTERM.
@@ -265,15 +270,28 @@ class _Run:
             if not drain.complete:
                 log.warning("drain incomplete: %s messages left", drain.remaining)
         self.recorder.close()
+        with self.phase("replicas"):
+            self._snapshot_replicas()
         with self.phase("check"):
             self.result.check = self._check()
         self.result.exit_code = EXIT_VALID if self.result.valid else EXIT_ANOMALIES
 
+    def _snapshot_replicas(self) -> None:
+        """Record every node's tables at one agreed applied index in replicas.json."""
+        from . import divergence
+        from .replicas import snapshot
+
+        record = snapshot(self.cluster, self.opts.cluster_timeout, self.opts.request_timeout)
+        if record["error"]:
+            log.warning("replicas not compared: %s", record["error"])
+        self.store.write_json(divergence.FILE, record)
+
     def _check(self) -> dict[str, Any]:
-        from . import checker
+        from . import checker, divergence
         from .history import read_history
 
-        check = checker.check(read_history(self.store.history))
+        replicas = divergence.read(self.store.root / divergence.FILE)
+        check = checker.check(read_history(self.store.history), replicas)
         self.store.write_json("check.json", check)
         return check
 
@@ -328,6 +346,15 @@ class _Run:
                 f"{'complete' if d['complete'] else 'INCOMPLETE'}: {d['acked']} acked in "
                 f"{d['seconds']:.1f}s, {d['remaining']} left"
             )
+        replicas = check.get("stats", {}).get("replicas")
+        if replicas:
+            self.result.summary["replicas"] = _replicas_line(replicas)
         if self.nemesis and self.nemesis.errors:
             self.info["nemesis_errors"] = self.nemesis.errors
             self.result.summary["nemesis_errors"] = list(self.nemesis.errors)
+
+
+def _replicas_line(stats: dict[str, Any]) -> str:
+    from .divergence import summary
+
+    return summary(stats).removeprefix("replicas: ")

@@ -14,10 +14,18 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Any
+
+#: one statement as rqlite's HTTP API takes it: SQL text, or ``[sql, *params]``
+Statement = str | Sequence[Any]
 
 
 class ClusterError(RuntimeError):
     """A cluster could not be started, reached or controlled; the message says why."""
+
+
+class QueryRefused(ClusterError):
+    """A node answered a read but refused it (HTTP 4xx or a statement's error)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,20 @@ class Cluster(abc.ABC):
     def supports_partitions(self) -> bool:
         return False
 
+    # -- reading one replica --------------------------------------------------------------
+    def read_node(
+        self, node_id: str, statements: Sequence[Statement], timeout: float
+    ) -> list[dict]:
+        """Run read ``statements`` on node ``node_id`` alone (``level=none``): its results.
+
+        Over the node's HTTP URL by default; a backend whose URLs this process cannot
+        reach overrides it. Raises :class:`ClusterError` naming the node and the problem.
+        """
+        urls = {n.id: n.url for n in self.nodes()}
+        if node_id not in urls:
+            raise ClusterError(f"no node {node_id!r} in this cluster ({', '.join(urls)})")
+        return query_node(urls[node_id], statements, timeout)
+
     # -- lifecycle ------------------------------------------------------------------------
     @abc.abstractmethod
     def stop(self) -> None:
@@ -136,6 +158,10 @@ class NodeStatus:
     leader_addr: str | None = None
     ready: bool = False
     error: str | None = None  # why the node could not be probed
+    #: the last Raft log index the node applied (``store.raft.applied_index``)
+    applied_index: int | None = None
+    #: the last index its state machine (the database) applied (``store.fsm_index``; rqlite)
+    fsm_index: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -170,16 +196,63 @@ def probe_node(url: str, timeout: float = 1.0) -> NodeStatus:
         if isinstance(leader, str):  # very old rqlite: the leader's Raft address only
             leader = {"addr": leader}
         ready_code, _ = http_get(f"{url}/readyz", timeout)
+        raft = store.get("raft") or {}
         return NodeStatus(
             url,
             node_id=store.get("node_id"),
-            state=(store.get("raft") or {}).get("state"),
+            state=raft.get("state"),
             leader_id=leader.get("node_id") or None,
             leader_addr=leader.get("addr") or None,
             ready=ready_code == 200,
+            applied_index=raft_index(raft.get("applied_index")),
+            fsm_index=raft_index(store.get("fsm_index")),
         )
     except (OSError, ValueError, AttributeError) as exc:
         return NodeStatus(url, error=f"{type(exc).__name__}: {exc}")
+
+
+def raft_index(value: object) -> int | None:
+    """A Raft index as /status reports it (an int, or a decimal string), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def query_node(url: str, statements: Sequence[Statement], timeout: float) -> list[dict]:
+    """Run read ``statements`` on the node at ``url`` alone (``level=none``): its results.
+
+    A statement is SQL text, or rqlite's ``[sql, *params]`` form.
+
+    Raises :class:`ClusterError` naming the node and the problem when the request fails,
+    :class:`QueryRefused` when the node refuses it or a statement returns an error.
+    """
+    body = json.dumps(list(statements)).encode()
+    req = urllib.request.Request(
+        f"{url}/db/query?level=none",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            results = json.loads(resp.read()).get("results")
+    except urllib.error.HTTPError as exc:
+        text = exc.read()[:200].decode("utf-8", "replace").strip()
+        error = QueryRefused if 400 <= exc.code < 500 else ClusterError
+        raise error(f"{url}: /db/query answered HTTP {exc.code}: {text}") from None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ClusterError(f"{url}: /db/query failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(results, list) or len(results) != len(statements):
+        raise ClusterError(f"{url}: /db/query returned no result per statement")
+    for stmt, res in zip(statements, results, strict=True):
+        if not isinstance(res, dict) or res.get("error"):
+            error = res.get("error") if isinstance(res, dict) else res
+            raise QueryRefused(f"{url}: {stmt!r} failed: {error}")
+    return results
 
 
 def probe_nodes(urls: Sequence[str], timeout: float = 1.0) -> list[NodeStatus]:

@@ -11,6 +11,10 @@ catches each bug:
                            → ``fifo-violation``
 ``mutant-ack-wrong-row``   ack deletes the group's next message instead of the leased one
                            → ``lost``
+``mutant-subquery-now``    claim reads the server's clock inside scalar subqueries, which
+                           rqlite (>= 8.33) does not rewrite to a literal: each replica
+                           evaluates its own clock when it applies the entry (and again
+                           on replay) → ``replica-divergence`` on real rqlite
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rqueue import AsyncRqliteTransport, Lease, RqliteTransport, Statements
+from rqueue._models import Stmt
 from rqueue._statements import NOW
 
 from . import rqueue_subject
@@ -92,6 +97,34 @@ class AckWrongRowStatements(Statements):
         return [fused[0], self.ack(lease)[1], *fused[1:]]
 
 
+#: the server's clock in epoch seconds, written out (not rqueue's rendering of it)
+_SERVER_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+#: how long after its stored expiry a lease counts as lapsed (rqueue's default margin)
+_LAPSE_MARGIN = 0.25
+
+
+class SubqueryNowStatements(Statements):
+    """rqueue's claim, with the server's clock read where rqlite does not rewrite it.
+
+    The message is picked by a scalar subquery comparing leases with the server's
+    ``now``, and the new lease's expiry is ``(SELECT now) + visibility``: rqlite leaves
+    ``'now'`` inside a scalar subquery as it is, so every replica evaluates its own
+    clock when it applies the entry, and a restarted node its clock at replay. Replicas
+    then store different expiries and, around a lease's lapse, lease different rows.
+    """
+
+    def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:
+        return Stmt(
+            f"UPDATE messages SET locked_by = ?, lock_expiry = (SELECT {_SERVER_NOW}) + ? "
+            "WHERE seq = ("
+            "SELECT g.head_seq FROM groups g JOIN messages m ON m.seq = g.head_seq "
+            f"WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {_SERVER_NOW} - ?) "
+            "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
+            "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
+            (token, visibility, min_priority, _LAPSE_MARGIN, token),
+        )
+
+
 def _mutant(name: str, statements: type[Statements], description: str) -> Subject:
     sync_cls = type(f"{statements.__name__}Transport", (RqliteTransport,), {})
     sync_cls.statements_class = statements
@@ -121,4 +154,10 @@ ACK_WRONG_ROW = _mutant(
     "mutant-ack-wrong-row",
     AckWrongRowStatements,
     "rqueue whose ack deletes the group's next message (expect lost)",
+)
+SUBQUERY_NOW = _mutant(
+    "mutant-subquery-now",
+    SubqueryNowStatements,
+    "rqueue whose claim reads the server clock in a subquery rqlite does not rewrite "
+    "(expect replica-divergence on real rqlite)",
 )

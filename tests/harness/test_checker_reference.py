@@ -157,6 +157,7 @@ def reference(events: list[dict]) -> dict[str, int]:
         "delivered-after-ack": len(dal),
         "unexpected": len(unexpected),
         "stale-ack-accepted": len(stale),
+        "replica-divergence": 0,  # compared from replicas.json, never from a history
     }
 
 

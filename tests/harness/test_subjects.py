@@ -61,6 +61,7 @@ def test_registry_names_every_subject():
         "mutant-no-exclusivity",
         "mutant-lifo",
         "mutant-ack-wrong-row",
+        "mutant-subquery-now",
     }
     for name in SUBJECT_NAMES:
         assert get_subject(name).name == name
