@@ -6,7 +6,8 @@ commands that need it. A module adds its parser with ``register(subparsers)`` an
 ``handler`` (a function of the parsed arguments returning the exit status).
 
 Exit status: 0 valid, 1 anomalies found, 2 the harness itself failed (one line on stderr
-says why).
+says why), 3 inconclusive (``run`` only: no anomaly, but the run did not test what it
+planned; the verdict says why).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ examples:
   python -m harness plot results/leader-failover-20260101T120000Z
   python -m harness cluster up --nodes 3 --dir /tmp/c1
 
-exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on stderr)
+exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on stderr),
+  3 inconclusive (run only: planned faults did not happen, the cluster was unavailable
+  too long, or a fault window saw almost no work; the verdict names which)
 """
 
 
@@ -57,7 +60,9 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         epilog=(
             "partition scenarios need root on the local backend (network namespaces and "
             "iptables) or --backend docker. Exit status: 0 valid, 1 anomalies, 2 the "
-            "harness failed."
+            "harness failed, 3 inconclusive (no anomaly, but the run did not test what it "
+            "planned: a fault that could not start, the cluster unavailable for more than "
+            "15 s, a fault window with almost no work, or replicas not compared)."
         ),
     )
     p.add_argument(
@@ -140,6 +145,8 @@ def _run(args: argparse.Namespace) -> int:
         Console().print(summary_table(result.summary))
     if result.exit_code == EXIT_HARNESS:
         print(f"harness: error: {result.reason}", file=sys.stderr)
+    elif result.summary.get("inconclusive"):
+        print(f"harness: inconclusive: {result.summary['inconclusive']}", file=sys.stderr)
     return result.exit_code
 
 

@@ -55,6 +55,7 @@ def assess(
     planned: Sequence[tuple[str, float, float]],
     duration: float,
     *,
+    errors: Sequence[str] = (),
     max_quiet: float = MAX_QUIET,
     grace: float = GRACE,
     min_share: float = MIN_SHARE,
@@ -62,16 +63,18 @@ def assess(
     """Judge a run's coverage.
 
     ``events``: the history; ``planned``: the scenario's fault windows as ``(kind, start,
-    end)`` in history time; ``duration``: the workload's length in seconds.
+    end)`` in history time; ``duration``: the workload's length in seconds; ``errors``:
+    what the nemesis said of faults that failed before they reached the history.
     """
-    starts = [e for e in events if _is_fault_start(e)]
-    started = [e for e in starts if e.get("type") == "info"]
-    failed = [e for e in starts if e.get("type") == "fail"]
+    starts = sorted((e for e in events if _is_fault_start(e)), key=lambda e: float(e["time"]))
+    happened = [w for w in planned if _started(w, starts)]
     reasons: list[str] = []
-    if len(started) < len(planned):
-        why = "; ".join(sorted({_error_of(e) for e in failed})) or "never started"
+    if len(happened) < len(planned):
+        failed = [_error_of(e) for e in starts if e.get("type") == "fail"]
+        why = "; ".join(dict.fromkeys([*errors, *failed])) or "never started"
         reasons.append(
-            f"{len(planned) - len(started)} of {len(planned)} planned faults did not happen ({why})"
+            f"{len(planned) - len(happened)} of {len(planned)} planned faults did not "
+            f"happen ({why})"
         )
     ok_times = sorted(
         float(e["time"]) for e in events if e.get("process") != "nemesis" and e["type"] == "ok"
@@ -82,10 +85,10 @@ def assess(
             f"no operation succeeded for {quiet:.1f} s (from {quiet_from:.1f} s; bound "
             f"{max_quiet:g} s): the cluster was unavailable"
         )
-    windows = _windows(ok_times, [(s, e) for _, s, e in planned], duration, grace)
-    starved = [w for w in windows if w["expected"] > 0 and w["ok"] < min_share * w["expected"]]
-    for w, (kind, _, _) in zip(windows, planned, strict=True):
+    windows = _windows(ok_times, [(a, b) for _, a, b in happened], duration, grace)
+    for w, (kind, _, _) in zip(windows, happened, strict=True):
         w["kind"] = kind
+    starved = [w for w in windows if w["expected"] > 0 and w["ok"] < min_share * w["expected"]]
     if starved:
         listed = ", ".join(f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok)" for w in starved)
         reasons.append(
@@ -94,11 +97,26 @@ def assess(
         )
     return Coverage(
         planned_faults=len(planned),
-        started_faults=len(started),
+        started_faults=len(happened),
         longest_quiet=round(quiet, 3),
         quiet_from=round(quiet_from, 3),
         reasons=reasons,
         windows=windows,
+    )
+
+
+#: how late after its planned time a fault's start may be recorded (the nemesis waits up
+#: to 5 s for a leader to target) and still count as that window's
+START_SLACK = 7.0
+
+
+def _started(window: tuple[str, float, float], starts: Sequence[dict[str, Any]]) -> bool:
+    kind, a, _ = window
+    return any(
+        e.get("type") == "info"
+        and e["value"].get("fault") == kind
+        and a - 0.5 <= float(e["time"]) <= a + START_SLACK
+        for e in starts
     )
 
 

@@ -129,6 +129,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
     )
     for err in summary.get("nemesis_errors") or []:
         table.add_row("fault failed", str(err), style="yellow")
+    if summary.get("inconclusive"):
+        table.add_row("inconclusive", str(summary["inconclusive"]), style="yellow")
     for key in ("warning", "error", "exit"):
         if summary.get(key) is not None:
             table.add_row(key, str(summary[key]))

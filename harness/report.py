@@ -81,7 +81,11 @@ def _verdict(result: dict | None, error: str | None, run: dict) -> list[str]:
         return [f"**Verdict: the history could not be checked** ({error}).", ""]
     if result is None:
         return ["**Verdict: not checked.**", ""]
-    if result.get("valid"):
+    reasons = (result.get("coverage") or {}).get("reasons") or []
+    if result.get("valid") and reasons:
+        out = ["**Verdict: INCONCLUSIVE** — no anomaly found, but the run did not test what "
+               "it planned:", "", *[f"- {r}" for r in reasons], ""]  # fmt: skip
+    elif result.get("valid"):
         out = ["**Verdict: valid** — no anomaly found.", ""]
     else:
         found = [f"{n} ({a['count']})" for n, a in result["anomalies"].items() if a["count"]]

@@ -8,7 +8,9 @@ as the history.
 :func:`run` always tears down what it started (the workload, the nemesis, the cluster
 with its processes, namespaces and rules), also on an exception, Ctrl-C or SIGTERM.
 Its :class:`RunResult` carries the exit status the CLI returns: 0 the history is valid,
-1 the checker found anomalies, 2 the harness itself failed (``reason`` says why).
+1 the checker found anomalies, 2 the harness itself failed (``reason`` says why), 3 the
+run is inconclusive: no anomaly, but it did not test what it planned (see
+:mod:`harness.coverage`; ``check.json``'s ``coverage`` says why).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .store import RunStore, engine_version, versions
 
 log = logging.getLogger(__name__)
 
-EXIT_VALID, EXIT_ANOMALIES, EXIT_HARNESS = 0, 1, 2
+EXIT_VALID, EXIT_ANOMALIES, EXIT_HARNESS, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 class HarnessError(RuntimeError):
@@ -274,7 +276,12 @@ class _Run:
             self._snapshot_replicas()
         with self.phase("check"):
             self.result.check = self._check()
-        self.result.exit_code = EXIT_VALID if self.result.valid else EXIT_ANOMALIES
+        if not self.result.valid:
+            self.result.exit_code = EXIT_ANOMALIES
+        elif self.result.check.get("coverage", {}).get("reasons"):
+            self.result.exit_code = EXIT_INCONCLUSIVE
+        else:
+            self.result.exit_code = EXIT_VALID
 
     def _snapshot_replicas(self) -> None:
         """Record every node's tables at one agreed applied index in replicas.json."""
@@ -291,9 +298,27 @@ class _Run:
         from .history import read_history
 
         replicas = divergence.read(self.store.root / divergence.FILE)
-        check = checker.check(read_history(self.store.history), replicas)
+        events = read_history(self.store.history)
+        check = checker.check(events, replicas)
+        check["coverage"] = self._coverage(events, check)
         self.store.write_json("check.json", check)
         return check
+
+    def _coverage(self, events: list[dict], check: dict[str, Any]) -> dict[str, Any]:
+        """Did the run test what it planned? (:mod:`harness.coverage`)"""
+        from .coverage import assess
+
+        s = self.scenario
+        planned = [(f.kind, a, b) for f in s.faults for a, b in f.windows(s.duration)]
+        errors = list(self.nemesis.errors) if self.nemesis else []
+        coverage = assess(events, planned, s.duration, errors=errors).to_json()
+        if self.result.exit_code == EXIT_INCONCLUSIVE:
+            self.result.summary["inconclusive"] = "; ".join(check["coverage"]["reasons"])
+        replicas = check.get("stats", {}).get("replicas") or {}
+        if not replicas.get("compared"):
+            coverage["reasons"].append(f"the replicas were not compared: {replicas.get('reason')}")
+            coverage["conclusive"] = False
+        return coverage
 
     def _teardown(self) -> None:
         """Stop everything this run started; each step runs even if an earlier one fails."""
@@ -324,9 +349,11 @@ class _Run:
             ops.setdefault(f, {})[kind] = n
         check = self.result.check or {}
         anomalies = {k: v.get("count", 0) for k, v in (check.get("anomalies") or {}).items()}
-        verdict = {EXIT_VALID: "valid", EXIT_ANOMALIES: "ANOMALIES"}.get(
-            self.result.exit_code, "harness failed"
-        )
+        verdict = {
+            EXIT_VALID: "valid",
+            EXIT_ANOMALIES: "ANOMALIES",
+            EXIT_INCONCLUSIVE: "INCONCLUSIVE",
+        }.get(self.result.exit_code, "harness failed")
         self.result.summary.update(
             scenario=self.scenario.name,
             subject=self.opts.subject,
@@ -346,6 +373,8 @@ class _Run:
                 f"{'complete' if d['complete'] else 'INCOMPLETE'}: {d['acked']} acked in "
                 f"{d['seconds']:.1f}s, {d['remaining']} left"
             )
+        if self.result.exit_code == EXIT_INCONCLUSIVE:
+            self.result.summary["inconclusive"] = "; ".join(check["coverage"]["reasons"])
         replicas = check.get("stats", {}).get("replicas")
         if replicas:
             self.result.summary["replicas"] = _replicas_line(replicas)

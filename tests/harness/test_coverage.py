@@ -11,8 +11,10 @@ def ops(times: list[float]) -> list[dict[str, Any]]:
     return [{"process": 0, "type": "ok", "f": "claim", "time": t, "value": None} for t in times]
 
 
-def fault(t: float, typ: str = "info", error: str | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {"fault": "kill-leader", "phase": "start", "nodes": ["n1"]}
+def fault(
+    t: float, typ: str = "info", error: str | None = None, kind: str = "kill-leader"
+) -> dict[str, Any]:
+    value: dict[str, Any] = {"fault": kind, "phase": "start", "nodes": ["n1"]}
     ev = {"process": "nemesis", "type": typ, "f": "kill", "time": t, "value": value}
     if error:
         ev["error"] = error
@@ -53,7 +55,8 @@ def test_a_fault_window_with_almost_no_work_makes_it_inconclusive() -> None:
     # the workload stalls from 19 s to 34 s (shorter than the quiet bound), over a fault
     times = [t for t in steady(40.0) if not 19.0 < t < 33.5]
     plan = [("kill-leader", 5.0, 8.0), ("pause-leader", 20.0, 23.0)]
-    cov = assess([*ops(times), fault(5.0), fault(20.0)], plan, 40.0, max_quiet=20.0)
+    events = [*ops(times), fault(5.0), fault(20.0, kind="pause-leader")]
+    cov = assess(events, plan, 40.0, max_quiet=20.0)
     assert len(cov.reasons) == 1 and "pause-leader at 20.0 s (0 ok)" in cov.reasons[0]
 
 
@@ -62,5 +65,16 @@ def test_an_all_down_fault_followed_by_recovery_is_conclusive() -> None:
     times = [t for t in steady(40.0) if not 10.0 < t < 15.5]
     plan = [("kill-all", 10.0, 14.0), ("kill-all", 30.0, 34.0)]
     times = [t for t in times if not 30.0 < t < 35.5]
-    cov = assess([*ops(times), fault(10.0), fault(30.0)], plan, 40.0)
+    events = [*ops(times), fault(10.0, kind="kill-all"), fault(30.0, kind="kill-all")]
+    cov = assess(events, plan, 40.0)
     assert cov.conclusive, cov.reasons
+
+
+def test_a_fault_refused_before_the_history_is_named_by_the_nemesis_error() -> None:
+    cov = assess(
+        [*ops(steady(30.0)), fault(5.0)], PLAN, 30.0, errors=["kill-leader: no leader to target"]
+    )
+    assert cov.started_faults == 1
+    assert cov.reasons == [
+        "1 of 2 planned faults did not happen (kill-leader: no leader to target)"
+    ]

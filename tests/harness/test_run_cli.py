@@ -186,3 +186,38 @@ def test_progress_line_and_summary_table():
     for part in ("ANOMALIES", "ok 4  fail 2", "kill-leader×2", "lost 1", "no leader", "results/x"):
         assert part in text
     assert "fifo-violation" not in text
+
+
+INCONCLUSIVE = """\
+description = "The leader is killed while every node is down: that fault cannot happen."
+nodes = 3
+duration = 12.0
+
+[[faults]]
+kind = "kill-all"
+start = 2.0
+duration = 7.0
+
+[[faults]]
+kind = "kill-leader"
+start = 3.0
+duration = 2.0
+"""
+
+
+def test_a_run_whose_fault_could_not_happen_exits_3_and_says_why(tmp_path):
+    scenario = tmp_path / "doomed.toml"
+    scenario.write_text(INCONCLUSIVE)
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(scenario), "--out", str(out),
+         "--no-progress", "--no-plots", "--seed", "5"],
+        capture_output=True, text=True, cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "1 of 2 planned faults did not happen (kill-leader: no leader" in proc.stderr
+    assert "INCONCLUSIVE" in proc.stdout
+    check = json.loads((out / "check.json").read_text())
+    assert check["valid"] is True and check["coverage"]["conclusive"] is False
+    run_json = json.loads((out / "run.json").read_text())
+    assert run_json["exit"] == 3 and run_json["summary"]["verdict"] == "INCONCLUSIVE"
