@@ -122,8 +122,10 @@ class NodeService:
         return Reply(status, data, ctype)
 
     # -- /db/* ------------------------------------------------------------------------------
-    def _rewrite(self, stmts: list[Statement], params: QueryParams) -> None:
-        rw_random = not params.flag("norwrandom")
+    def _rewrite(self, stmts: list[Statement], params: QueryParams, execute: bool = False) -> None:
+        """rqlite's processing on the receiving node; random() only on /db/execute (rqlite
+        v8.36.18 rewrites only time functions on /db/request and strong queries)."""
+        rw_random = execute and not params.flag("norwrandom")
         rw_time = not params.flag("norwtime")
         for s in stmts:  # raises RewriteError (HTTP 500) before anything is applied
             r = process(s.sql, rewrite_random=rw_random, rewrite_time=rw_time, now=self.clock.now)
@@ -164,7 +166,7 @@ class NodeService:
     def execute(self, params: QueryParams, query: str, body: bytes, headers: Any) -> Reply:
         start = time.perf_counter()
         stmts = parse_body(body)
-        self._rewrite(stmts, params)
+        self._rewrite(stmts, params, execute=True)
         if not self.store.is_leader():
             return self._not_leader("POST", "/db/execute", query, params, stmts, headers)
         return self._through_log(EXECUTE, stmts, params, start)
