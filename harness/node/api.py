@@ -128,8 +128,15 @@ class NodeService:
         rw_random = execute and not params.flag("norwrandom")
         rw_time = not params.flag("norwtime")
         for s in stmts:  # raises RewriteError (HTTP 500) before anything is applied
-            r = process(s.sql, rewrite_random=rw_random, rewrite_time=rw_time, now=self.clock.now)
+            r = process(
+                s.sql,
+                rewrite_random=rw_random,
+                rewrite_time=rw_time,
+                now=self.clock.now,
+                positional=None if s.named else len(s.positional),
+            )
             s.sql = r.sql
+            s.positional.extend(r.bound)
             s.returning = mentions_returning(s.sql) if r.returning is None else r.returning
 
     def _through_log(

@@ -26,6 +26,7 @@ its own clock (see ``Database``), and again when a restarted node replays its lo
 from __future__ import annotations
 
 import functools
+import math
 import re
 import secrets
 import time
@@ -64,6 +65,10 @@ class Plan:
     modified: bool
     returning: bool | None
     error: str | None = None  # rqlite answers 500: SQL rewrite: ...
+    #: the text with ``?N`` placeholders for the slots, where binding is observably the
+    #: same (see :func:`_bound_form`), and how many plain ``?`` of its own it has
+    bound_sql: str | None = None
+    own_params: int = 0
 
     @property
     def unchanged(self) -> bool:
@@ -86,8 +91,20 @@ def julian_day(t: datetime) -> float:
 
 
 def julian_day_epoch(epoch_seconds: float) -> float:
-    """:func:`julian_day` of a Unix time."""
-    return julian_day(datetime.fromtimestamp(epoch_seconds, UTC))
+    """:func:`julian_day` of a Unix time (the node's hot path: no datetime built)."""
+    sec = math.floor(epoch_seconds)
+    return julian_day_ns(sec * 1_000_000_000 + round((epoch_seconds - sec) * 1e9))
+
+
+def julian_day_ns(epoch_ns: int) -> float:
+    """:func:`julian_day` of a Unix time in nanoseconds: the whole days sum exactly, the
+    fraction of the day is computed as rqlite computes it, so the float is the same."""
+    sec, ns = divmod(epoch_ns, 1_000_000_000)
+    days, of_day = divmod(sec, 86400)
+    hour, rest = divmod(of_day, 3600)
+    minute, second = divmod(rest, 60)
+    frac = (hour + minute / 60 + (second + ns / 1e9) / 3600) / 24.0
+    return float(days) + 2440587.5 + frac
 
 
 class _Walker:
@@ -193,7 +210,39 @@ def _plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> Plan:
         _render(tree, out)
     except PrintPanic as exc:
         return Plan((sql,), True, True, walker.returning, error=str(exc))
-    return Plan(tuple(out), True, True, walker.returning)
+    bound_sql, own = (None, 0) if walker.returning else _bound_form(tree.kind, out)
+    return Plan(tuple(out), True, True, walker.returning, None, bound_sql, own)
+
+
+_BINDABLE = frozenset({"insert", "update", "delete"})
+_BIND_SCAN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?P<bind>\?\d*|[:@$]\w+)|\x00")
+
+
+def _bound_form(kind: str, out: list[str | tuple]) -> tuple[str | None, int]:
+    """The rendered statement with numbered placeholders for its slots, or None where
+    binding the values instead of printing them could be told apart: anything but a plain
+    INSERT/UPDATE/DELETE (result columns are named after the text), blob values, or
+    parameters of its own other than plain ``?``. The node uses it so that each such
+    statement keeps one text and SQLite's statement cache serves it (rqlite prints the
+    literals into the text; the values bound are the same numbers)."""
+    if kind not in _BINDABLE or any(isinstance(p, tuple) and p[0] == "blob" for p in out):
+        return None, 0
+    joined = "".join(p if isinstance(p, str) else "\x00" for p in out)
+    binds = [m.group("bind") for m in _BIND_SCAN.finditer(joined) if m.group("bind")]
+    if any(b != "?" for b in binds):
+        return None, 0
+    own = len(binds)
+    counter = iter(range(1, own + 1))
+    slots = iter(range(own + 1, own + 1 + joined.count("\x00")))
+
+    def number(m: re.Match) -> str:
+        if m.group() == "\x00":
+            return f"?{next(slots)}"
+        if m.group("bind"):
+            return f"?{next(counter)}"
+        return m.group()
+
+    return _BIND_SCAN.sub(number, joined), own
 
 
 def fill(
@@ -246,10 +295,12 @@ def mentions_returning(sql: str) -> bool:
 
 @dataclass(frozen=True)
 class Processed:
-    """A statement after processing on the receiving node."""
+    """A statement after processing on the receiving node: its text, values to bind after
+    its own positional parameters, and rqlite's ForceQuery (None: not parsed)."""
 
     sql: str
-    returning: bool | None  # None: the parser rejected it (decide from the text)
+    returning: bool | None
+    bound: tuple[float | int, ...] = ()
 
 
 def process(
@@ -258,18 +309,30 @@ def process(
     rewrite_random: bool = True,
     rewrite_time: bool = True,
     now: Callable[[], float] | None = None,
+    positional: int | None = None,
 ) -> Processed:
     """What the node does with one statement of a request: rqlite's processing with the
-    node's clock (``now``: epoch seconds) and a random source; raises
-    :class:`RewriteError` where rqlite answers HTTP 500."""
+    node's clock (``now``: epoch seconds, read once per statement) and a random source.
+    With ``positional`` (how many positional parameters came with it; None for named
+    ones) the values may come back as ``bound`` values instead of literals, where that is
+    observably the same. Raises :class:`RewriteError` where rqlite answers HTTP 500."""
     p = plan(sql, rewrite_random, rewrite_time)
     if p.unchanged and p.error is None:
         return Processed(sql, p.returning)
     clock = now or time.time
-    text = fill(
-        p,
-        lambda: julian_day_epoch(clock()),
-        lambda: secrets.randbits(63),
-        secrets.token_bytes,
-    )
+    jd: list[float] = []
+
+    def now_jd() -> float:
+        if not jd:
+            jd.append(float(f"{julian_day_epoch(clock()):f}"))  # the value rqlite prints
+        return jd[0]
+
+    if p.bound_sql is not None and positional == p.own_params:
+        values = tuple(
+            now_jd() if part[0] == "jd" else secrets.randbits(63)
+            for part in p.parts
+            if isinstance(part, tuple)
+        )
+        return Processed(p.bound_sql, p.returning, values)
+    text = fill(p, now_jd, lambda: secrets.randbits(63), secrets.token_bytes)
     return Processed(text, p.returning)

@@ -17,6 +17,7 @@ from harness.node.rewrite import (
     RewriteError,
     julian_day,
     julian_day_epoch,
+    julian_day_ns,
     mentions_returning,
     plan,
     process,
@@ -209,6 +210,14 @@ def test_julian_day_matches_sqlite() -> None:
         got = db.query([Statement(f"SELECT julianday({epoch}, 'unixepoch')")], False)[0]
         assert got["values"][0][0] == pytest.approx(julian_day_epoch(epoch), abs=1e-8)
     assert f"{julian_day(CLOCK):f}" == JD
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=4_102_444_800_000_000))
+def test_fast_julian_day_is_rqlites(micros: int) -> None:
+    """The node's arithmetic Julian day gives the very float of rqlite's calendar formula."""
+    t = datetime.fromtimestamp(micros // 1_000_000, UTC).replace(microsecond=micros % 1_000_000)
+    assert julian_day_ns(micros * 1000) == julian_day(t)
 
 
 # -- properties -------------------------------------------------------------------------------
