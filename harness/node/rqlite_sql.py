@@ -53,13 +53,15 @@ KEYWORDS = _words(
     TEMPORARY THEN TIES TO TRANSACTION TRIGGER TRUE FALSE UNBOUNDED UNION UNIQUE UPDATE USING
     VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH WITHOUT"""
 )
-#: keywords still accepted as a table or column name (not in expressions; measured:
-#: rows/filter/window/partition/key/first/last/current/exclude/replace are, groups and
-#: nothing are not)
+#: keywords still accepted as a name where rqlite's parser reads a plain identifier: the
+#: table of INSERT, column lists, table aliases after AS, CREATE names (measured: rows,
+#: key, first, filter, window, partition, current, exclude, replace, groups, do, temp
+#: are; nothing is not); never in expressions, SET, result aliases, or the table of
+#: UPDATE, DELETE and FROM
 BARE_OK = _words(
     """ABORT ACTION AFTER ALWAYS ANALYZE ASC ATTACH BEFORE BEGIN BY CASCADE CAST COLUMN
     CONFLICT CURRENT DATABASE DEFERRED DESC DETACH DO EACH END EXCLUDE EXCLUSIVE EXPLAIN FAIL
-    FILTER FIRST FOLLOWING FOR GENERATED IGNORE IMMEDIATE INITIALLY INSTEAD KEY LAST MATCH NO
+    FILTER FIRST FOLLOWING FOR GENERATED GROUPS IGNORE IMMEDIATE INITIALLY INSTEAD KEY LAST MATCH NO
     NULLS OF OFFSET OTHERS OVER PARTITION PLAN PRAGMA PRECEDING QUERY RAISE RANGE RECURSIVE
     REINDEX RELEASE RENAME REPLACE RESTRICT ROW ROWS SAVEPOINT STORED STRICT TEMP
     TEMPORARY TIES TRIGGER UNBOUNDED VACUUM VIEW VIRTUAL WINDOW WITH WITHOUT"""
@@ -378,7 +380,7 @@ class Parser(ExprMixin):
             sel = self.with_statement() if self.at("WITH") else self.select()
             self.expect(")")
             return n_("psource", "(", sel, ")", *self.alias())
-        name = self.ident("table name or left paren")
+        name = self.ident("table name or left paren", bare=False)
         if self.at("."):
             raise ParseError("schema-qualified table names are not accepted")
         if self.at("("):
@@ -480,7 +482,7 @@ class Parser(ExprMixin):
         return n_("returning", "RETURNING ", *join_(cols))
 
     def qualified_table(self) -> list:
-        parts: list = [self.ident("table name")]
+        parts: list = [self.ident("table name", bare=False)]
         if self.at("."):
             raise ParseError("schema-qualified table names are not accepted")
         if self.accept("AS"):
