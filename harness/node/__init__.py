@@ -5,7 +5,8 @@ Modules, one job each:
 
 - :mod:`.config`     command-line flags -> :class:`NodeConfig`
 - :mod:`.clock`      the node's wall clock, with an offset read from a file
-- :mod:`.rewrite`    rqlite's rewriting of RANDOM()/randomblob()/time functions
+- :mod:`.rewrite`    rqlite's rewriting of RANDOM()/randomblob()/time functions, decided as it does
+- :mod:`.rqlite_sql` a model of rqlite's SQL parser and printer (expressions: ``.rqlite_sql_expr``)
 - :mod:`.statements` parsing rqlite's JSON request bodies
 - :mod:`.database`   the SQLite state machine and rqlite's result shapes
 - :mod:`.raft`       the PySyncObj state machine, snapshots, waiting for outcomes

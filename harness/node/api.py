@@ -27,7 +27,7 @@ from .config import NodeConfig
 from .database import Database, render
 from .forward import FORWARDED_HEADER, Forwarder, ForwardError
 from .raft import BARRIER, EXECUTE, QUERY, REQUEST, NotApplied, OutcomeUnknown, RaftStore
-from .rewrite import rewrite
+from .rewrite import RewriteError, mentions_returning, process
 from .statements import QueryParams, RequestError, Statement, parse_body
 
 log = logging.getLogger(__name__)
@@ -122,20 +122,22 @@ class NodeService:
         return Reply(status, data, ctype)
 
     # -- /db/* ------------------------------------------------------------------------------
-    def _rewrite(self, stmts: list[Statement], params: QueryParams) -> None:
-        rw_random = not params.flag("norwrandom")
+    def _rewrite(self, stmts: list[Statement], params: QueryParams, execute: bool = False) -> None:
+        """rqlite's processing on the receiving node; random() only on /db/execute (rqlite
+        v8.36.18 rewrites only time functions on /db/request and strong queries)."""
+        rw_random = execute and not params.flag("norwrandom")
         rw_time = not params.flag("norwtime")
-        for s in stmts:
-            r = rewrite(
+        for s in stmts:  # raises RewriteError (HTTP 500) before anything is applied
+            r = process(
                 s.sql,
                 rewrite_random=rw_random,
                 rewrite_time=rw_time,
                 now=self.clock.now,
-                bind=True,
-                positional=-1 if s.named else len(s.positional),
+                positional=None if s.named else len(s.positional),
             )
-            s.sql, s.returning = r.sql, r.returning
+            s.sql = r.sql
             s.positional.extend(r.bound)
+            s.returning = mentions_returning(s.sql) if r.returning is None else r.returning
 
     def _through_log(
         self,
@@ -171,7 +173,7 @@ class NodeService:
     def execute(self, params: QueryParams, query: str, body: bytes, headers: Any) -> Reply:
         start = time.perf_counter()
         stmts = parse_body(body)
-        self._rewrite(stmts, params)
+        self._rewrite(stmts, params, execute=True)
         if not self.store.is_leader():
             return self._not_leader("POST", "/db/execute", query, params, stmts, headers)
         return self._through_log(EXECUTE, stmts, params, start)
@@ -429,6 +431,8 @@ class Handler(BaseHTTPRequestHandler):
                 reply = Reply(404, b"", "text/plain; charset=utf-8")
         except RequestError as exc:
             reply = text_reply(400, str(exc))
+        except RewriteError as exc:  # rqlite: 500 "SQL rewrite: ...", nothing applied
+            reply = text_reply(500, str(exc))
         except Exception as exc:  # never kill the connection thread without an answer
             log.exception("handling %s %s", method, self.path)
             reply = text_reply(500, f"internal error: {exc}")

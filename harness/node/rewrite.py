@@ -1,305 +1,338 @@
-"""rqlite's rewriting of non-deterministic SQL, so every replica applies the same values.
+"""rqlite v8.36.18's rewriting of time functions and random(), decided exactly as rqlite does.
 
-Follows rqlite's ``command/sql`` processor (v8.33+): on the node that receives a request,
+On the node that receives a request, rqlite parses each statement with its own SQL parser
+(modelled in :mod:`.rqlite_sql`), walks the tree and rewrites
 
-- ``date``/``time``/``datetime``/``julianday``/``unixepoch`` whose first argument is
-  ``'now'`` (or the bare identifier ``now``), ``strftime`` whose second argument is, and
-  ``timediff`` for either of its first two arguments: the ``now`` becomes the current
-  Julian day as a number literal printed with six decimals (``%f``, as rqlite does,
-  so the value has a resolution of 86.4 ms);
-- ``random()`` becomes a random non-negative 63-bit integer literal, except inside an
-  ``ORDER BY`` term;
-- ``randomblob(N)`` with a numeric literal ``N`` becomes a blob literal of ``max(N, 1)``
-  random bytes, except inside an ``ORDER BY`` term.
+- ``date``/``time``/``datetime``/``julianday``/``unixepoch`` with at least one argument,
+  whose first argument is ``'now'`` (any case) or an identifier ``now`` (quoted or not);
+  ``strftime`` with at least two arguments, its second; ``timediff`` with at least two,
+  either of its first two: that argument becomes the Julian day of the request's clock,
+  printed with six decimals;
+- ``random(...)`` becomes a random 63-bit integer and ``randomblob(N)`` (``N`` an integer
+  literal) a blob literal of ``max(N, 1)`` random bytes, except inside an ``ORDER BY``
+  term.
 
-Like rqlite, zero-argument forms (``date()``, ``CURRENT_TIMESTAMP``) are not rewritten.
-rqlite rewrites a re-rendered parse tree; this module rewrites tokens in place, so
-text that is not rewritten (comments, spacing, literals) is left byte for byte.
+A statement the parser rejects is left as written; so is every call the walk does not
+reach (a scalar subquery used as a value, ``IN (SELECT ...)``, a ``WITH`` clause). When a
+statement was rewritten (any of the calls above was seen, even with nothing replaced)
+rqlite re-prints the whole tree: identifiers double-quoted, comments and anything after the
+first statement dropped, ``RETURNING`` of UPDATE and DELETE dropped. A tree holding
+``LIKE ... ESCAPE`` cannot be re-printed: rqlite answers HTTP 500 (:class:`RewriteError`).
 
-``bind=True`` (what the node uses) puts the values of a write in bound parameters
-instead of the text, where that is observably the same: an INSERT, UPDATE, DELETE or
-REPLACE without RETURNING (no result columns, whose names would show the text), whose
-own parameters are plain positional ``?`` matched by the values given (they become
-``?1``..``?k``; the rewritten values follow as ``?k+1``...), and no ``randomblob`` (a
-blob does not travel in a JSON body). Every such statement keeps one text, so SQLite's
-prepared-statement cache serves it on every replica instead of compiling a new text per
-request: a claim's two timed UPDATEs cost ~55 µs less per node that way.
+What is left unrewritten is evaluated by every replica when it applies the log entry, with
+its own clock (see ``Database``), and again when a restarted node replays its log.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<comment>--[^\n]*|/\*.*?(?:\*/|\Z))
-  | (?P<blob>[xX]'[^']*'?)
-  | (?P<str>'(?:[^']|'')*'?)
-  | (?P<qid>"(?:[^"]|"")*"?|`(?:[^`]|``)*`?|\[[^\]]*\]?)
-  | (?P<num>0[xX][0-9a-fA-F]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
-  | (?P<param>\?\d*|[:@$][A-Za-z0-9_]+)
-  | (?P<id>[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*)
-  | (?P<op>.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
+from .rqlite_sql import Parser
+from .rqlite_sql_expr import Node, ParseError, PrintPanic
 
 _NOW_ARG0 = frozenset({"date", "time", "datetime", "julianday", "unixepoch"})
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Rewritten:
-    """The outcome of :func:`rewrite`; ``bound``: values for placeholders added to ``sql``
-    (after the statement's own positional parameters)."""
-
-    sql: str
-    modified: bool
-    returning: bool  # the statement has a RETURNING clause (a write that returns rows)
-    bound: tuple[float | int, ...] = ()
-
-
-def tokenize(sql: str) -> list[Token]:
-    """Split SQL into tokens; concatenating their text gives ``sql`` back."""
-    return [Token(m.lastgroup or "op", m.group()) for m in _TOKEN.finditer(sql)]
-
-
-def julian_day(epoch_seconds: float) -> float:
-    """The Julian day number of a Unix time (UTC)."""
-    return epoch_seconds / 86400.0 + 2440587.5
-
-
-def _is_now(tokens: list[Token], arg: list[int]) -> bool:
-    if len(arg) != 1:
-        return False
-    tok = tokens[arg[0]]
-    if tok.kind == "str":
-        return tok.text[1:-1].lower() == "now"
-    if tok.kind == "id":
-        return tok.text.lower() == "now"
-    if tok.kind == "qid" and tok.text.startswith('"'):
-        return tok.text[1:-1].lower() == "now"
-    return False
-
-
-def _call_args(tokens: list[Token], sig: list[int], open_pos: int) -> tuple[list[list[int]], int]:
-    """Arguments (lists of token indexes) of the call whose '(' is ``sig[open_pos]``,
-    and the position in ``sig`` of its closing ')' (or the last position if unclosed)."""
-    args: list[list[int]] = []
-    current: list[int] = []
-    depth = 0
-    pos = open_pos + 1
-    while pos < len(sig):
-        text = tokens[sig[pos]].text
-        if text == "(":
-            depth += 1
-        elif text == ")":
-            if depth == 0:
-                break
-            depth -= 1
-        elif text == "," and depth == 0:
-            args.append(current)
-            current = []
-            pos += 1
-            continue
-        current.append(sig[pos])
-        pos += 1
-    if current or args:
-        args.append(current)
-    return args, min(pos, len(sig) - 1)
-
-
-#: slots of a plan: where a rewritten value goes
-_JD, _RANDOM = "jd", "random"
-#: statements longer than this are analysed on every call instead of cached
+#: statements longer than this are processed on every call instead of cached
 _CACHE_MAX_SQL = 8192
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """What rewriting does to one SQL text: text pieces and the slots between them.
+class RewriteError(Exception):
+    """rqlite's processor failed on a statement: it answers HTTP 500 with ``str(self)``
+    (``SQL rewrite: ...``) and applies nothing of the request."""
 
-    ``parts`` holds ``str`` pieces and ``tuple`` slots: ``("jd",)`` (the Julian day of
-    now), ``("random",)`` (a random 63-bit integer) or ``("blob", n)`` (n random bytes).
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"SQL rewrite: panic during SQL processing: {detail}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What processing does to one SQL text, independent of the values filled in.
+
+    ``parts`` holds text and slots: ``("jd",)`` (the Julian day of now), ``("random",)``
+    (a random 63-bit integer) or ``("blob", n)`` (``n`` random bytes). ``returning`` is
+    rqlite's ForceQuery: True/False when the parser accepted the statement (it saw a
+    RETURNING clause or not), None when it did not (rqlite then leaves the flag alone).
     """
 
     parts: tuple[str | tuple, ...]
+    parsed: bool
     modified: bool
-    returning: bool
-    #: the text with placeholders for the slots, when values may be bound (module doc)
+    returning: bool | None
+    error: str | None = None  # rqlite answers 500: SQL rewrite: ...
+    #: the text with ``?N`` placeholders for the slots, where binding is observably the
+    #: same (see :func:`_bound_form`), and how many plain ``?`` of its own it has
     bound_sql: str | None = None
-    #: how many plain ``?`` the statement has (its own parameters)
-    plain_params: int = 0
+    own_params: int = 0
+
+    @property
+    def unchanged(self) -> bool:
+        return len(self.parts) == 1 and isinstance(self.parts[0], str)
 
 
-def rewrite(
+def julian_day(t: datetime) -> float:
+    """rqlite's Julian day of ``t`` (UTC fields; naive means UTC), same float arithmetic."""
+    if t.tzinfo is not None:
+        t = t.astimezone(UTC)
+    year, month = t.year, t.month
+    if month <= 2:
+        year -= 1
+        month += 12
+    a = int(year / 100)
+    b = 2 - a + int(a / 4)
+    frac = (t.hour + t.minute / 60 + (t.second + (t.microsecond * 1000) / 1e9) / 3600) / 24.0
+    whole = int(365.25 * (year + 4716) // 1) + int(30.6001 * (month + 1) // 1)
+    return float(whole) + t.day + b - 1524.5 + frac
+
+
+def julian_day_epoch(epoch_seconds: float) -> float:
+    """:func:`julian_day` of a Unix time (the node's hot path: no datetime built)."""
+    sec = math.floor(epoch_seconds)
+    return julian_day_ns(sec * 1_000_000_000 + round((epoch_seconds - sec) * 1e9))
+
+
+def julian_day_ns(epoch_ns: int) -> float:
+    """:func:`julian_day` of a Unix time in nanoseconds: the whole days sum exactly, the
+    fraction of the day is computed as rqlite computes it, so the float is the same."""
+    sec, ns = divmod(epoch_ns, 1_000_000_000)
+    days, of_day = divmod(sec, 86400)
+    hour, rest = divmod(of_day, 3600)
+    minute, second = divmod(rest, 60)
+    frac = (hour + minute / 60 + (second + ns / 1e9) / 3600) / 24.0
+    return float(days) + 2440587.5 + frac
+
+
+class _Walker:
+    """rqlite's rewriting visitor over the walkable part of a tree."""
+
+    def __init__(self, rewrite_random: bool, rewrite_time: bool) -> None:
+        self.rand, self.time = rewrite_random, rewrite_time
+        self.ordered = False
+        self.modified = False
+        self.returning = False
+
+    def walk(self, node: Node) -> None:
+        if not node.walk:
+            return
+        if node.kind == "returning":
+            self.returning = True
+        elif node.kind == "order":
+            self.ordered = True
+        elif node.kind == "call":
+            self.visit_call(node)
+        for child in node.children():
+            self.walk(child)
+        if node.kind == "order":
+            self.ordered = False
+
+    def visit_call(self, n: Node) -> None:
+        name, args = n.name.lower(), n.args
+        if self.time and args and name in _NOW_ARG0:
+            self.now_arg(args[0])
+            self.modified = True
+        elif self.time and len(args) > 1 and name == "strftime":
+            self.now_arg(args[1])
+            self.modified = True
+        elif self.time and len(args) > 1 and name == "timediff":
+            self.now_arg(args[0])
+            self.now_arg(args[1])
+            self.modified = True
+        elif not self.ordered and self.rand and name == "random":
+            _become(n, ("random",))
+            self.modified = True
+        elif not self.ordered and self.rand and name == "randomblob" and len(args) == 1:
+            arg = args[0]
+            if arg.kind == "num" and arg.value.isascii() and arg.value.isdigit():
+                count = int(arg.value)
+                if count < 2**63:
+                    _become(n, ("blob", max(count, 1)))
+                    self.modified = True
+
+    @staticmethod
+    def now_arg(arg: Node) -> None:
+        if arg.kind in ("ident", "str") and arg.value.lower() == "now":
+            _become(arg, ("jd",))
+
+
+def _become(node: Node, slot: tuple) -> None:
+    """Replace a node in place by a slot for a value filled in per request."""
+    node.kind, node.parts, node.args, node.walk = "slot", [], [], False
+    node.value = repr(slot)
+    node.parts = [slot]  # type: ignore[list-item]
+
+
+def _render(node: Node, out: list[str | tuple]) -> None:
+    if node.kind == "hidden":
+        return
+    if node.kind == "escape":
+        node.render()  # raises PrintPanic, as rqlite's printer panics
+    for part in node.parts:
+        if isinstance(part, Node):
+            _render(part, out)
+        elif isinstance(part, tuple):
+            out.append(part)
+        elif out and isinstance(out[-1], str):
+            out[-1] += part
+        else:
+            out.append(part)
+
+
+def plan(sql: str, rewrite_random: bool = True, rewrite_time: bool = True) -> Plan:
+    """Decide what rqlite's processor does with ``sql`` (cached for short texts)."""
+    if len(sql) <= _CACHE_MAX_SQL:
+        return _cached_plan(sql, rewrite_random, rewrite_time)
+    return _plan(sql, rewrite_random, rewrite_time)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> Plan:
+    return _plan(sql, rewrite_random, rewrite_time)
+
+
+def _plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> Plan:
+    if not rewrite_random and not rewrite_time and "returning" not in sql.lower():
+        return Plan((sql,), False, False, None)
+    try:
+        tree = Parser(sql).statement()
+    except ParseError:
+        return Plan((sql,), False, False, None)
+    walker = _Walker(rewrite_random, rewrite_time)
+    walker.walk(tree)
+    if not walker.modified:
+        return Plan((sql,), True, False, walker.returning)
+    out: list[str | tuple] = []
+    try:
+        _render(tree, out)
+    except PrintPanic as exc:
+        return Plan((sql,), True, True, walker.returning, error=str(exc))
+    bound_sql, own = (None, 0) if walker.returning else _bound_form(tree.kind, out)
+    return Plan(tuple(out), True, True, walker.returning, None, bound_sql, own)
+
+
+_BINDABLE = frozenset({"insert", "update", "delete"})
+_BIND_SCAN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?P<bind>\?\d*|[:@$]\w+)|\x00")
+
+
+def _bound_form(kind: str, out: list[str | tuple]) -> tuple[str | None, int]:
+    """The rendered statement with numbered placeholders for its slots, or None where
+    binding the values instead of printing them could be told apart: anything but a plain
+    INSERT/UPDATE/DELETE (result columns are named after the text), blob values, or
+    parameters of its own other than plain ``?``. The node uses it so that each such
+    statement keeps one text and SQLite's statement cache serves it (rqlite prints the
+    literals into the text; the values bound are the same numbers)."""
+    if kind not in _BINDABLE or any(isinstance(p, tuple) and p[0] == "blob" for p in out):
+        return None, 0
+    joined = "".join(p if isinstance(p, str) else "\x00" for p in out)
+    binds = [m.group("bind") for m in _BIND_SCAN.finditer(joined) if m.group("bind")]
+    if any(b != "?" for b in binds):
+        return None, 0
+    own = len(binds)
+    counter = iter(range(1, own + 1))
+    slots = iter(range(own + 1, own + 1 + joined.count("\x00")))
+
+    def number(m: re.Match) -> str:
+        if m.group() == "\x00":
+            return f"?{next(slots)}"
+        if m.group("bind"):
+            return f"?{next(counter)}"
+        return m.group()
+
+    return _BIND_SCAN.sub(number, joined), own
+
+
+def fill(
+    p: Plan, jd: Callable[[], float], rand: Callable[[], int], blob: Callable[[int], bytes]
+) -> str:
+    """The statement text of a plan with values filled into its slots."""
+    if p.error is not None:
+        raise RewriteError(p.error)
+    if p.unchanged:
+        return p.parts[0]  # type: ignore[return-value]
+    out: list[str] = []
+    for part in p.parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif part[0] == "jd":
+            out.append(f"{jd():f}")
+        elif part[0] == "random":
+            out.append(str(rand()))
+        else:
+            out.append(f"x'{blob(part[1]).hex().upper()}'")
+    return "".join(out)
+
+
+def rqlite_process(sql: str, now: datetime, rand: int) -> str:
+    """``sql`` as rqlite v8.36.18 puts it in its Raft log, its clock reading ``now`` and its
+    random source giving ``rand`` (blob bytes are drawn from ``rand`` too, big-endian and
+    repeated: rqlite takes them from a separate source). Raises :class:`RewriteError`
+    where rqlite answers HTTP 500."""
+    seed = (rand & (2**64 - 1)).to_bytes(8, "big")
+    return fill(
+        plan(sql),
+        lambda: julian_day(now),
+        lambda: rand,
+        lambda n: (seed * (n // 8 + 1))[:n],
+    )
+
+
+_RETURNING = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?(?:\*/|\Z)"
+    r"|(?P<kw>\breturning\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def mentions_returning(sql: str) -> bool:
+    """Whether a RETURNING keyword occurs outside literals, quoted names and comments
+    (how the node decides for a statement rqlite's parser rejects)."""
+    return any(m.group("kw") for m in _RETURNING.finditer(sql))
+
+
+@dataclass(frozen=True)
+class Processed:
+    """A statement after processing on the receiving node: its text, values to bind after
+    its own positional parameters, and rqlite's ForceQuery (None: not parsed)."""
+
+    sql: str
+    returning: bool | None
+    bound: tuple[float | int, ...] = ()
+
+
+def process(
     sql: str,
     *,
     rewrite_random: bool = True,
     rewrite_time: bool = True,
     now: Callable[[], float] | None = None,
-    bind: bool = False,
-    positional: int = 0,
-) -> Rewritten:
-    """Rewrite one statement's SQL text as rqlite does; ``now`` gives epoch seconds.
-
-    ``bind``: put the values in bound parameters where that is observably the same (see
-    the module); ``positional`` is how many positional parameters the statement came with
-    (pass ``-1`` for named ones). The analysis of a text is cached (clients send the same
-    statements over and over); the values that fill its slots are new on every call.
-    """
-    if len(sql) <= _CACHE_MAX_SQL:
-        plan = _cached_plan(sql, rewrite_random, rewrite_time)
-    else:
-        plan = _plan(sql, rewrite_random, rewrite_time)
-    if len(plan.parts) == 1 and isinstance(plan.parts[0], str):
-        return Rewritten(sql, plan.modified, plan.returning)
+    positional: int | None = None,
+) -> Processed:
+    """What the node does with one statement of a request: rqlite's processing with the
+    node's clock (``now``: epoch seconds, read once per statement) and a random source.
+    With ``positional`` (how many positional parameters came with it; None for named
+    ones) the values may come back as ``bound`` values instead of literals, where that is
+    observably the same. Raises :class:`RewriteError` where rqlite answers HTTP 500."""
+    p = plan(sql, rewrite_random, rewrite_time)
+    if p.unchanged and p.error is None:
+        return Processed(sql, p.returning)
+    clock = now or time.time
     jd: list[float] = []
 
     def now_jd() -> float:
-        if not jd:  # one value for every 'now' of the statement, printed as rqlite does
-            jd.append(float(f"{julian_day((now or time.time)()):f}"))
+        if not jd:
+            jd.append(float(f"{julian_day_epoch(clock()):f}"))  # the value rqlite prints
         return jd[0]
 
-    if bind and plan.bound_sql is not None and positional == plan.plain_params:
-        slots = (part for part in plan.parts if not isinstance(part, str))
-        values = tuple(now_jd() if slot[0] == _JD else secrets.randbits(63) for slot in slots)
-        return Rewritten(plan.bound_sql, plan.modified, plan.returning, values)
-    out: list[str] = []
-    for part in plan.parts:
-        if isinstance(part, str):
-            out.append(part)
-        elif part[0] == _JD:
-            out.append(f"{now_jd():f}")
-        elif part[0] == _RANDOM:
-            out.append(str(secrets.randbits(63)))
-        else:
-            out.append(f"X'{secrets.token_hex(part[1]).upper()}'")
-    return Rewritten("".join(out), plan.modified, plan.returning)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cached_plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> _Plan:
-    return _plan(sql, rewrite_random, rewrite_time)
-
-
-def _plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> _Plan:
-    """Find what :func:`rewrite` replaces in ``sql`` (rqlite's rules, see the module)."""
-    tokens = tokenize(sql)
-    sig = [i for i, t in enumerate(tokens) if t.kind not in ("ws", "comment")]
-    returning = any(tokens[i].kind == "id" and tokens[i].text.lower() == "returning" for i in sig)
-    if not (rewrite_random or rewrite_time):
-        return _Plan((sql,), False, returning)
-
-    replace: dict[int, tuple] = {}  # token index -> slot
-    drop: set[int] = set()  # token indexes folded into a replacement
-    modified = False
-    depth = 0
-    order_depths: list[int] = []
-
-    for pos, idx in enumerate(sig):
-        tok = tokens[idx]
-        if tok.text == "(":
-            depth += 1
-            continue
-        if tok.text == ")":
-            depth -= 1
-            while order_depths and order_depths[-1] > depth:
-                order_depths.pop()
-            continue
-        if tok.text == ";":
-            order_depths.clear()
-            continue
-        if tok.kind != "id":
-            continue
-        word = tok.text.lower()
-        nxt = tokens[sig[pos + 1]] if pos + 1 < len(sig) else None
-        if word == "order" and nxt is not None and nxt.text.lower() == "by":
-            order_depths.append(depth)
-            continue
-        if word == "limit" and order_depths and order_depths[-1] == depth:
-            order_depths.pop()
-            continue
-        if nxt is None or nxt.text != "(":
-            continue
-        in_order_by = bool(order_depths) and order_depths[-1] == depth
-        args, close_pos = _call_args(tokens, sig, pos + 1)
-        if rewrite_time and word in _NOW_ARG0 and args:
-            if _is_now(tokens, args[0]):
-                replace[args[0][0]] = (_JD,)
-            modified = True
-        elif rewrite_time and word == "strftime" and len(args) > 1:
-            if _is_now(tokens, args[1]):
-                replace[args[1][0]] = (_JD,)
-            modified = True
-        elif rewrite_time and word == "timediff" and len(args) > 1:
-            for arg in args[:2]:
-                if _is_now(tokens, arg):
-                    replace[arg[0]] = (_JD,)
-            modified = True
-        elif rewrite_random and not in_order_by and word == "random":
-            replace[idx] = (_RANDOM,)
-            drop.update(range(idx + 1, sig[close_pos] + 1))
-            modified = True
-        elif rewrite_random and not in_order_by and word == "randomblob" and len(args) == 1:
-            arg = args[0]
-            if len(arg) == 1 and tokens[arg[0]].kind == "num" and tokens[arg[0]].text.isdigit():
-                replace[idx] = ("blob", max(int(tokens[arg[0]].text), 1))
-                drop.update(range(idx + 1, sig[close_pos] + 1))
-                modified = True
-    if not replace:
-        return _Plan((sql,), modified, returning)
-    parts: list[str | tuple] = []
-    for i, t in enumerate(tokens):
-        if i in drop:
-            continue
-        part = replace.get(i, t.text)
-        if isinstance(part, str) and parts and isinstance(parts[-1], str):
-            parts[-1] += part
-        else:
-            parts.append(part)
-    bound_sql, plain = _bound_form(tokens, sig, replace, drop, returning)
-    return _Plan(tuple(parts), modified, returning, bound_sql, plain)
-
-
-_WRITES = frozenset({"insert", "update", "delete", "replace"})
-
-
-def _bound_form(
-    tokens: list[Token], sig: list[int], replace: dict[int, tuple], drop: set[int], returning: bool
-) -> tuple[str | None, int]:
-    """The text with numbered placeholders for the slots, and the number of plain ``?``;
-    (None, 0) when binding the values would not be observably the same (module doc)."""
-    first = tokens[sig[0]].text.lower() if sig else ""
-    if returning or first not in _WRITES or any(s[0] == "blob" for s in replace.values()):
-        return None, 0
-    if any(tokens[i].text == ";" for i in sig[:-1]):
-        return None, 0  # several statements in one text: parameters number per statement
-    params = [i for i in sig if tokens[i].kind == "param"]
-    if any(tokens[i].text != "?" for i in params):
-        return None, 0  # numbered or named parameters: keep the literal form
-    number = {i: n for n, i in enumerate(params, start=1)}
-    next_slot = len(params) + 1
-    out: list[str] = []
-    for i, t in enumerate(tokens):
-        if i in drop:
-            continue
-        if i in replace:
-            out.append(f"?{next_slot}")
-            next_slot += 1
-        elif i in number:
-            out.append(f"?{number[i]}")
-        else:
-            out.append(t.text)
-    return "".join(out), len(params)
+    if p.bound_sql is not None and positional == p.own_params:
+        values = tuple(
+            now_jd() if part[0] == "jd" else secrets.randbits(63)
+            for part in p.parts
+            if isinstance(part, tuple)
+        )
+        return Processed(p.bound_sql, p.returning, values)
+    text = fill(p, now_jd, lambda: secrets.randbits(63), secrets.token_bytes)
+    return Processed(text, p.returning)

@@ -1,5 +1,5 @@
-"""Unit tests of the embedded node's pure parts: rewriting, request parsing, the clock,
-the SQLite state machine. (No cluster needed.)"""
+"""Unit tests of the embedded node's pure parts: request parsing, the clock, the SQLite
+state machine (rewriting: ``test_rewrite.py``). (No cluster needed.)"""
 
 from __future__ import annotations
 
@@ -9,102 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from harness.node.clock import OffsetClock, OffsetClockError
 from harness.node.config import parse_args
 from harness.node.database import READ_ONLY_VIOLATION, Database, render
-from harness.node.rewrite import julian_day, rewrite, tokenize
 from harness.node.statements import QueryParams, RequestError, Statement, parse_body, parse_duration
 
 EPOCH = 1_700_000_000.0
-JD = f"{julian_day(EPOCH):f}"
-
-
-def rw(sql: str, **kw: bool) -> str:
-    return rewrite(sql, now=lambda: EPOCH, **kw).sql
-
-
-@given(st.text())
-def test_tokens_give_back_the_text(sql: str) -> None:
-    assert "".join(t.text for t in tokenize(sql)) == sql
-
-
-@pytest.mark.parametrize(
-    ("sql", "expected"),
-    [
-        ("SELECT datetime('now')", f"SELECT datetime({JD})"),
-        ("SELECT julianday('NOW', 'utc')", f"SELECT julianday({JD}, 'utc')"),
-        ("SELECT unixepoch(now)", f"SELECT unixepoch({JD})"),
-        ("SELECT strftime('%s', 'now')", f"SELECT strftime('%s', {JD})"),
-        ("SELECT timediff('now', 'now')", f"SELECT timediff({JD}, {JD})"),
-        ("SELECT date('2020-01-01')", "SELECT date('2020-01-01')"),
-        ("SELECT date(), CURRENT_TIMESTAMP", "SELECT date(), CURRENT_TIMESTAMP"),
-        ("SELECT 'datetime(''now'')' -- random()", "SELECT 'datetime(''now'')' -- random()"),
-        ("SELECT * FROM t ORDER BY random()", "SELECT * FROM t ORDER BY random()"),
-    ],
-)
-def test_rewrite_follows_rqlite(sql: str, expected: str) -> None:
-    assert rw(sql) == expected
-
-
-def test_random_and_randomblob_become_literals() -> None:
-    out = rw("INSERT INTO t VALUES(random(), RANDOMBLOB(4), randomblob(x))")
-    lit, blob, rest = out[len("INSERT INTO t VALUES(") :].split(", ")
-    assert 0 <= int(lit) < 2**63
-    assert blob.startswith("X'") and len(blob) == 2 + 8 + 1
-    assert rest == "randomblob(x))"
-    limited = rw("SELECT * FROM t ORDER BY random() LIMIT random()")
-    assert (
-        limited.startswith("SELECT * FROM t ORDER BY random() LIMIT ")
-        and "random" not in limited[-12:]
-    )
-
-
-def test_rewrite_flags_and_returning() -> None:
-    assert rw("SELECT random()", rewrite_random=False) == "SELECT random()"
-    assert rw("SELECT date('now')", rewrite_time=False) == "SELECT date('now')"
-    assert rewrite("UPDATE t SET a=1 RETURNING *").returning
-    assert not rewrite("SELECT 'returning'").returning
-
-
-def test_bound_rewriting_keeps_one_text_per_write_and_the_same_values() -> None:
-    sql = "UPDATE t SET a = ?, b = julianday('now') + ? WHERE c = ? AND d < julianday('now')"
-    first = rewrite(sql, now=lambda: EPOCH, bind=True, positional=3)
-    later = rewrite(sql, now=lambda: EPOCH + 60, bind=True, positional=3)
-    assert (
-        first.sql
-        == later.sql
-        == ("UPDATE t SET a = ?1, b = julianday(?4) + ?2 WHERE c = ?3 AND d < julianday(?5)")
-    )
-    assert first.bound == (float(JD), float(JD))  # printed with six decimals, as rqlite does
-    assert later.bound[0] > first.bound[0]
-    ins = rewrite("INSERT INTO t VALUES (random(), ?)", bind=True, positional=1)
-    assert ins.sql == "INSERT INTO t VALUES (?2, ?1)" and 0 <= ins.bound[0] < 2**63
-
-
-@pytest.mark.parametrize(
-    ("sql", "positional"),
-    [
-        ("SELECT julianday('now')", 0),  # result columns are named after the text
-        ("UPDATE t SET b = julianday('now') RETURNING b", 0),
-        ("UPDATE t SET a = :x, b = julianday('now')", -1),  # named parameters
-        ("UPDATE t SET a = ?2, b = julianday('now')", 1),  # numbered parameters
-        ("UPDATE t SET a = randomblob(4), b = julianday('now')", 0),  # a blob value
-        ("UPDATE t SET b = julianday('now'); UPDATE u SET c = ?", 1),  # two statements
-        ("UPDATE t SET a = ?, b = julianday('now')", 2),  # values do not match the '?'s
-    ],
-)
-def test_bound_rewriting_falls_back_to_literals(sql: str, positional: int) -> None:
-    out = rewrite(sql, now=lambda: EPOCH, bind=True, positional=positional)
-    assert out.bound == () and JD in out.sql  # the literal form, as rqlite writes it
-
-
-def test_julian_day_matches_sqlite() -> None:
-    db = Database()
-    got = db.query([Statement(f"SELECT julianday({EPOCH}, 'unixepoch')")], False)[0]["values"]
-    assert got[0][0] == pytest.approx(julian_day(EPOCH), abs=1e-9)
 
 
 def test_parse_body_forms_and_errors() -> None:
