@@ -1,7 +1,8 @@
 """Histories: record a run's operations as JSON Lines, read them back, pair them up.
 
-The format is a public contract (docs/history-format.md): one JSON object per line with ``index``, ``time``, ``process``,
-``type``, ``f`` and ``value`` (and an optional ``error``). Client processes are
+The format is a public contract (docs/history-format.md): one JSON object per line
+with ``index``, ``time``, ``process``, ``type``, ``f`` and ``value`` (and an optional
+``error``). Client processes are
 integers; faults use the process ``"nemesis"``. A completion (``ok``/``fail``/``info``)
 closes the most recent ``invoke`` of its process, and a process that got ``info``
 issues nothing afterwards.

@@ -78,7 +78,7 @@ def test_a_subject_that_cannot_load_says_why_in_one_line(
 
 
 def test_unknown_names_list_the_known_ones_and_the_path_form() -> None:
-    with pytest.raises(ValueError, match="known subjects: rqueue.*package.module:ATTRIBUTE"):
+    with pytest.raises(ValueError, match=r"known subjects: rqueue.*package\.module:ATTRIBUTE"):
         get_subject("nope")
 
 
