@@ -2,10 +2,9 @@
 
 The format is a public contract (docs/history-format.md): one JSON object per line
 with ``index``, ``time``, ``process``, ``type``, ``f`` and ``value`` (and an optional
-``error``). Client processes are
-integers; faults use the process ``"nemesis"``. A completion (``ok``/``fail``/``info``)
-closes the most recent ``invoke`` of its process, and a process that got ``info``
-issues nothing afterwards.
+``error``). Client processes are integers; faults use the process ``"nemesis"``. A
+completion (``ok``/``fail``/``info``) closes the most recent ``invoke`` of its process,
+and a process that got ``info`` issues nothing afterwards.
 
 :class:`HistoryRecorder` writes such a file (thread-safe, callable from asyncio code),
 :func:`read_history` reads one back and raises :class:`HistoryFormatError` naming the
