@@ -285,23 +285,32 @@ def throughput_figure(
     sizes = np.diff(edges)
     partial = sizes[-1] < width * 0.999  # the last bin is shorter than the others
     full = len(sizes) - 1 if partial else len(sizes)
+    rates_by = []
     for name, times in series.items():
         counts, _ = np.histogram(times, bins=edges)
         rates = counts / sizes
+        rates_by.append(rates)
         colour, lw = SERIES[name]
         ax.stairs(rates[:full], edges[: full + 1], color=colour, lw=lw, label=name,
                   baseline=None)  # fmt: skip
         if partial:
             ax.stairs(rates[full:], edges[full:], color=colour, lw=lw, ls=":", baseline=None)
     extra = []
+    top = max((max(r[:full], default=0.0) for r in rates_by), default=0.0)
+    top = max(1.0, top) * 1.08
     if partial:
         ax.axvspan(edges[-2], edges[-1], facecolor="none", edgecolor="0.6", hatch="///",
                    lw=0, zorder=0)  # fmt: skip
         extra.append(Patch(facecolor="none", edgecolor="0.6", hatch="///",
                            label=f"last bin: {sizes[-1]:.2f} s, rate scaled"))  # fmt: skip
+        over = max(r[-1] for r in rates_by)
+        if over > top:  # a short bin's rate is noisy: the full bins set the scale
+            ax.annotate(f"{over:.0f}/s ↑", (edges[-2], top), xytext=(-2, -2),
+                        textcoords="offset points", ha="right", va="top",
+                        fontsize="x-small", color="0.3")  # fmt: skip
     _draw_faults((lane_ax, ax), faults, end, recovery)
     ax.set_xlim(0, max(end, width))
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("operations per second" + (f" (bins of {width:g} s)" if width > 1 else ""))
     title = "Throughput: successful operations per second, faults shaded"
@@ -342,10 +351,10 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
     xs, ys = points["ok"]
     if xs:
         edges, width = _bin_edges(max(end, max(xs)))
-        p50, p99 = binned_percentiles(np.asarray(xs), np.asarray(ys), edges)
+        p50, p99, first, last = binned_percentiles(np.asarray(xs), np.asarray(ys), edges)
         total50, total99 = np.percentile(ys, [50, 99])
         for values, ls, name, total in ((p50, "-", "p50", total50), (p99, "--", "p99", total99)):
-            px, py = _steps_with_gaps(edges, np.maximum(values, floor))
+            px, py = _steps_with_gaps(np.maximum(values, floor), first, last, width)
             label = f"{name} of ok per {width:g} s (overall {total * 1000:.1f} ms)"
             ax.plot(px, py, color="black", lw=1.2, ls=ls, label=label)
     every = [y for _, ys in points.values() for y in ys]
@@ -362,31 +371,41 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
 
 
 def binned_percentiles(x: np.ndarray, y: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, ...]:
-    """p50 and p99 of ``y`` in each bin of ``x`` between ``edges`` (empty bins: NaN)."""
+    """Per bin of ``x`` between ``edges``: p50 and p99 of ``y``, and the first and last
+    ``x`` in the bin (all NaN for an empty bin)."""
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
     cuts = np.searchsorted(x, edges)
     cuts[-1] = len(x)  # the last bin includes its right edge
-    p50 = np.full(len(edges) - 1, np.nan)
-    p99 = np.full(len(edges) - 1, np.nan)
+    out = np.full((4, len(edges) - 1), np.nan)
     for k, (a, b) in enumerate(itertools.pairwise(cuts)):
         if b > a:
-            p50[k], p99[k] = np.percentile(y[a:b], [50, 99])
-    return p50, p99
+            out[0, k], out[1, k] = np.percentile(y[a:b], [50, 99])
+            out[2, k], out[3, k] = x[a], x[b - 1]
+    return out[0], out[1], out[2], out[3]
 
 
-def _steps_with_gaps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A step line over the bins: each bin's value from its left to its right edge,
-    consecutive bins joined, and a break (NaN) around every bin without a value."""
+def _steps_with_gaps(
+    values: np.ndarray, first: np.ndarray, last: np.ndarray, width: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """A step line of per-bin ``values``, each drawn only where its bin had operations
+    (from its ``first`` to its ``last``, at least a tenth of ``width`` wide). Neighbours
+    less than half a bin apart are joined; a longer stretch without operations, or a
+    bin without any (NaN), breaks the line."""
     xs: list[float] = []
     ys: list[float] = []
-    for k, v in enumerate(values):
+    for v, lo, hi in zip(values, first, last, strict=True):
         if np.isnan(v):
-            if xs and not np.isnan(ys[-1]):
-                xs.append(np.nan)
-                ys.append(np.nan)
             continue
-        xs += [edges[k], edges[k + 1]]
+        if hi - lo < 0.1 * width:
+            mid = (lo + hi) / 2
+            lo, hi = mid - 0.05 * width, mid + 0.05 * width
+        if xs and lo - xs[-1] > 0.5 * width:
+            xs.append(np.nan)
+            ys.append(np.nan)
+        elif xs:
+            xs[-1] = lo  # the previous value holds until this bin's first operation
+        xs += [lo, hi]
         ys += [v, v]
     return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
 

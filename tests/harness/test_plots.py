@@ -260,12 +260,16 @@ def test_no_percentile_line_across_a_period_without_operations() -> None:
 
 
 def test_binned_percentiles_and_steps_with_gaps() -> None:
-    x = np.array([0.1, 0.2, 2.5, 2.6])
-    y = np.array([1.0, 3.0, 5.0, 5.0])
-    p50, p99 = binned_percentiles(x, y, np.array([0.0, 1.0, 2.0, 3.0]))
-    assert p50[0] == 2.0 and np.isnan(p50[1]) and p50[2] == 5.0
-    xs, _ = _steps_with_gaps(np.array([0.0, 1.0, 2.0, 3.0]), p99)
-    assert list(xs[:2]) == [0.0, 1.0] and np.isnan(xs[2]) and list(xs[3:]) == [2.0, 3.0]
+    x = np.array([0.1, 0.9, 1.05, 1.5, 3.5, 3.6])
+    y = np.array([1.0, 3.0, 4.0, 4.0, 5.0, 5.0])
+    p50, p99, first, last = binned_percentiles(x, y, np.array([0.0, 1.0, 2.0, 3.0, 4.0]))
+    assert p50[0] == 2.0 and p50[1] == 4.0 and np.isnan(p50[2]) and p50[3] == 5.0
+    assert p99[0] == pytest.approx(2.98) and np.isnan(p99[2])
+    assert list(first[[0, 1, 3]]) == [0.1, 1.05, 3.5] and list(last[[0, 1, 3]]) == [0.9, 1.5, 3.6]
+    xs, ys = _steps_with_gaps(p50, first, last, 1.0)
+    # 0.1-0.9 joined to 1.05-1.5 (0.15 s apart), then a break, then 3.5-3.6 alone
+    assert list(xs[:4]) == [0.1, 1.05, 1.05, 1.5] and list(ys[:4]) == [2.0, 2.0, 4.0, 4.0]
+    assert np.isnan(xs[4]) and list(xs[5:]) == [3.5, 3.6]
 
 
 def test_the_last_partial_bin_is_scaled_and_marked() -> None:
