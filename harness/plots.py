@@ -138,15 +138,15 @@ LABEL_FONT = 7.5  # points, fault labels in the lanes
 LEGEND_WIDTH = 2.3  # inches right of the data for the legend
 
 
-def _bin_edges(end: float) -> tuple[np.ndarray, float]:
-    """Bin edges over ``[0, end]`` (1 s, or coarser so that a long run has at most
+def _bin_edges(end: float, start: float = 0.0) -> tuple[np.ndarray, float]:
+    """Bin edges over ``[start, end]`` (1 s, or coarser so that a long run has at most
     MAX_BINS bins) and the width of a full bin. The last bin ends at ``end``: a short
     remainder (under a quarter bin) joins the bin before it, a longer one stays a
     partial bin of its own."""
-    width = max(1.0, float(np.ceil(end / MAX_BINS)))
-    edges = np.arange(0.0, end, width)
+    width = max(1.0, float(np.ceil((end - start) / MAX_BINS)))
+    edges = np.arange(start, end, width)
     if len(edges) == 0:
-        return np.array([0.0, width]), width
+        return np.array([start, start + width]), width
     if end - edges[-1] < 0.25 * width and len(edges) > 1:
         edges = edges[:-1]
     return np.append(edges, max(end, edges[-1] + 1e-9)), width
@@ -267,9 +267,10 @@ def throughput_figure(
 ) -> Figure:
     """Successful claims (and acks, publishes) per second; faults shaded and listed in
     lanes above with each one's recovery time; a partial last bin hatched."""
-    edges, width = _bin_edges(end)
     series: dict[str, list[float]] = {name: [] for name in SERIES}
+    began = end  # the first client invoke: bins start there (nothing ran before it)
     for inv, comp in pairs(events):
+        began = min(began, inv["time"])
         if comp is None or comp["type"] != "ok":
             continue
         f = inv["f"]
@@ -282,6 +283,7 @@ def throughput_figure(
     probe = [_fault_label(f, recovery) for f in faults]
     n_lanes = max(_fault_lanes(faults, probe, end, SIZE[0] - LEGEND_WIDTH - 1.0), default=-1) + 1
     fig, lane_ax, ax = _figure(n_lanes)
+    edges, width = _bin_edges(end, 0.0 if began >= end else began)
     sizes = np.diff(edges)
     partial = sizes[-1] < width * 0.999  # the last bin is shorter than the others
     full = len(sizes) - 1 if partial else len(sizes)
@@ -350,7 +352,7 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
                    **style)  # type: ignore[arg-type]  # fmt: skip
     xs, ys = points["ok"]
     if xs:
-        edges, width = _bin_edges(max(end, max(xs)))
+        edges, width = _bin_edges(max(end, max(xs)), min(xs))
         p50, p99, first, last = binned_percentiles(np.asarray(xs), np.asarray(ys), edges)
         total50, total99 = np.percentile(ys, [50, 99])
         for values, ls, name, total in ((p50, "-", "p50", total50), (p99, "--", "p99", total99)):

@@ -294,6 +294,18 @@ def test_the_last_partial_bin_is_scaled_and_marked() -> None:
     plt.close(fig)
 
 
+def test_bins_start_at_the_first_operation() -> None:
+    edges, _ = _bin_edges(12.6, 4.3)
+    assert edges[0] == 4.3 and edges[1] == 5.3 and edges[-1] == 12.6
+    later = [{**e, "time": e["time"] + 4.25} for e in _gapped_history()]
+    fig = throughput_figure(later, fault_intervals(later), later[-1]["time"])
+    blue = matplotlib.colors.to_rgb("tab:blue")
+    claims = [a for a in fig.axes[0].patches if a.get_edgecolor()[:3] == blue]
+    first = min(float(a.get_data().edges[0]) for a in claims)
+    assert first == pytest.approx(4.25)  # no line (of zeros) before anything ran
+    plt.close(fig)
+
+
 def test_an_empty_history_plots_without_warnings(tmp_path: Path) -> None:
     (tmp_path / "history.jsonl").write_text("")
     with warnings.catch_warnings():
