@@ -169,11 +169,10 @@ def _list(args: argparse.Namespace) -> int:
         print(f"harness: error: {e}", file=sys.stderr)
         return EXIT_HARNESS
     width = max((len(s.name) for s in scenarios), default=0)
-    print("scenarios:")
     for s in scenarios:
         root = "  [root/docker]" if s.needs_partitions else ""
-        print(f"  {s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
-    print("subjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
+        print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
+    print("\nsubjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
     for name, text in _subject_lines():
         print(f"  {name}  {text}")
     return 0
