@@ -194,3 +194,28 @@ def test_installed_subjects_are_listed_and_run_by_name(tmp_path: Path) -> None:
     res = harness(tmp_path, "run", "steady", "--subject", "broken", "--no-progress")
     assert res.returncode == 2
     assert res.stderr.startswith("harness: error: entry point 'broken' (rqueue.harness.subjects)")
+
+
+def test_an_async_client_with_plain_methods_exits_2_with_one_line(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLE, tmp_path / "mymodule.py")
+    write(
+        tmp_path,
+        "plainasync",
+        """
+        import dataclasses
+
+        import mymodule
+
+        async def open_async(urls, clock, timeout):
+            return mymodule.TinyQueue(urls, clock, timeout)  # the sync client, by mistake
+
+        SUBJECT = dataclasses.replace(mymodule.SUBJECT, open_async=open_async)
+        """,
+    )
+    res = harness(tmp_path, "run", "steady", "--time", "2", "--subject", "plainasync:SUBJECT",
+                  "--no-progress", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines() == [
+        "harness: error: subject 'plainasync:SUBJECT': open_async returned a client that does "
+        "not fit: TinyQueue.publish is not an async method"
+    ]
