@@ -13,6 +13,7 @@ PYTHONPATH::
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,14 +51,17 @@ class Lease:
 
 
 class TinyQueue:
-    """The sync client: every method is one or two HTTP requests, fenced by the token."""
+    """The sync client: every method is one or two HTTP requests, fenced by the token.
+    Threads may share it (each uses its own HTTP session)."""
 
     def __init__(
         self, urls: Sequence[str], clock: Callable[[], float], timeout: float, create: bool = True
     ) -> None:
         self.urls = [u.rstrip("/") for u in urls]
         self.clock, self.timeout = clock, timeout
-        self.http: requests.Session | None = requests.Session()
+        self._sessions: dict[int, requests.Session] = {}  # one per thread: shareable
+        self._lock = threading.Lock()
+        self.closed = False
         if create:
             self._write([[SCHEMA]])
 
@@ -100,9 +104,11 @@ class TinyQueue:
             raise
 
     def close(self) -> None:
-        if self.http is not None:
-            self.http.close()
-            self.http = None
+        with self._lock:
+            self.closed = True
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.close()
 
     # -- HTTP -----------------------------------------------------------------------------
     def _fenced(self, sql: str, lease: Lease, *first: Any) -> None:
@@ -120,12 +126,16 @@ class TinyQueue:
     def _post(self, path: str, statements: list, write: bool) -> dict:
         """One request: the first node that takes it. Refused or 503: nothing was
         applied, try the next. A timeout or a lost answer after sending: unknown."""
-        if self.http is None:
-            raise TransportClosed("client closed")
+        with self._lock:
+            if self.closed:
+                raise TransportClosed("client closed")
+            http = self._sessions.get(threading.get_ident())
+            if http is None:
+                http = self._sessions[threading.get_ident()] = requests.Session()
         errors = []
         for url in self.urls:
             try:
-                r = self.http.post(url + path, json=statements, timeout=self.timeout)
+                r = http.post(url + path, json=statements, timeout=self.timeout)
             except requests.RequestException as e:
                 if write and not _not_sent(e):
                     raise OutcomeUnknown(f"{url}: {type(e).__name__}: {e}") from None
