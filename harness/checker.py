@@ -1,7 +1,7 @@
 """Check a queue history for the anomalies the history format defines.
 
-The format and the definitions are the project's public contract ("History format and
-anomaly definitions", history.md in the shared docs); this module follows it.
+The format and the definitions are the project's public contract
+(``docs/history-format.md``); this module follows it.
 
 :func:`check` is a pure function of the events: it pairs operations, builds the leases
 and each message's publishes and acks, runs one finder per anomaly and adds statistics.
@@ -15,7 +15,8 @@ Definitions, in short (the document is the authority):
   ``extend.invoke + visibility``; its *expiry* (for stale acks) is the same without the
   cut, stretched also by extends whose outcome is unknown;
 * ``ok`` and ``info`` acks (and dead-letters) count as possible acknowledgements, an
-  operation still open at the end of the history as ``info``.
+  operation still open at the end of the history as ``info``; a dead-letter by a lease's
+  holder cuts that lease's window (and counts for stale acks) exactly as its ack would.
 """
 
 from __future__ import annotations
@@ -218,18 +219,17 @@ class History:
     def _release(self, inv: dict, comp: dict | None, typ: str) -> None:
         f = inv["f"]
         if f == "dead-letter":
-            msg = _key(inv.get("value"), "msg", inv, nullable=True)
+            _key(inv.get("value"), "msg", inv, nullable=True)  # names what is missing
+        msg, lease = self._holder_lease(inv)
+        if lease is not None:  # the holder's own ack, nack or dead-letter ends its window
+            if inv["time"] < lease.cut:
+                lease.cut = inv["time"]
             if typ == "ok":
-                self.dead_lettered.add(msg)
-        else:
-            msg, lease = self._holder_lease(inv)
-            if lease is not None:
-                if inv["time"] < lease.cut:
-                    lease.cut = inv["time"]
-                if typ == "ok":
-                    lease.releases.append((inv["time"], inv["index"], comp["index"]))  # type: ignore[index]
-            if f == "nack":
-                return
+                lease.releases.append((inv["time"], inv["index"], comp["index"]))  # type: ignore[index]
+        if f == "nack":
+            return
+        if f == "dead-letter" and typ == "ok":
+            self.dead_lettered.add(msg)
         if typ == "fail":
             return
         t = inv["time"]
@@ -375,7 +375,8 @@ def find_fifo_violations(h: History) -> list[list[int]]:
 
 
 def find_stale_acks(h: History) -> list[list[int]]:
-    """An ack/nack returned ``ok`` after its lease expired and another process leased the msg.
+    """An ack/nack/dead-letter returned ``ok`` after its lease expired and another process
+    leased the msg.
 
     Per message, leases sorted by claim invoke carry suffix minima of claim-ok time (the
     best two from distinct processes), so each ack asks "did another process's claim

@@ -32,6 +32,7 @@ examples:
   python -m harness list
   python -m harness run leader-failover --time 30
   python -m harness run lease-expiry --subject seed-reference
+  python -m harness run steady --subject mymodule:SUBJECT
   python -m harness check results/leader-failover-20260101T120000Z/history.jsonl
   python -m harness plot results/leader-failover-20260101T120000Z
   python -m harness cluster up --nodes 3 --dir /tmp/c1
@@ -82,9 +83,12 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--subject",
         default="rqueue",
-        choices=SUBJECT_NAMES,
+        metavar="SUBJECT",
         help="what to test: rqueue (default); seed-reference, the seed design's literal "
-        "protocol; mutant-*, rqueue broken on purpose (the harness must catch them)",
+        "protocol; mutant-*, rqueue broken on purpose (the harness must catch them); "
+        "a subject an installed package registers (see `python -m harness list`); or your "
+        "own queue client as package.module:ATTRIBUTE, importable from PYTHONPATH "
+        "(docs/example_subject/README.md). Built in: " + ", ".join(SUBJECT_NAMES),
     )
     add_engine_arguments(p)
     p.add_argument(
@@ -153,8 +157,12 @@ def _run(args: argparse.Namespace) -> int:
 def _register_list(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "list",
-        help="list the scenarios with a one-line description each",
-        description="List the scenarios in scenarios/*.toml: name, nodes, duration, what it does.",
+        help="list the scenarios and subjects with a one-line description each",
+        description=(
+            "List the scenarios in scenarios/*.toml (name, nodes, duration, what it does) "
+            "and the subjects: built in, and those installed packages register under the "
+            "entry point group rqueue.harness.subjects."
+        ),
     )
     p.set_defaults(handler=_list)
 
@@ -171,7 +179,30 @@ def _list(args: argparse.Namespace) -> int:
     for s in scenarios:
         root = "  [root/docker]" if s.needs_partitions else ""
         print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
+    print("\nsubjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
+    for name, text in _subject_lines():
+        print(f"  {name}  {text}")
     return 0
+
+
+def _subject_lines() -> list[tuple[str, str]]:
+    """(name, description) of every built-in and installed subject, names padded."""
+    from .subjects import ENTRY_POINT_GROUP, SUBJECT_NAMES, get_subject, installed_subjects
+
+    rows: list[tuple[str, str]] = []
+    for name in SUBJECT_NAMES:
+        try:
+            rows.append((name, get_subject(name).description))
+        except ImportError as e:
+            rows.append((name, f"(unavailable: {e})"))
+    for name, spec in installed_subjects().items():
+        try:
+            text = get_subject(name).description or spec
+        except ValueError as e:  # SubjectError: say why, list the others anyway
+            text = f"(cannot load: {e})"
+        rows.append((name, f"{text}  [installed: {spec}, {ENTRY_POINT_GROUP}]"))
+    width = max((len(n) for n, _ in rows), default=0)
+    return [(n.ljust(width), t) for n, t in rows]
 
 
 def _register_check(sub: argparse._SubParsersAction) -> None:
@@ -179,7 +210,7 @@ def _register_check(sub: argparse._SubParsersAction) -> None:
         "check",
         help="check a history file for anomalies",
         description=(
-            "Read a history.jsonl (the format in docs/history.md; hand-written files are "
+            "Read a history.jsonl (the format in docs/history-format.md; hand-written files are "
             "fine), print a summary and write check.json beside it. Exit status: 0 valid, "
             "1 anomalies, 2 the file cannot be read (the line and what is wrong)."
         ),
@@ -217,7 +248,7 @@ def _external(module: str) -> Callable[[argparse._SubParsersAction], None]:
 #: name -> (one-line help, how to add its parser)
 COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = {
     "run": ("run one scenario end to end and check it", _register_run),
-    "list": ("list the scenarios", _register_list),
+    "list": ("list the scenarios and subjects", _register_list),
     "check": ("check a history file for anomalies", _register_check),
     "plot": ("(re)draw a run folder's plots and report", _register_plot),
     "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),

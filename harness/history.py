@@ -1,11 +1,10 @@
 """Histories: record a run's operations as JSON Lines, read them back, pair them up.
 
-The format is a public contract ("History format and anomaly definitions", history.md
-in the shared docs): one JSON object per line with ``index``, ``time``, ``process``,
-``type``, ``f`` and ``value`` (and an optional ``error``). Client processes are
-integers; faults use the process ``"nemesis"``. A completion (``ok``/``fail``/``info``)
-closes the most recent ``invoke`` of its process, and a process that got ``info``
-issues nothing afterwards.
+The format is a public contract (docs/history-format.md): one JSON object per line
+with ``index``, ``time``, ``process``, ``type``, ``f`` and ``value`` (and an optional
+``error``). Client processes are integers; faults use the process ``"nemesis"``. A
+completion (``ok``/``fail``/``info``) closes the most recent ``invoke`` of its process,
+and a process that got ``info`` issues nothing afterwards.
 
 :class:`HistoryRecorder` writes such a file (thread-safe, callable from asyncio code),
 :func:`read_history` reads one back and raises :class:`HistoryFormatError` naming the

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from .checker import History, Lease, check, history_path
 from .history import (
@@ -65,8 +67,9 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         result = _load_check(root) or check(events)
     faults = fault_intervals(events)
     end = events[-1]["time"] if events else 1.0
+    recovery = recoveries(result)
     written = [
-        _save(throughput_figure(events, faults, end), root / "throughput.png"),
+        _save(throughput_figure(events, faults, end, recovery), root / "throughput.png"),
         _save(latency_figure(events, faults, end), root / "latency.png"),
     ]
     if not result.get("valid", True):
@@ -74,6 +77,17 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         if fig is not None:
             written.append(_save(fig, root / "anomaly-timeline.png"))
     return written
+
+
+def recoveries(result: dict[str, Any]) -> dict[int, float | None]:
+    """Each fault's recovery (seconds from its start to the next lease, None: no lease
+    came), by the index of its start event, from a check result's availability."""
+    rows = (result.get("stats") or {}).get("availability") or []
+    return {
+        a["index"]: a.get("recovery")
+        for a in rows
+        if isinstance(a, dict) and isinstance(a.get("index"), int)
+    }
 
 
 def main_plot(run_dir: str | Path) -> int:
@@ -118,20 +132,145 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+# -- layout shared by both plots ------------------------------------------------------------
+LANE_HEIGHT = 0.24  # inches per fault lane above the data
+LABEL_FONT = 7.5  # points, fault labels in the lanes
+LEGEND_WIDTH = 2.3  # inches right of the data for the legend
+
+
+def _bin_edges(end: float, start: float = 0.0) -> tuple[np.ndarray, float]:
+    """Bin edges over ``[start, end]`` (1 s, or coarser so that a long run has at most
+    MAX_BINS bins) and the width of a full bin. The last bin ends at ``end``: a short
+    remainder (under a quarter bin) joins the bin before it, a longer one stays a
+    partial bin of its own."""
+    width = max(1.0, float(np.ceil((end - start) / MAX_BINS)))
+    edges = np.arange(start, end, width)
+    if len(edges) == 0:
+        return np.array([start, start + width]), width
+    if end - edges[-1] < 0.25 * width and len(edges) > 1:
+        edges = edges[:-1]
+    return np.append(edges, max(end, edges[-1] + 1e-9)), width
+
+
+def _fault_lanes(
+    faults: list[Fault], labels: list[str], end: float, axes_inches: float
+) -> list[int]:
+    """A lane for each fault such that no two faults' bars or labels overlap in a lane.
+
+    A label's extent is estimated from its length in characters at LABEL_FONT on an axes
+    ``axes_inches`` wide spanning ``[0, end]``.
+    """
+    per_char = LABEL_FONT * 0.62 / 72 * end / max(axes_inches, 1.0)  # seconds per character
+    lane_ends: list[float] = []
+    lanes = []
+    for fault, label in zip(faults, labels, strict=True):
+        stop = end if fault.end is None else fault.end
+        reach = max(stop, fault.start + (len(label) + 2) * per_char)
+        lane = next((k for k, busy in enumerate(lane_ends) if busy <= fault.start), len(lane_ends))
+        if lane == len(lane_ends):
+            lane_ends.append(reach)
+        lane_ends[lane] = reach
+        lanes.append(lane)
+    return lanes
+
+
+def _figure(n_lanes: int) -> tuple[Figure, Axes | None, Axes]:
+    """A figure with a strip of ``n_lanes`` fault lanes over the data axes and room for
+    the legend at the right, outside the data."""
+    lanes_h = LANE_HEIGHT * n_lanes + (0.15 if n_lanes else 0.0)
+    fig = plt.figure(figsize=(SIZE[0], SIZE[1] + lanes_h), layout="constrained")
+    if not n_lanes:
+        return fig, None, fig.add_subplot()
+    grid = fig.add_gridspec(2, 1, height_ratios=[lanes_h, SIZE[1] - 0.9], hspace=0.0)
+    ax = fig.add_subplot(grid[1])
+    lane_ax = fig.add_subplot(grid[0], sharex=ax)
+    lane_ax.set_ylim(n_lanes - 0.5, -0.5)
+    lane_ax.set_yticks([])
+    lane_ax.tick_params(axis="x", labelbottom=False, length=0)
+    for side in ("top", "right", "left"):
+        lane_ax.spines[side].set_visible(False)
+    lane_ax.set_ylabel("faults", rotation=0, ha="right", va="center", fontsize="small")
+    return fig, lane_ax, ax
+
+
+def _fault_colours(faults: list[Fault]) -> dict[str, Any]:
+    kinds = sorted({f.kind for f in faults})
+    cmap = plt.get_cmap("Pastel1" if len(kinds) <= 9 else "tab20")
+    return {k: cmap(i % cmap.N) for i, k in enumerate(kinds)}
+
+
+def _draw_faults(
+    fig_axes: tuple[Axes | None, Axes],
+    faults: list[Fault],
+    end: float,
+    recovery: dict[int, float | None] | None = None,
+) -> None:
+    """Shade each fault on the data axes; in the lane strip, a bar per fault with its
+    label (and its recovery time, when given) in its own lane."""
+    lane_ax, ax = fig_axes
+    colours = _fault_colours(faults)
+    seen: set[str] = set()
+    for fault in faults:
+        stop = end if fault.end is None else fault.end
+        stop = max(stop, fault.start + end / 500)  # instantaneous faults stay visible
+        ax.axvspan(fault.start, stop, color=colours[fault.kind], alpha=0.45, lw=0, zorder=0,
+                   label=None if fault.kind in seen else f"fault: {fault.kind}")  # fmt: skip
+        seen.add(fault.kind)
+    if lane_ax is None:
+        return
+    labels = [_fault_label(f, recovery) for f in faults]
+    lanes = _fault_lanes(faults, labels, end, SIZE[0] - LEGEND_WIDTH - 1.0)
+    for fault, label, lane in zip(faults, labels, lanes, strict=True):
+        stop = end if fault.end is None else fault.end
+        stop = max(stop, fault.start + end / 500)
+        lane_ax.barh(lane, stop - fault.start, left=fault.start, height=0.8,
+                     color=colours[fault.kind], alpha=0.9, lw=0)  # fmt: skip
+        if fault.end is None:  # never ended: an arrow past the end of the history
+            lane_ax.plot(end, lane, marker=">", color="gray", ms=4, clip_on=False)
+        rec = None if recovery is None else recovery.get(fault.start_index)
+        if rec is not None:  # from the fault's start to the next lease, under its label
+            lane_ax.plot([fault.start, fault.start + rec], [lane + 0.33] * 2, color="black",
+                         lw=2, solid_capstyle="butt")  # fmt: skip
+        lane_ax.text(fault.start, lane, f" {label}", fontsize=LABEL_FONT, va="center",
+                     ha="left", clip_on=False)  # fmt: skip
+
+
+def _fault_label(fault: Fault, recovery: dict[int, float | None] | None) -> str:
+    if recovery is None or fault.start_index not in recovery:
+        return fault.label
+    rec = recovery[fault.start_index]
+    return f"{fault.label}: " + ("no lease after it" if rec is None else f"next lease +{rec:.2f} s")
+
+
+def _legend_outside(ax: Axes, extra: Sequence[Any] = ()) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [h for h in extra]
+    labels += [h.get_label() for h in extra]
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0, fontsize="small", markerscale=1.5)  # fmt: skip
+
+
 # -- throughput -----------------------------------------------------------------------------
-def _bin_width(end: float) -> float:
-    """1 s, or coarser so that a long run has at most MAX_BINS bins."""
-    return max(1.0, float(np.ceil(end / MAX_BINS)))
+SERIES = {  # name -> (colour, line width)
+    "claims (leases)": ("tab:blue", 2.0),
+    "acks": ("tab:green", 1.0),
+    "publishes": ("tab:gray", 1.0),
+}
 
 
-def throughput_figure(events: Sequence[dict], faults: list[Fault], end: float) -> Figure:
-    """Successful claims per second over time, with the faults shaded."""
-    width = _bin_width(end)
-    edges = np.arange(0.0, end + width, width)
-    if len(edges) < 2:
-        edges = np.array([0.0, width])
-    series: dict[str, list[float]] = {"claims (leases)": [], "acks": [], "publishes": []}
+def throughput_figure(
+    events: Sequence[dict],
+    faults: list[Fault],
+    end: float,
+    recovery: dict[int, float | None] | None = None,
+) -> Figure:
+    """Successful claims (and acks, publishes) per second; faults shaded and listed in
+    lanes above with each one's recovery time; a partial last bin hatched."""
+    series: dict[str, list[float]] = {name: [] for name in SERIES}
+    began = end  # the first client invoke: bins start there (nothing ran before it)
     for inv, comp in pairs(events):
+        began = min(began, inv["time"])
         if comp is None or comp["type"] != "ok":
             continue
         f = inv["f"]
@@ -141,58 +280,53 @@ def throughput_figure(events: Sequence[dict], faults: list[Fault], end: float) -
             series["acks"].append(comp["time"])
         elif f == "publish":
             series["publishes"].append(comp["time"])
-    fig, ax = plt.subplots(figsize=SIZE)
-    styles = {"claims (leases)": ("tab:blue", 2.0), "acks": ("tab:green", 1.0),
-              "publishes": ("tab:gray", 1.0)}  # fmt: skip
+    probe = [_fault_label(f, recovery) for f in faults]
+    n_lanes = max(_fault_lanes(faults, probe, end, SIZE[0] - LEGEND_WIDTH - 1.0), default=-1) + 1
+    fig, lane_ax, ax = _figure(n_lanes)
+    edges, width = _bin_edges(end, 0.0 if began >= end else began)
+    sizes = np.diff(edges)
+    partial = sizes[-1] < width * 0.999  # the last bin is shorter than the others
+    full = len(sizes) - 1 if partial else len(sizes)
+    rates_by = []
     for name, times in series.items():
         counts, _ = np.histogram(times, bins=edges)
-        colour, lw = styles[name]
-        ax.step(edges[:-1], counts / width, where="post", color=colour, lw=lw, label=name)
-    _shade_faults(ax, faults, end, labels=True)
+        rates = counts / sizes
+        rates_by.append(rates)
+        colour, lw = SERIES[name]
+        ax.stairs(rates[:full], edges[: full + 1], color=colour, lw=lw, label=name,
+                  baseline=None)  # fmt: skip
+        if partial:
+            ax.stairs(rates[full:], edges[full:], color=colour, lw=lw, ls=":", baseline=None)
+    extra = []
+    top = max((max(r[:full], default=0.0) for r in rates_by), default=0.0)
+    top = max(1.0, top) * 1.08
+    if partial:
+        ax.axvspan(edges[-2], edges[-1], facecolor="none", edgecolor="0.6", hatch="///",
+                   lw=0, zorder=0)  # fmt: skip
+        extra.append(Patch(facecolor="none", edgecolor="0.6", hatch="///",
+                           label=f"last bin: {sizes[-1]:.2f} s, rate scaled"))  # fmt: skip
+        over = max(r[-1] for r in rates_by)
+        if over > top:  # a short bin's rate is noisy: the full bins set the scale
+            ax.annotate(f"{over:.0f}/s ↑", (edges[-2], top), xytext=(-2, -2),
+                        textcoords="offset points", ha="right", va="top",
+                        fontsize="x-small", color="0.3")  # fmt: skip
+    _draw_faults((lane_ax, ax), faults, end, recovery)
     ax.set_xlim(0, max(end, width))
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("operations per second" + (f" (bins of {width:g} s)" if width > 1 else ""))
-    ax.set_title("Throughput: successful claims per second, faults shaded")
-    ax.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
+    title = "Throughput: successful operations per second, faults shaded"
+    if recovery:
+        title += "; black bar: from a fault's start to the next lease"
+    (lane_ax or ax).set_title(title)
+    _legend_outside(ax, extra)
     return fig
-
-
-def _shade_faults(ax: Axes, faults: list[Fault], end: float, labels: bool) -> None:
-    kinds = sorted({f.kind for f in faults})
-    cmap = plt.get_cmap("Pastel1" if len(kinds) <= 9 else "tab20")
-    colours = {k: cmap(i % cmap.N) for i, k in enumerate(kinds)}
-    seen: set[str] = set()
-    for i, fault in enumerate(faults):
-        stop = end if fault.end is None else fault.end
-        stop = max(stop, fault.start + end / 500)  # instantaneous faults stay visible
-        ax.axvspan(
-            fault.start,
-            stop,
-            color=colours[fault.kind],
-            alpha=0.6,
-            lw=0,
-            zorder=0,
-            label=None if fault.kind in seen else f"fault: {fault.kind}",
-        )
-        seen.add(fault.kind)
-        if labels:
-            ax.text(
-                fault.start,
-                1.0 - 0.06 * (i % 3),
-                f" {fault.label}",
-                transform=ax.get_xaxis_transform(),
-                fontsize="x-small",
-                va="top",
-                ha="left",
-                clip_on=True,
-            )
 
 
 # -- latency --------------------------------------------------------------------------------
 def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> Figure:
-    """Latency of every completed operation at its invoke time, by outcome, p50/p99 lines."""
+    """Latency of every completed operation at its invoke time, by outcome, with p50/p99
+    of the ``ok`` ones per bin (no line through bins without operations)."""
     points: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in OUTCOME_COLOURS}
     for inv, comp in pairs(events):
         if comp is None:
@@ -200,8 +334,10 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
         xs, ys = points[comp["type"]]
         xs.append(inv["time"])
         ys.append(comp["time"] - inv["time"])
-    fig, ax = plt.subplots(figsize=SIZE)
-    _shade_faults(ax, faults, end, labels=False)
+    n_lanes = max(_fault_lanes(faults, [f.label for f in faults], end,
+                               SIZE[0] - LEGEND_WIDTH - 1.0), default=-1) + 1  # fmt: skip
+    fig, lane_ax, ax = _figure(n_lanes)
+    _draw_faults((lane_ax, ax), faults, end)
     rng = np.random.default_rng(0)
     floor = 1e-5
     for outcome, (xs, ys) in points.items():
@@ -216,13 +352,13 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
                    **style)  # type: ignore[arg-type]  # fmt: skip
     xs, ys = points["ok"]
     if xs:
-        width = _bin_width(end) * 2
-        centres, p50, p99 = _rolling_percentiles(np.asarray(xs), np.asarray(ys), width)
+        edges, width = _bin_edges(max(end, max(xs)), min(xs))
+        p50, p99, first, last = binned_percentiles(np.asarray(xs), np.asarray(ys), edges)
         total50, total99 = np.percentile(ys, [50, 99])
-        ax.plot(centres, np.maximum(p50, floor), color="black", lw=1.2,
-                label=f"p50 of ok per {width:g} s (overall {total50 * 1000:.1f} ms)")  # fmt: skip
-        ax.plot(centres, np.maximum(p99, floor), color="black", lw=1.2, ls="--",
-                label=f"p99 of ok per {width:g} s (overall {total99 * 1000:.1f} ms)")  # fmt: skip
+        for values, ls, name, total in ((p50, "-", "p50", total50), (p99, "--", "p99", total99)):
+            px, py = _steps_with_gaps(np.maximum(values, floor), first, last, width)
+            label = f"{name} of ok per {width:g} s (overall {total * 1000:.1f} ms)"
+            ax.plot(px, py, color="black", lw=1.2, ls=ls, label=label)
     every = [y for _, ys in points.values() for y in ys]
     if every and max(every) <= min(every) * 1.01:  # one latency only: give it some room
         y = max(every[0], floor)
@@ -231,28 +367,49 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
     ax.set_xlim(0, max(end, 1.0))
     ax.set_xlabel("invoke time since start (s)")
     ax.set_ylabel("latency (s)")
-    ax.set_title("Latency by outcome (faults shaded)")
-    ax.legend(loc="upper right", fontsize="small", markerscale=1.5)
-    fig.tight_layout()
+    (lane_ax or ax).set_title("Latency by outcome (faults shaded; no line where nothing ran)")
+    _legend_outside(ax)
     return fig
 
 
-def _rolling_percentiles(x: np.ndarray, y: np.ndarray, width: float) -> tuple[np.ndarray, ...]:
-    """p50 and p99 of ``y`` in consecutive bins of ``width`` over ``x`` (empty bins: NaN)."""
+def binned_percentiles(x: np.ndarray, y: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per bin of ``x`` between ``edges``: p50 and p99 of ``y``, and the first and last
+    ``x`` in the bin (all NaN for an empty bin)."""
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
-    edges = np.arange(0.0, x[-1] + width, width)
     cuts = np.searchsorted(x, edges)
-    centres, p50, p99 = [], [], []
-    for a, b, left in zip(cuts[:-1], cuts[1:], edges[:-1], strict=True):
-        centres.append(left + width / 2)
+    cuts[-1] = len(x)  # the last bin includes its right edge
+    out = np.full((4, len(edges) - 1), np.nan)
+    for k, (a, b) in enumerate(itertools.pairwise(cuts)):
         if b > a:
-            lo, hi = np.percentile(y[a:b], [50, 99])
-        else:
-            lo = hi = np.nan
-        p50.append(lo)
-        p99.append(hi)
-    return np.asarray(centres), np.asarray(p50), np.asarray(p99)
+            out[0, k], out[1, k] = np.percentile(y[a:b], [50, 99])
+            out[2, k], out[3, k] = x[a], x[b - 1]
+    return out[0], out[1], out[2], out[3]
+
+
+def _steps_with_gaps(
+    values: np.ndarray, first: np.ndarray, last: np.ndarray, width: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """A step line of per-bin ``values``, each drawn only where its bin had operations
+    (from its ``first`` to its ``last``, at least a tenth of ``width`` wide). Neighbours
+    less than half a bin apart are joined; a longer stretch without operations, or a
+    bin without any (NaN), breaks the line."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for v, lo, hi in zip(values, first, last, strict=True):
+        if np.isnan(v):
+            continue
+        if hi - lo < 0.1 * width:
+            mid = (lo + hi) / 2
+            lo, hi = mid - 0.05 * width, mid + 0.05 * width
+        if xs and lo - xs[-1] > 0.5 * width:
+            xs.append(np.nan)
+            ys.append(np.nan)
+        elif xs:
+            xs[-1] = lo  # the previous value holds until this bin's first operation
+        xs += [lo, hi]
+        ys += [v, v]
+    return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
 
 
 # -- anomaly timeline -----------------------------------------------------------------------

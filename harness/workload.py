@@ -10,7 +10,7 @@ both run the same claimer loop, written once as a generator of steps (:class:`Wa
 :class:`Call`) that a thread or a task drives.
 
 Every call becomes an ``invoke`` and one completion in the history
-(``/work/shared/docs/history.md``): ``ok``; ``fail`` for rqueue's definite failures
+(docs/history-format.md): ``ok``; ``fail`` for rqueue's definite failures
 (``Unavailable``, ``StatementError``, ``LeaseLost``, ``TransportClosed``); ``info`` for
 ``OutcomeUnknown`` and anything unexpected. A process that got ``info`` retires and its
 worker carries on under a new process number. ``ack_and_claim`` becomes two overlapping
@@ -45,7 +45,7 @@ from rqueue import (
 )
 
 from .scenario import Workload as WorkloadSpec
-from .subjects import LeaseLike, Subject
+from .subjects import LeaseLike, Subject, SubjectError
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +409,8 @@ class Workload:
                         f"async clients did not open within {ready_timeout:g}s at {self.urls}"
                     )
                 if self.errors:
+                    if isinstance(self.errors[0], SubjectError):
+                        raise self.errors[0]  # its own one-line reason
                     raise WorkloadError(f"async clients failed to open: {self.errors[0]}")
         except BaseException:  # also Ctrl-C: the workers waiting for go must end
             self.stop_event.set()
@@ -673,6 +675,7 @@ class Workload:
         done = threading.Event()
         acked = collections.Counter()
         errors: list[BaseException] = []
+        pending = self.subject.pending or pending_messages
 
         def drainer(i: int) -> None:
             name = f"d{i}"
@@ -701,7 +704,7 @@ class Workload:
                         )
                         acked[k] += 1
                         continue
-                    if kind == "ok" and pending_messages(self.urls, self.timeout) == 0:
+                    if kind == "ok" and pending(self.urls, self.timeout) == 0:
                         done.set()
                         return
                     done.wait(self.spec.idle_pause * 2)
@@ -718,7 +721,7 @@ class Workload:
         done.set()  # a drainer still in a call stops after it
         if errors:
             raise WorkloadError(f"drain failed: {type(errors[0]).__name__}: {errors[0]}")
-        left = pending_messages(self.urls, self.timeout)
+        left = pending(self.urls, self.timeout)
         return DrainResult(
             complete=left == 0,
             remaining=left,

@@ -60,6 +60,8 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
             elif f == "dead-letter":
                 m = draw(st.sampled_from(MSGS))
                 inv = done = {"group": GROUP[m], "msg": m}
+                if held is not None and draw(st.booleans()):  # the holder's, by msg alone
+                    inv = done = {"group": held["group"], "msg": held["msg"]}
             else:
                 assert held is not None
                 inv = {k: held[k] for k in ("group", "msg", "seq", "token")}
@@ -96,9 +98,18 @@ def reference(events: list[dict]) -> dict[str, int]:
     acks_ok = [o for o in ops if o["f"] in ("ack", "dead-letter") and o["type"] == "ok"]
     leases = [o for o in ops if o["f"] == "claim" and o["type"] == "ok" and o["out"]]
 
+    def holder_of(o: dict) -> dict | None:
+        """The lease an ack/nack/extend/dead-letter acts on: its process's latest lease of
+        its msg (none if the operation names another token)."""
+        mine = [x for x in leases if x["p"] == o["p"] and x["done"] <= o["inv"]
+                and x["out"]["msg"] == o["v"]["msg"]]  # fmt: skip
+        if not mine:
+            return None
+        x = max(mine, key=lambda x: x["done"])
+        return x if o["v"].get("token", x["out"]["token"]) == x["out"]["token"] else None
+
     def holder_ops(lease: dict, fs: tuple[str, ...]) -> list[dict]:
-        return [o for o in ops if o["p"] == lease["p"] and o["f"] in fs
-                and o["v"]["token"] == lease["out"]["token"]]  # fmt: skip
+        return [o for o in ops if o["f"] in fs and o["p"] == lease["p"] and holder_of(o) is lease]
 
     def vis(lease: dict) -> float:
         return lease["out"]["visibility"]
@@ -107,7 +118,7 @@ def reference(events: list[dict]) -> dict[str, int]:
         stretched = max([lease["inv"] + vis(lease)] + [
             e["inv"] + e["v"]["visibility"] for e in holder_ops(lease, ("extend",))
             if e["type"] == "ok"])  # fmt: skip
-        cut = min([INF] + [a["inv"] for a in holder_ops(lease, ("ack", "nack"))])
+        cut = min([INF] + [a["inv"] for a in holder_ops(lease, ("ack", "nack", "dead-letter"))])
         return min(stretched, cut)
 
     def expiry(lease: dict) -> float:
@@ -145,7 +156,7 @@ def reference(events: list[dict]) -> dict[str, int]:
     ]  # fmt: skip
     unexpected = [c for c in leases if not any(p["v"]["msg"] == msg(c) for p in pubs)]
     stale = [
-        a for lease in leases for a in holder_ops(lease, ("ack", "nack"))
+        a for lease in leases for a in holder_ops(lease, ("ack", "nack", "dead-letter"))
         if a["type"] == "ok" and any(
             o["p"] != lease["p"] and msg(o) == msg(lease)
             and o["inv"] >= expiry(lease) and o["done"] <= a["inv"] for o in leases)

@@ -6,14 +6,31 @@ import importlib.util
 import json
 import shutil
 import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from PIL import Image
 
-from harness.checker import main_check
-from harness.plots import DPI, SIZE, main_plot, plot_run
+from harness.checker import check, main_check
+from harness.history import fault_intervals
+from harness.plots import (
+    DPI,
+    SIZE,
+    _bin_edges,
+    _steps_with_gaps,
+    binned_percentiles,
+    latency_figure,
+    main_plot,
+    plot_run,
+    recoveries,
+    throughput_figure,
+)
 from harness.report import write_report
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -57,15 +74,14 @@ def _has_colour(img: np.ndarray, rgb: tuple[int, int, int], tol: int = 12) -> in
 def test_throughput_and_latency_plots(sample_run: Path) -> None:
     written = plot_run(sample_run)
     assert [p.name for p in written] == ["throughput.png", "latency.png"]
-    size = (int(SIZE[1] * DPI), int(SIZE[0] * DPI))
     for path in written:
         img = _pixels(path)
-        assert img.shape[:2] == size
+        assert img.shape[1] == int(SIZE[0] * DPI) and img.shape[0] >= int(SIZE[1] * DPI)
         assert _colours(img) > 50, f"{path.name} looks blank"
     throughput = _pixels(sample_run / "throughput.png")
-    # the claims line (tab:blue) and the shaded faults (Pastel1 red, at alpha 0.6 on white)
+    # the claims line (tab:blue) and the shaded faults (Pastel1 red, at alpha 0.45 on white)
     assert _has_colour(throughput, (31, 119, 180)) > 500
-    assert _has_colour(throughput, (252, 202, 198)) > 2000
+    assert _has_colour(throughput, (253, 217, 214)) > 2000
     latency = _pixels(sample_run / "latency.png")
     assert _has_colour(latency, (44, 160, 44), tol=60) > 200  # ok points, green
 
@@ -130,3 +146,169 @@ def test_main_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main_plot(tmp_path) == 2
     assert "history.jsonl:3: malformed JSON" in capsys.readouterr().err
     assert main_plot(tmp_path / "nowhere") == 2
+
+
+# -- what a reader must be able to see ------------------------------------------------------
+def _op(rows: list, t0: float, t1: float, p: int, f: str, value: Any, out: Any = None) -> None:
+    rows.append((t0, p, "invoke", f, value))
+    rows.append((t1, p, "ok", f, value if out is None else out))
+
+
+def _gapped_history(end: float = 12.6) -> list[dict]:
+    """Claims and acks every 0.1 s except during 4-7 s; two overlapping faults at 4 s
+    (one ends, one never does) and one alone at 8 s; a last event at ``end``."""
+    rows: list = []
+    n = 0
+    t = 0.0
+    while t < end - 0.2:
+        if not 4.0 <= t < 7.0:
+            msg = f"m{n}"
+            _op(rows, t, t + 0.01, 0, "publish", {"group": f"g{n}", "msg": msg, "priority": 0})
+            lease = {"group": f"g{n}", "msg": msg, "seq": n, "token": f"t{n}", "visibility": 5}
+            _op(rows, t + 0.02, t + 0.03 + 0.01 * (n % 5), 1, "claim",
+                {"visibility": 5, "min_priority": 0}, lease)  # fmt: skip
+            _op(
+                rows,
+                t + 0.08,
+                t + 0.09,
+                1,
+                "ack",
+                {k: lease[k] for k in ("group", "msg", "seq", "token")},
+            )
+            n += 1
+        t = round(t + 0.1, 6)
+    nem = [
+        (4.0, "kill", {"fault": "kill-leader", "phase": "start", "nodes": ["n1"]}),
+        (4.1, "pause", {"fault": "pause-leader", "phase": "start", "nodes": ["n2"]}),
+        (6.0, "restart", {"fault": "kill-leader", "phase": "end", "nodes": ["n1"]}),
+        (8.0, "partition", {"fault": "partition-leader", "phase": "start", "nodes": ["n3"]}),
+        (9.0, "heal", {"fault": "partition-leader", "phase": "end", "nodes": ["n3"]}),
+    ]
+    rows += [(t, "nemesis", "info", f, v) for t, f, v in nem]
+    rows.append((end, 0, "invoke", "publish", {"group": "gz", "msg": "mz", "priority": 0}))
+    rows.sort(key=lambda r: (r[0], r[2] != "invoke"))
+    return [
+        {"index": i, "time": t, "process": p, "type": typ, "f": f, "value": v}
+        for i, (t, p, typ, f, v) in enumerate(rows)
+    ]
+
+
+def _drawn(fig: Figure) -> Any:
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()  # type: ignore[attr-defined]
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("which", ["throughput", "latency"])
+def test_legend_outside_the_data_and_fault_labels_apart(which: str) -> None:
+    events = _gapped_history()
+    faults = fault_intervals(events)
+    result = check(events)
+    if which == "throughput":
+        fig = throughput_figure(events, faults, events[-1]["time"], recoveries(result))
+    else:
+        fig = latency_figure(events, faults, events[-1]["time"])
+    renderer = _drawn(fig)
+    data, lanes = fig.axes  # the fault lanes are added after the data axes
+    legend = data.get_legend()
+    assert legend is not None
+    assert not _overlap(legend.get_window_extent(renderer), data.get_window_extent(renderer))
+    labels = [t for t in lanes.texts if "leader" in t.get_text()]
+    assert len(labels) == 3  # every fault labelled, including one never ended
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(lanes.bbox.x0 <= b.x0 and b.x1 <= fig.bbox.x1 for b in boxes)
+    plt.close(fig)
+
+
+def test_throughput_writes_each_faults_recovery() -> None:
+    events = _gapped_history()
+    result = check(events)
+    rec = recoveries(result)
+    assert set(rec) == {f.start_index for f in fault_intervals(events)}
+    fig = throughput_figure(events, fault_intervals(events), events[-1]["time"], rec)
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    # the first lease after 4.0 s is the claim invoked at 7.02 s, back at 7.03-7.07 s
+    kill = next(t for t in texts if "kill-leader n1" in t)
+    assert "next lease +3.0" in kill
+    assert any("partition-leader n3: next lease +0.0" in t for t in texts)
+    rec[min(rec)] = None
+    fig2 = throughput_figure(events, fault_intervals(events), events[-1]["time"], rec)
+    assert any("kill-leader n1: no lease after it" in t.get_text() for t in fig2.axes[1].texts)
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_no_percentile_line_across_a_period_without_operations() -> None:
+    events = _gapped_history()
+    fig = latency_figure(events, fault_intervals(events), events[-1]["time"])
+    data = fig.axes[0]
+    lines = [ln for ln in data.get_lines() if str(ln.get_label()).startswith(("p50", "p99"))]
+    assert len(lines) == 2
+    for line in lines:
+        x = np.asarray(line.get_xdata(), dtype=float)
+        y = np.asarray(line.get_ydata(), dtype=float)
+        assert np.isnan(y).any()
+        for k in range(len(x) - 1):  # no drawn segment reaches into 4-7 s
+            if np.isfinite(y[k]) and np.isfinite(y[k + 1]):
+                lo, hi = sorted((x[k], x[k + 1]))
+                assert hi <= 4.0 + 1e-9 or lo >= 7.0 - 1e-9, (lo, hi)
+    plt.close(fig)
+
+
+def test_binned_percentiles_and_steps_with_gaps() -> None:
+    x = np.array([0.1, 0.9, 1.05, 1.5, 3.5, 3.6])
+    y = np.array([1.0, 3.0, 4.0, 4.0, 5.0, 5.0])
+    p50, p99, first, last = binned_percentiles(x, y, np.array([0.0, 1.0, 2.0, 3.0, 4.0]))
+    assert p50[0] == 2.0 and p50[1] == 4.0 and np.isnan(p50[2]) and p50[3] == 5.0
+    assert p99[0] == pytest.approx(2.98) and np.isnan(p99[2])
+    assert list(first[[0, 1, 3]]) == [0.1, 1.05, 3.5] and list(last[[0, 1, 3]]) == [0.9, 1.5, 3.6]
+    xs, ys = _steps_with_gaps(p50, first, last, 1.0)
+    # 0.1-0.9 joined to 1.05-1.5 (0.15 s apart), then a break, then 3.5-3.6 alone
+    assert list(xs[:4]) == [0.1, 1.05, 1.05, 1.5] and list(ys[:4]) == [2.0, 2.0, 4.0, 4.0]
+    assert np.isnan(xs[4]) and list(xs[5:]) == [3.5, 3.6]
+
+
+def test_the_last_partial_bin_is_scaled_and_marked() -> None:
+    edges, width = _bin_edges(12.6)
+    assert width == 1.0 and edges[-1] == 12.6 and edges[-2] == 12.0  # 0.6 s: its own bin
+    edges, _ = _bin_edges(12.1)
+    assert edges[-1] == 12.1 and edges[-2] == 11.0  # 0.1 s joins the bin before it
+    events = _gapped_history(12.6)
+    fig = throughput_figure(events, fault_intervals(events), events[-1]["time"])
+    data = fig.axes[0]
+    legend = [t.get_text() for t in data.get_legend().get_texts()]
+    assert "last bin: 0.60 s, rate scaled" in legend
+    # the claims in 12.0-12.6 s (4 of them) are drawn as a rate per second, dotted
+    partial = [a for a in data.patches if getattr(a, "get_linestyle", lambda: "")() == ":"]
+    assert partial, "the partial bin is drawn in its own style"
+    claims = next(
+        a for a in partial if a.get_edgecolor()[:3] == matplotlib.colors.to_rgb("tab:blue")
+    )
+    values, edges_drawn = claims.get_data().values, claims.get_data().edges
+    assert list(edges_drawn) == [12.0, 12.6]
+    assert values[0] == pytest.approx(4 / 0.6)
+    plt.close(fig)
+
+
+def test_bins_start_at_the_first_operation() -> None:
+    edges, _ = _bin_edges(12.6, 4.3)
+    assert edges[0] == 4.3 and edges[1] == 5.3 and edges[-1] == 12.6
+    later = [{**e, "time": e["time"] + 4.25} for e in _gapped_history()]
+    fig = throughput_figure(later, fault_intervals(later), later[-1]["time"])
+    blue = matplotlib.colors.to_rgb("tab:blue")
+    claims = [a for a in fig.axes[0].patches if a.get_edgecolor()[:3] == blue]
+    first = min(float(a.get_data().edges[0]) for a in claims)
+    assert first == pytest.approx(4.25)  # no line (of zeros) before anything ran
+    plt.close(fig)
+
+
+def test_an_empty_history_plots_without_warnings(tmp_path: Path) -> None:
+    (tmp_path / "history.jsonl").write_text("")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written = plot_run(tmp_path)
+    assert [p.name for p in written] == ["throughput.png", "latency.png"]
