@@ -33,8 +33,8 @@ from .statements import Statement
 
 log = logging.getLogger(__name__)
 
-#: entry kinds
-EXECUTE, REQUEST, QUERY, BARRIER = "x", "r", "q", "b"
+#: entry kinds (LOAD: one statement whose only argument is a SQLite image to load)
+EXECUTE, REQUEST, QUERY, BARRIER, LOAD = "x", "r", "q", "b", "l"
 
 _SNAPSHOT_FORMAT = 1
 _DEFINITE = {
@@ -120,6 +120,9 @@ class RaftStore(SyncObj):
                 return self._db.request(stmts, tx, timings)
             if kind == QUERY:
                 return self._db.query(stmts, timings) if origin == self._cfg.node_id else None
+            if kind == LOAD:
+                self._db.restore(stmts[0].positional[0])
+                return []
             return None  # BARRIER
         except Exception as exc:  # a bug, not a SQL error: report it, keep the log moving
             log.exception("applying a %s entry failed", kind)

@@ -1,0 +1,136 @@
+"""Request bodies as rqlite v8.36 parses them (``http/request_parser.go``, checked by sending
+the same bodies to v8.36.18).
+
+- A JSON array whose elements are each a SQL string or ``[sql, args...]`` (both forms may
+  mix, since 8.24.8). An argument that is an object gives named arguments.
+- 400 messages: not JSON at all (or an empty body) -> ``invalid JSON body``; JSON that is
+  not an array, an element that is neither a string nor an array, an empty ``[]`` element
+  or one whose first item is not a string -> ``invalid request``; ``[]`` -> ``no
+  statements``. Text after the array is ignored (rqlite reads one JSON value).
+- Numbers: an integer that fits int64 binds as INTEGER, any other number as REAL; one too
+  large even for a float -> ``invalid number 1e400``; ``NaN``/``Infinity`` are not JSON.
+- An array argument is a BLOB of byte values 0..255; anything else in it ->
+  ``unsupported type X`` with X the number as written or Go's name of its type.
+- ``Content-Type: text/plain`` on ``/db/execute`` and ``/db/query``: the body is one SQL
+  string (which may hold several statements).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .statements import RequestError, Statement
+
+INVALID_JSON = "invalid JSON body"
+INVALID_REQUEST = "invalid request"
+NO_STATEMENTS = "no statements"
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class _Num(str):
+    """A JSON number as written (rqlite decodes numbers with ``UseNumber``)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+_DECODER = json.JSONDecoder(parse_int=_Num, parse_float=_Num, parse_constant=_reject_constant)
+
+
+def is_text_plain(content_type: str | None) -> bool:
+    """rqlite takes a body as raw SQL when its type starts with ``text/plain`` (exactly)."""
+    return content_type is not None and content_type.startswith("text/plain")
+
+
+def parse(body: bytes, content_type: str | None = None, plain_ok: bool = False) -> list[Statement]:
+    """The statements of a request body; raises :class:`RequestError` with rqlite's text.
+    ``plain_ok``: the endpoint takes a ``text/plain`` body as one SQL string."""
+    if plain_ok and is_text_plain(content_type):
+        return [Statement(body.decode("utf-8", errors="replace"))]
+    try:
+        text = body.decode("utf-8")
+        start = len(text) - len(text.lstrip())
+        if start == len(text):
+            raise RequestError(INVALID_JSON)
+        if text[start] == "{":
+            raise RequestError(INVALID_REQUEST)
+        data, _ = _DECODER.raw_decode(text, start)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, RequestError):
+            raise
+        raise RequestError(INVALID_JSON) from None
+    if not isinstance(data, list):
+        raise RequestError(INVALID_REQUEST)
+    if not data:
+        raise RequestError(NO_STATEMENTS)
+    return [_statement(item) for item in data]
+
+
+def _statement(item: Any) -> Statement:
+    if type(item) is str:
+        return Statement(item)
+    if not isinstance(item, list):
+        raise RequestError(INVALID_REQUEST)
+    if not item or type(item[0]) is not str:
+        raise RequestError(INVALID_REQUEST)
+    stmt = Statement(item[0])
+    for arg in item[1:]:
+        if isinstance(arg, dict):
+            for key, value in arg.items():
+                stmt.named[key] = _param(value)
+        else:
+            stmt.positional.append(_param(arg))
+    return stmt
+
+
+def _param(value: Any) -> Any:
+    if isinstance(value, _Num):
+        return _number(value)
+    if isinstance(value, bool):
+        return int(value)  # JSON true/false bind as 1/0, as rqlite's driver does
+    if value is None or type(value) is str:
+        return value
+    if isinstance(value, list):
+        return bytes(_byte(v) for v in value)
+    raise RequestError(f"unsupported type {_go_type(value)}")
+
+
+def _number(raw: str) -> int | float:
+    try:
+        n = int(raw)
+    except ValueError:
+        pass
+    else:
+        if _INT64_MIN <= n <= _INT64_MAX:
+            return n
+    f = float(raw)
+    if f in (float("inf"), float("-inf")):
+        raise RequestError(f"invalid number {raw}")
+    return f
+
+
+def _byte(v: Any) -> int:
+    if isinstance(v, _Num):
+        try:
+            n = int(v)
+        except ValueError:
+            n = -1
+        if 0 <= n <= 255:
+            return n
+        raise RequestError(f"unsupported type {v}")
+    raise RequestError(f"unsupported type {_go_type(v)}")
+
+
+def _go_type(v: Any) -> str:
+    """Go's ``%T`` of a decoded JSON value."""
+    if isinstance(v, bool):
+        return "bool"
+    if v is None:
+        return "<nil>"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "[]interface {}"
+    return "map[string]interface {}"
