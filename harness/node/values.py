@@ -11,8 +11,10 @@
   elsewhere it stays ``bytes`` until JSON encoding (base64, or an array of byte values
   with ``?blob_array``: :func:`json_default`).
 
-Each column gets one converter, chosen once per statement from its declared type, or
-``None`` when its values pass unchanged (most columns: no per-value cost).
+- A REAL that is a whole number below 1e21 is written as Go writes it: without a fraction
+  (``1``, not ``1.0``), so JSON readers see the integer rqlite's answer gives them.
+
+Each column gets one converter, chosen once per statement from its declared type.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import apsw
@@ -35,6 +38,7 @@ _TIME_TEXT = re.compile(
 )
 _INT64 = 1 << 64
 _INF = float("inf")
+_EXACT = float(1 << 53)
 
 
 class UnrenderableValue(apsw.Error):
@@ -46,34 +50,56 @@ def is_text_type(decl: str) -> bool:
     return decl in ("text", "json", "") or decl.startswith(_TEXT_PREFIXES)
 
 
-def converter(decl: str) -> Converter | None:
-    """The converter for a column of lower-cased declared type ``decl`` (None: identity)."""
+def converter(decl: str) -> Converter:
+    """The converter for a column of lower-cased declared type ``decl``."""
     if decl in _TIME_TYPES:
         return _time_value
     if decl == "boolean":
         return _bool_value
     if is_text_type(decl):
         return _text_value
-    return None
+    return _number_value
+
+
+def go_float(v: float) -> float | int:
+    """A REAL as Go's JSON encoder writes it, read back: an integral value below 1e21 is
+    written without a fraction (``1``, ``9223372036854776000``: Go's shortest digits),
+    which a JSON reader takes for an integer."""
+    if v.is_integer() and -1e21 < v < 1e21:
+        return int(v) if -_EXACT <= v <= _EXACT else int(Decimal(repr(v)))
+    return v
+
+
+def _number_value(v: Any) -> Any:
+    return go_float(v) if type(v) is float else v
 
 
 def _text_value(v: Any) -> Any:
-    if type(v) is bytes:
+    t = type(v)
+    if t is bytes:
         return v.decode("utf-8", errors="replace")
+    if t is float:
+        return go_float(v)
     return v
 
 
 def _bool_value(v: Any) -> Any:
-    if type(v) is int:
+    t = type(v)
+    if t is int:
         return v > 0
+    if t is float:
+        return go_float(v)
     return v
 
 
 def _time_value(v: Any) -> Any:
-    if type(v) is int:
+    t = type(v)
+    if t is int:
         return _from_unix(v)
-    if type(v) is str:
+    if t is str:
         return _from_text(v)
+    if t is float:
+        return go_float(v)
     return v
 
 
@@ -174,14 +200,9 @@ def rows_result(description: tuple, rows: list) -> dict[str, Any]:
     columns = [name for name, _ in description]
     types = [(decl or "").lower() for _, decl in description]
     convs = [converter(t) for t in types]
-    if any(convs):
-        values: list = [
-            [v if c is None else c(v) for v, c in zip(row, convs, strict=False)] for row in rows
-        ]
-    else:
-        values = [list(row) for row in rows]
-    if values and "" in types:
-        first = values[0]
+    values = [[c(v) for v, c in zip(row, convs, strict=False)] for row in rows]
+    if rows and "" in types:
+        first = rows[0]  # as SQLite gave it: 1.0 is a REAL even though it is written 1
         types = [t or _value_type(first[i]) for i, t in enumerate(types)]
     return {"kind": "rows", "columns": columns, "types": types, "values": values}
 
@@ -194,6 +215,6 @@ def _value_type(v: Any) -> str:
         return "integer"
     if isinstance(v, float):
         return "real"
-    if isinstance(v, str):
+    if isinstance(v, str | bytes):  # a BLOB in an untyped column reads as text
         return "text"
     return ""
