@@ -18,6 +18,7 @@ the same bodies to v8.36.18).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .statements import RequestError, Statement
@@ -26,17 +27,25 @@ INVALID_JSON = "invalid JSON body"
 INVALID_REQUEST = "invalid request"
 NO_STATEMENTS = "no statements"
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INF = float("inf")
+_WS = re.compile(r"[ \t\r\n]*")
 
 
 class _Num(str):
     """A JSON number as written (rqlite decodes numbers with ``UseNumber``)."""
 
 
+class _NeedRaw(Exception):
+    """An error whose message quotes a number as written: parse again keeping the text."""
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(name)
 
 
-_DECODER = json.JSONDecoder(parse_int=_Num, parse_float=_Num, parse_constant=_reject_constant)
+#: the fast decoder (C scanner, numbers as int/float) and the one that keeps numbers as text
+_FAST = json.JSONDecoder(parse_constant=_reject_constant)
+_RAW = json.JSONDecoder(parse_int=_Num, parse_float=_Num, parse_constant=_reject_constant)
 
 
 def is_text_plain(content_type: str | None) -> bool:
@@ -51,20 +60,32 @@ def parse(body: bytes, content_type: str | None = None, plain_ok: bool = False) 
         return [Statement(body.decode("utf-8", errors="replace"))]
     try:
         text = body.decode("utf-8")
-        start = len(text) - len(text.lstrip())
-        if start == len(text):
-            raise RequestError(INVALID_JSON)
-        if text[start] == "{":
-            raise RequestError(INVALID_REQUEST)
-        data, _ = _DECODER.raw_decode(text, start)
-    except (ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, RequestError):
-            raise
+    except UnicodeDecodeError:
+        raise RequestError(INVALID_JSON) from None
+    start = _WS.match(text).end()  # type: ignore[union-attr]
+    if start == len(text):
+        raise RequestError(INVALID_JSON)
+    if text[start] == "{":
+        raise RequestError(INVALID_REQUEST)
+    try:
+        return _statements(_decode(_FAST, text, start))
+    except _NeedRaw:
+        return _statements(_decode(_RAW, text, start))
+
+
+def _decode(decoder: json.JSONDecoder, text: str, start: int) -> list:
+    try:
+        data, _ = decoder.raw_decode(text, start)
+    except ValueError:
         raise RequestError(INVALID_JSON) from None
     if not isinstance(data, list):
         raise RequestError(INVALID_REQUEST)
     if not data:
         raise RequestError(NO_STATEMENTS)
+    return data
+
+
+def _statements(data: list) -> list[Statement]:
     return [_statement(item) for item in data]
 
 
@@ -86,15 +107,29 @@ def _statement(item: Any) -> Statement:
 
 
 def _param(value: Any) -> Any:
-    if isinstance(value, _Num):
-        return _number(value)
-    if isinstance(value, bool):
-        return int(value)  # JSON true/false bind as 1/0, as rqlite's driver does
-    if value is None or type(value) is str:
+    t = type(value)
+    if t is str or value is None:
         return value
-    if isinstance(value, list):
+    if t is int:
+        return value if _INT64_MIN <= value <= _INT64_MAX else _float(value)
+    if t is float:
+        if value in (_INF, -_INF):
+            raise _NeedRaw()
+        return value
+    if t is bool:
+        return int(value)  # JSON true/false bind as 1/0, as rqlite's driver does
+    if t is _Num:
+        return _number(value)
+    if t is list:
         return bytes(_byte(v) for v in value)
     raise RequestError(f"unsupported type {_go_type(value)}")
+
+
+def _float(n: int) -> float:
+    try:
+        return float(n)
+    except OverflowError:
+        raise _NeedRaw() from None
 
 
 def _number(raw: str) -> int | float:
@@ -106,13 +141,18 @@ def _number(raw: str) -> int | float:
         if _INT64_MIN <= n <= _INT64_MAX:
             return n
     f = float(raw)
-    if f in (float("inf"), float("-inf")):
+    if f in (_INF, -_INF):
         raise RequestError(f"invalid number {raw}")
     return f
 
 
 def _byte(v: Any) -> int:
-    if isinstance(v, _Num):
+    t = type(v)
+    if t is int and 0 <= v <= 255:
+        return v
+    if t is int or t is float:
+        raise _NeedRaw()  # the message quotes the number as written
+    if t is _Num:
         try:
             n = int(v)
         except ValueError:
