@@ -126,6 +126,7 @@ class NodeService(ClusterEndpoints):
                 params.flag("transaction"),
                 params.flag("timings"),
                 params.duration("timeout", self.cfg.apply_timeout),
+                params.duration("db_timeout", 0.0),
             )
         except NotApplied as exc:
             return text_reply(503, str(exc))

@@ -13,13 +13,16 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
 
 from .sqlexec import (
+    EXECUTE_TIMEOUT,
+    QUERY_TIMEOUT,
     SLOW,
+    Deadline,
     WriteInQuery,
     execute_slow,
     fast_bindings,
@@ -33,7 +36,6 @@ from .statements import Statement
 from .values import rows_result
 
 READ_ONLY_VIOLATION = "attempt to change database via query operation"
-QUERY_TIMEOUT = "query timeout"
 _VFS_IDS = itertools.count(1)
 
 Result = dict[str, Any]
@@ -78,32 +80,36 @@ class Database:
         return apsw.Connection(":memory:", vfs=self._vfs.name)
 
     # -- writes (applied from the Raft log) -------------------------------------------
-    def execute(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
+    def execute(
+        self, stmts: Sequence[Statement], tx: bool, timings: bool, db_timeout: float = 0.0
+    ) -> list[Result]:
         """Run writes (and RETURNING writes); with ``tx`` stop and roll back at the first
         error, as rqlite does."""
-        return self._run(stmts, tx, timings, mixed=False)
+        return self._run(stmts, tx, timings, mixed=False, db_timeout=db_timeout)
 
-    def request(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
+    def request(
+        self, stmts: Sequence[Statement], tx: bool, timings: bool, db_timeout: float = 0.0
+    ) -> list[Result]:
         """Run a mix of reads and writes (``/db/request``): reads give rows."""
-        return self._run(stmts, tx, timings, mixed=True)
+        return self._run(stmts, tx, timings, mixed=True, db_timeout=db_timeout)
 
     def _run(
-        self, stmts: Sequence[Statement], tx: bool, timings: bool, mixed: bool
+        self,
+        stmts: Sequence[Statement],
+        tx: bool,
+        timings: bool,
+        mixed: bool,
+        db_timeout: float = 0.0,
     ) -> list[Result]:
         results: list[Result] = []
-        with self._lock:
+        with self._lock, Deadline(self._conn, db_timeout) as deadline:
             if tx:
                 self._conn.execute("BEGIN")
             failed = False
             for stmt in stmts:
                 start = time.perf_counter()
                 try:
-                    if mixed:
-                        res = self._mixed_one(stmt)
-                    elif stmt.returning:
-                        res = self._query_one(stmt, read_only=False)
-                    else:
-                        res = self._exec_one(stmt)
+                    res = self._run_one(stmt, mixed, deadline)
                 except _NotPrepared as exc:  # rqlite: such a statement fails alone, even in a tx
                     res = _error(str(exc))
                 except apsw.Error as exc:
@@ -119,6 +125,31 @@ class Database:
                 with contextlib.suppress(apsw.Error):
                     self._conn.execute("ROLLBACK" if failed else "COMMIT")
         return results
+
+    def _run_one(self, stmt: Statement, mixed: bool, deadline: Deadline) -> Result:
+        """One statement of a write request, under the request's ``db_timeout``."""
+        if deadline.expired():
+            if self._reads(stmt, mixed):
+                raise apsw.InterruptError(QUERY_TIMEOUT)
+            deadline.disarm()
+        try:
+            if mixed:
+                return self._mixed_one(stmt)
+            if stmt.returning:
+                return self._query_one(stmt, read_only=False)
+            return self._exec_one(stmt)
+        except apsw.InterruptError:
+            if not deadline.expired():
+                raise
+            raise apsw.InterruptError(
+                QUERY_TIMEOUT if self._reads(stmt, mixed) else EXECUTE_TIMEOUT
+            ) from None
+        finally:
+            deadline.rearm()
+
+    def _reads(self, stmt: Statement, mixed: bool) -> bool:
+        """Whether rqlite runs this statement of a write request as a query."""
+        return stmt.returning or (mixed and bool(self._read_only_locked(stmt)))
 
     def _exec_one(self, stmt: Statement) -> Result:
         bindings = fast_bindings(stmt)
@@ -237,44 +268,26 @@ class Database:
         self, stmts: Sequence[Statement], timings: bool, db_timeout: float = 0.0
     ) -> list[Result]:
         """Run reads; a statement that would write gets rqlite's read-only error. With
-        ``db_timeout`` (seconds) SQLite is interrupted once the request has run that long,
-        and every statement not finished by then gets ``query timeout``."""
+        ``db_timeout`` (seconds, :class:`~.sqlexec.Deadline`) every statement not finished
+        when it passes gets ``query timeout``."""
         results: list[Result] = []
-        with self._lock, self._deadline(db_timeout) as expired:
+        with self._lock, Deadline(self._conn, db_timeout) as deadline:
             for stmt in stmts:
                 start = time.perf_counter()
                 try:
-                    if expired():
-                        raise apsw.InterruptError("interrupted")
+                    if deadline.expired():
+                        raise apsw.InterruptError(QUERY_TIMEOUT)
                     res = self._query_one(stmt, read_only=True)
                 except WriteInQuery:
                     res = _error(READ_ONLY_VIOLATION)
                 except apsw.InterruptError as exc:
-                    res = _error(QUERY_TIMEOUT if expired() else str(exc))
+                    res = _error(QUERY_TIMEOUT if deadline.expired() else str(exc))
                 except apsw.Error as exc:
                     res = _error(str(exc))
                 if timings:
                     res["time"] = time.perf_counter() - start
                 results.append(res)
         return results
-
-    @contextlib.contextmanager
-    def _deadline(self, seconds: float) -> Iterator[Callable[[], bool]]:
-        """While inside, SQLite is interrupted once ``seconds`` have passed (0: never);
-        yields "has the deadline passed"."""
-        if seconds <= 0:
-            yield lambda: False
-            return
-        end = time.monotonic() + seconds
-
-        def expired() -> bool:
-            return time.monotonic() >= end
-
-        self._conn.set_progress_handler(expired, 1000)
-        try:
-            yield expired
-        finally:
-            self._conn.set_progress_handler(None)
 
     def _query_one(self, stmt: Statement, read_only: bool) -> Result:
         bindings = fast_bindings(stmt)

@@ -24,6 +24,7 @@ The common case, one statement whose arguments fit, goes straight to apsw
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import apsw
@@ -263,3 +264,44 @@ def _rows_replacing_bad_text(
             )
         )
     return rows_result(description, rows)
+
+
+QUERY_TIMEOUT = "query timeout"
+EXECUTE_TIMEOUT = "execute timeout"
+
+
+class Deadline:
+    """rqlite's ``db_timeout`` for one request: SQLite is interrupted once it has passed.
+
+    As seen on v8.36.18: a read that is running when it passes, or starts after it, fails
+    with ``query timeout``; a write running when it passes fails with ``execute timeout``,
+    but a write that starts after it runs to its end (rqlite's interrupt comes before the
+    statement starts, when SQLite ignores it).
+    """
+
+    def __init__(self, conn: apsw.Connection, seconds: float) -> None:
+        self._conn = conn
+        self._end = time.monotonic() + seconds if seconds > 0 else None
+        self._armed = True
+
+    def expired(self) -> bool:
+        return self._end is not None and time.monotonic() >= self._end
+
+    def disarm(self) -> None:
+        """Let the statement about to start run to its end."""
+        self._armed = False
+
+    def rearm(self) -> None:
+        self._armed = True
+
+    def _interrupt(self) -> bool:
+        return self._armed and self.expired()
+
+    def __enter__(self) -> Deadline:
+        if self._end is not None:
+            self._conn.set_progress_handler(self._interrupt, 1000)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._end is not None:
+            self._conn.set_progress_handler(None)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cluster.helpers import wait_until
 
-from ._http import call, execute, query
+from ._http import call, execute, query, request
 
 
 def test_status_raft_numbers_are_integers_and_the_node_a_voter(urls: dict) -> None:
@@ -66,15 +66,43 @@ def test_get_query_without_q_runs_nothing(urls: dict) -> None:
     assert (bad.status, bad.text.strip()) == (400, "db_timeout is not a valid duration")
 
 
-def test_db_timeout_interrupts_a_long_read(urls: dict) -> None:
-    slow = (
-        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 50000000) "
-        "SELECT count(*) FROM c"
+SLOW_READ = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 50000000) "
+    "SELECT count(*) FROM c"
+)
+
+
+def _slow_write(table: str) -> str:
+    return (
+        f"INSERT INTO {table} WITH RECURSIVE c(x) AS "
+        "(SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 5000000) SELECT x FROM c"
     )
-    res = query(urls["leader"], [slow, "SELECT 1"], "?level=weak&db_timeout=1ms")["results"]
-    assert res == [{"error": "query timeout"}, {"error": "query timeout"}]
-    quick = query(urls["leader"], ["SELECT 1 AS one"], "?level=weak&db_timeout=10s")
+
+
+@pytest.mark.parametrize("level", ["none", "weak", "strong"])
+def test_db_timeout_interrupts_a_long_read(urls: dict, level: str) -> None:
+    """Statements not finished when the request's db_timeout passes get ``query timeout``."""
+    url = urls["leader"]
+    res = query(url, ["SELECT 1 AS one", SLOW_READ, "SELECT 2"], f"?level={level}&db_timeout=1ms")
+    assert res["results"][0]["values"] == [[1]]
+    assert res["results"][1:] == [{"error": "query timeout"}, {"error": "query timeout"}]
+    quick = query(url, ["SELECT 1 AS one"], f"?level={level}&db_timeout=10s")
     assert quick["results"][0]["values"] == [[1]]
+
+
+def test_db_timeout_interrupts_a_long_write(urls: dict, table: str) -> None:
+    """A write running when db_timeout passes fails with ``execute timeout`` (and changes
+    nothing); in a /db/request a read after it fails with ``query timeout``."""
+    url = urls["followers"][0]
+    execute(url, [f"CREATE TABLE {table} (x)"])
+    res = execute(url, [_slow_write(table), f"INSERT INTO {table} VALUES(-1)"], "?db_timeout=1ms")
+    assert res["results"] == [
+        {"error": "execute timeout"},
+        {"last_insert_id": 1, "rows_affected": 1},
+    ]
+    mixed = request(url, [_slow_write(table), "SELECT 1"], "?db_timeout=1ms")
+    assert mixed["results"] == [{"error": "execute timeout"}, {"error": "query timeout"}]
+    assert query(url, [f"SELECT count(*) FROM {table}"])["results"][0]["values"] == [[1]]
 
 
 def test_backup_is_the_sqlite_file_or_a_sql_dump(urls: dict, table: str, tmp_path: Path) -> None:
