@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from .statements import RequestError, Statement
 
@@ -77,12 +77,37 @@ def _decode(decoder: json.JSONDecoder, text: str, start: int) -> list:
     try:
         data, _ = decoder.raw_decode(text, start)
     except ValueError:
-        raise RequestError(INVALID_JSON) from None
+        _raise_first_error(text, start)
     if not isinstance(data, list):
         raise RequestError(INVALID_REQUEST)
     if not data:
         raise RequestError(NO_STATEMENTS)
     return data
+
+
+def _raise_first_error(text: str, start: int) -> NoReturn:
+    """For a body that is not valid JSON: the error rqlite meets first, reading element by
+    element (a mistyped element before the broken spot is ``invalid request``)."""
+    if text[start] != "[":
+        try:
+            _RAW.raw_decode(text, start)
+        except ValueError:
+            raise RequestError(INVALID_JSON) from None
+        raise RequestError(INVALID_REQUEST)
+    pos = start + 1
+    while True:
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith("{", pos):
+            raise RequestError(INVALID_REQUEST)
+        try:
+            item, pos = _RAW.raw_decode(text, pos)
+        except ValueError:
+            raise RequestError(INVALID_JSON) from None
+        _statement(item)  # raises for a mistyped element or argument
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if not text.startswith(",", pos):
+            raise RequestError(INVALID_JSON)
+        pos += 1
 
 
 def _statements(data: list) -> list[Statement]:

@@ -136,6 +136,10 @@ def test_unusable_arguments_are_400(urls: dict, arg: str, message: str) -> None:
         (b"[[]]", "invalid request"),
         (b"[[1]]", "invalid request"),
         (b"[]", "no statements"),
+        # read element by element: a mistyped element before the broken spot counts first
+        (b'["SELECT 1", 1, garbage', "invalid request"),
+        (b'["SELECT 1", {', "invalid request"),
+        (b'[["SELECT ?", [1.5]], garbage', "unsupported type 1.5"),
     ],
 )
 def test_bodies_rqlite_refuses(urls: dict, raw: bytes, message: str) -> None:
