@@ -3,8 +3,10 @@
 ``PRAGMA foreign_keys=OFF;`` and ``BEGIN TRANSACTION;``, then per table (by name) its
 ``CREATE`` statement and one ``INSERT INTO "t" VALUES(...);`` per row (values written by
 SQLite's ``quote()``, text bytes as stored), then indexes, triggers and views, then
-``COMMIT;``. ``sqlite_sequence`` is emptied and refilled, ``sqlite_stat1`` becomes
-``ANALYZE "sqlite_master";``, other internal tables are left out.
+``COMMIT;``. ``sqlite_sequence`` is emptied and refilled, ``sqlite_stat1`` gets
+``ANALYZE "sqlite_master";`` and its rows, other internal tables are left out. (As in
+rqlite, a table with AUTOINCREMENT makes a dump that a fresh database refuses:
+``sqlite_sequence`` is filled before the table that creates it.)
 """
 
 from __future__ import annotations
@@ -34,11 +36,10 @@ def _lines(conn: apsw.Connection) -> list[bytes]:
         "WHERE sql NOT NULL AND type = 'table' ORDER BY name"
     ).fetchall()
     for name, sql in tables:
-        if name == "sqlite_sequence":
-            out.append(b'DELETE FROM "sqlite_sequence";\n')
+        if name == "sqlite_sequence":  # (rqlite writes these two with ";;")
+            out.append(b'DELETE FROM "sqlite_sequence";;\n')
         elif name == "sqlite_stat1":
-            out.append(b'ANALYZE "sqlite_master";\n')
-            continue
+            out.append(b'ANALYZE "sqlite_master";;\n')
         elif name.startswith("sqlite_"):
             continue
         else:
