@@ -186,6 +186,16 @@ def test_one_string_with_several_statements(urls: dict, table: str) -> None:
     assert first == {"error": "attempt to change database via query operation"}
     second = query(url, [f"SELECT 1; INSERT INTO {table}(v) VALUES(3)"])["results"][0]
     assert second == {"error": "attempt to write a readonly database"}
+    # /db/request decides read or write by the first statement
+    read = request(url, [f"SELECT 2 AS b; INSERT INTO {table}(v) VALUES(4)"])["results"]
+    assert read == [{"error": "attempt to write a readonly database"}]
+    write = request(url, [f"INSERT INTO {table}(v) VALUES(5); SELECT 2 AS b"])["results"]
+    assert write == [{"last_insert_id": 3, "rows_affected": 1}]
+    assert query(url, [f"SELECT v FROM {table} ORDER BY id"])["results"][0]["values"] == [
+        [41],
+        [42],
+        [5],
+    ]
 
 
 def test_empty_and_comment_only_statements(urls: dict, table: str) -> None:
