@@ -174,7 +174,7 @@ class NodeService(ClusterEndpoints):
         start = time.perf_counter()
         stmts = self._statements(body, content_type, plain_ok=True)
         if stmts is None:
-            return json_reply({"results": []})
+            return self._results([], params, start)
         self._rewrite(stmts, params)
         if not self.store.is_leader():
             return self._not_leader("POST", "/db/execute", query, params, stmts, headers)
@@ -196,7 +196,7 @@ class NodeService(ClusterEndpoints):
         else:
             stmts = self._statements(body, content_type, plain_ok=True)
         if stmts is None:
-            return json_reply({"results": []})
+            return self._results([], params, start)
         return self._read(stmts, params, query, start, headers, "/db/query", request=False)
 
     def request(
@@ -210,7 +210,7 @@ class NodeService(ClusterEndpoints):
         start = time.perf_counter()
         stmts = self._statements(body, content_type, plain_ok=False)
         if stmts is None:
-            return json_reply({"results": []})
+            return self._results([], params, start)
         self._rewrite(stmts, params)
         writes = any(s.returning or not self.db.is_read_only(s) for s in stmts)
         if not writes:

@@ -204,6 +204,8 @@ def test_empty_and_comment_only_statements(urls: dict, table: str) -> None:
     for path in ("/db/execute", "/db/query", "/db/request"):
         r = call("POST", url, path, [""])
         assert (r.status, r.json) == (200, {"results": []}), path
+        timed = call("POST", url, f"{path}?timings", [""]).json
+        assert timed["results"] == [] and timed["time"] >= 0, path
     for sql in (";", "-- only a comment", "/* c */", "   "):
         assert execute(url, [sql])["results"] == [{}], sql
     ins = f"INSERT INTO {table}(v) VALUES(1)"
