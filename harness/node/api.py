@@ -20,6 +20,7 @@ from .forward import FORWARDED_HEADER, Forwarder, ForwardError
 from .raft import BARRIER, EXECUTE, QUERY, REQUEST, NotApplied, OutcomeUnknown, RaftStore
 from .replies import Reply, json_reply, text_reply
 from .rewrite import rewrite
+from .sqlexec import NAMED_HERE
 from .statements import QueryParams, Statement
 from .values import infinity_sign, json_default
 
@@ -263,8 +264,16 @@ class NodeService(ClusterEndpoints):
 
 
 def _wire_json(stmt: Statement) -> list[Any]:
-    item: list[Any] = [stmt.sql, *stmt.positional]
-    if stmt.named:
+    """The statement as a request body element, its named arguments where they stood."""
+    item: list[Any] = [stmt.sql]
+    placed = False
+    for value in stmt.positional:
+        if value is NAMED_HERE:
+            item.append(stmt.named)
+            placed = True
+        else:
+            item.append(value)
+    if stmt.named and not placed:
         item.append(stmt.named)
     return item
 

@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any, NoReturn
 
+from .sqlexec import NAMED_HERE
 from .statements import RequestError, Statement
 
 INVALID_JSON = "invalid JSON body"
@@ -122,12 +123,17 @@ def _statement(item: Any) -> Statement:
     if not item or type(item[0]) is not str:
         raise RequestError(INVALID_REQUEST)
     stmt = Statement(item[0])
+    named_at = -1  # how many positional arguments came before the (first) object
     for arg in item[1:]:
         if isinstance(arg, dict):
+            if named_at < 0:
+                named_at = len(stmt.positional)
             for key, value in arg.items():
                 stmt.named[key] = _param(value)
         else:
             stmt.positional.append(_param(arg))
+    if 0 <= named_at < len(stmt.positional):  # positional ones follow: keep the order
+        stmt.positional.insert(named_at, NAMED_HERE)
     return stmt
 
 

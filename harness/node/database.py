@@ -24,6 +24,7 @@ from .sqlexec import (
     SLOW,
     Deadline,
     WriteInQuery,
+    check_named_fit,
     execute_slow,
     fast_bindings,
     is_empty,
@@ -154,8 +155,11 @@ class Database:
     def _exec_one(self, stmt: Statement) -> Result:
         bindings = fast_bindings(stmt)
         if bindings is not SLOW:
+            cur = self._conn.cursor()
+            if type(bindings) is dict:
+                cur.exec_trace = lambda c, _s, _b: check_named_fit(c, bindings) or True
             try:
-                for _ in self._conn.cursor().execute(stmt.sql, bindings):
+                for _ in cur.execute(stmt.sql, bindings):
                     pass
                 return {
                     "kind": "exec",
@@ -200,6 +204,7 @@ class Database:
         def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
             nonlocal started, read_only, described
             started = True
+            check_named_fit(cursor, bindings)
             read_only = read_only and cursor.is_readonly
             if read_only or stmt.returning:
                 described = cursor.get_description()

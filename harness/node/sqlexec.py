@@ -40,6 +40,20 @@ Arg = tuple[str | None, Any]
 _COUNT = re.compile(r"has (\d+) bindings")
 
 
+class _NamedHere:
+    """Marks, in a statement's positional arguments, where its named arguments stood in the
+    request (``[sql, {"a": 1}, 2]``): the driver numbers arguments in request order."""
+
+    def __repr__(self) -> str:
+        return "NAMED_HERE"
+
+    def __reduce__(self) -> str:
+        return "NAMED_HERE"  # one instance, also through pickling (the Raft log)
+
+
+NAMED_HERE = _NamedHere()
+
+
 class ArgsError(apsw.Error):
     """The statement's arguments do not fit it (rqlite's driver's message)."""
 
@@ -115,16 +129,24 @@ def _quote(name: str) -> str:
 
 
 def args_of(stmt: Statement) -> list[Arg]:
-    """The statement's arguments in rqlite's order: positional, then named."""
-    out: list[Arg] = [(None, v) for v in stmt.positional]
+    """The statement's arguments in request order: the named ones where
+    :data:`NAMED_HERE` stands, or else after the positional ones."""
+    named: list[Arg] = []
     for key, value in stmt.named.items():
         if key == "":
-            out.append((None, value))
+            named.append((None, value))
             continue
         if not key[0].isalpha():
             raise ArgsError(f"name {_quote(key)} does not begin with a letter")
-        out.append((key, value))
-    return out
+        named.append((key, value))
+    out: list[Arg] = []
+    for value in stmt.positional:
+        if value is NAMED_HERE:
+            out.extend(named)
+            named = []
+        else:
+            out.append((None, value))
+    return out + named
 
 
 def param_info(conn: apsw.Connection, sql: str) -> tuple[int, tuple, bool]:
@@ -215,6 +237,15 @@ def query_slow(conn: apsw.Connection, stmt: Statement, read_only_conn: bool) -> 
     return {"kind": "rows", "columns": [], "types": [], "values": []}
 
 
+def check_named_fit(cursor: apsw.Cursor, bindings: Any) -> None:
+    """The driver's count check for named arguments (apsw binds by name and would not
+    mind): a statement with more parameters than arguments fails."""
+    if type(bindings) is dict and cursor.bindings_count > len(bindings):
+        raise ArgsError(
+            f"not enough args to execute query: want {cursor.bindings_count} got {len(bindings)}"
+        )
+
+
 def run_rows(
     conn: apsw.Connection, sql: str, bindings: Any, refuse_writes: bool = False
 ) -> dict[str, Any]:
@@ -225,6 +256,7 @@ def run_rows(
     described: list[tuple] = []
 
     def trace(cursor: apsw.Cursor, _sql: str, _bindings: Any) -> bool:
+        check_named_fit(cursor, bindings)
         if refuse_writes and not cursor.is_readonly:
             raise WriteInQuery()
         described[:] = [cursor.get_description()]

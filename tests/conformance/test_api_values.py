@@ -246,6 +246,13 @@ def test_parameter_edge_cases(urls: dict, table: str) -> None:
     assert above["values"] == [[9223372036854776000, "real"]]
     assert ret(f"{ins}(?) RETURNING typeof(v)", 1.0)["values"] == [["real"]]
     assert ret(f"{ins}(?) RETURNING typeof(v)", True)["values"] == [["integer"]]
+    # arguments are numbered in request order, named ones included
+    assert ret("SELECT :a, :a, ?", {"a": 1}, 2)["values"] == [[1, 1, 2]]
+    assert ret("SELECT ?, :a, ?", 1, {"a": 2}, 3)["values"] == [[1, 2, 3]]
+    assert ret("SELECT @a, $a", {"a": 1}) == {
+        "error": "not enough args to execute query: want 2 got 1"
+    }
+    assert ret("SELECT :a, :b", {"a": 1, "c": 3})["values"] == [[1, None]]
 
 
 def test_whole_reals_are_written_without_a_fraction(urls: dict) -> None:
