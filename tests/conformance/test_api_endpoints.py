@@ -83,7 +83,7 @@ def _slow_write(table: str) -> str:
 def test_db_timeout_interrupts_a_long_read(urls: dict, level: str) -> None:
     """Statements not finished when the request's db_timeout passes get ``query timeout``."""
     url = urls["leader"]
-    res = query(url, ["SELECT 1 AS one", SLOW_READ, "SELECT 2"], f"?level={level}&db_timeout=1ms")
+    res = query(url, ["SELECT 1 AS one", SLOW_READ, "SELECT 2"], f"?level={level}&db_timeout=50ms")
     assert res["results"][0]["values"] == [[1]]
     assert res["results"][1:] == [{"error": "query timeout"}, {"error": "query timeout"}]
     quick = query(url, ["SELECT 1 AS one"], f"?level={level}&db_timeout=10s")
@@ -95,12 +95,12 @@ def test_db_timeout_interrupts_a_long_write(urls: dict, table: str) -> None:
     nothing); in a /db/request a read after it fails with ``query timeout``."""
     url = urls["followers"][0]
     execute(url, [f"CREATE TABLE {table} (x)"])
-    res = execute(url, [_slow_write(table), f"INSERT INTO {table} VALUES(-1)"], "?db_timeout=1ms")
+    res = execute(url, [_slow_write(table), f"INSERT INTO {table} VALUES(-1)"], "?db_timeout=50ms")
     assert res["results"] == [
         {"error": "execute timeout"},
         {"last_insert_id": 1, "rows_affected": 1},
     ]
-    mixed = request(url, [_slow_write(table), "SELECT 1"], "?db_timeout=1ms")
+    mixed = request(url, [_slow_write(table), "SELECT 1"], "?db_timeout=50ms")
     assert mixed["results"] == [{"error": "execute timeout"}, {"error": "query timeout"}]
     assert query(url, [f"SELECT count(*) FROM {table}"])["results"][0]["values"] == [[1]]
 
