@@ -94,7 +94,7 @@ class NodeService(ClusterEndpoints):
             if not exc.sent:
                 return text_reply(503, LEADER_NOT_FOUND)
             return json_reply({"results": [], "error": str(exc)})
-        return Reply(status, data, ctype)
+        return Reply(status, data, ctype, served_by=lead[1])
 
     # -- /db/* ------------------------------------------------------------------------------
     def _rewrite(self, stmts: list[Statement], params: QueryParams) -> None:

@@ -26,6 +26,12 @@ from .statements import QueryParams, RequestError
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
+#: rqlite sends these on every answer
+_CORS = (
+    "Access-Control-Allow-Credentials: true\r\n"
+    "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
+    "Access-Control-Allow-Methods: OPTIONS, GET, POST"
+)
 
 Route = Callable[["Handler", str, QueryParams, str, bytes], Reply]
 
@@ -174,7 +180,10 @@ class Handler(BaseHTTPRequestHandler):
             f"Content-Length: {len(reply.body)}",
             f"X-RQLITE-VERSION: {VERSION}",
             f"Date: {formatdate(usegmt=True)}",
+            _CORS,
         ]
+        if reply.served_by:
+            lines.append(f"X-Rqlite-Served-By: {reply.served_by}")
         if reply.content_type.startswith("text/plain"):
             lines.append("X-Content-Type-Options: nosniff")
         if reply.location:

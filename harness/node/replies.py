@@ -13,6 +13,7 @@ class Reply:
     body: bytes
     content_type: str = "application/json; charset=utf-8"
     location: str | None = None
+    served_by: str | None = None  # the leader's Raft address, on a forwarded answer
 
 
 def json_reply(obj: Any, status: int = 200, pretty: bool = False) -> Reply:

@@ -57,6 +57,24 @@ def test_a_wrong_method_is_405(urls: dict, method: str, path: str) -> None:
     assert call(method, urls["leader"], path).status == 405
 
 
+def test_answers_carry_rqlites_headers(urls: dict) -> None:
+    """CORS headers on every answer; a follower's forwarded answer names the leader."""
+    lead_raft = call("GET", urls["leader"], "/status").json["store"]["addr"]
+    for method, path, body in [
+        ("GET", "/status", None),
+        ("POST", "/db/execute", ["SELECT 1"]),
+        ("POST", "/db/query", ["SELECT 1"]),
+        ("PUT", "/db/query", None),
+    ]:
+        direct = call(method, urls["leader"], path, body)
+        assert direct.headers["Access-Control-Allow-Methods"] == "OPTIONS, GET, POST"
+        assert "X-Rqlite-Served-By" not in direct.headers
+    forwarded = call("POST", urls["followers"][0], "/db/execute", ["SELECT 1"])
+    assert forwarded.headers["X-Rqlite-Served-By"] == lead_raft
+    local = call("GET", urls["followers"][0], "/db/query?level=none&q=SELECT%201")
+    assert "X-Rqlite-Served-By" not in local.headers
+
+
 def test_get_query_without_q_runs_nothing(urls: dict) -> None:
     r = call("GET", urls["followers"][0], "/db/query")
     assert (r.status, r.json) == (200, {"results": []})
