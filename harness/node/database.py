@@ -322,10 +322,12 @@ def render(result: Result, associative: bool = False, in_request: bool = False) 
     kind = result.get("kind")
     out: dict[str, Any] = {}
     if kind == "rows":
-        if associative:
+        if associative:  # keys in Go's map order (sorted), a repeated name: the last one
             cols = result["columns"]
-            out["types"] = dict(zip(cols, result["types"], strict=False)) or None
-            out["rows"] = [dict(zip(cols, row, strict=False)) for row in result["values"]]
+            order = sorted(range(len(cols)), key=cols.__getitem__)
+            types = result["types"]
+            out["types"] = {cols[i]: types[i] for i in order} or None
+            out["rows"] = [{cols[i]: row[i] for i in order} for row in result["values"]]
             if out["types"] is None:
                 del out["types"]
         else:

@@ -61,6 +61,13 @@ def test_date_columns_are_rfc3339(urls: dict, table: str) -> None:
     assert assoc["results"][0]["rows"] == [{"b": "2023-11-14T22:13:20Z"}]
 
 
+def test_associative_rows_list_their_keys_in_order(urls: dict) -> None:
+    """Go writes a map's keys sorted: clients that compare text see the same bytes."""
+    r = call("POST", urls["leader"], "/db/query?associative", ["SELECT 2 AS b, 1 AS a, 3 AS c"])
+    assert '"types":{"a":"integer","b":"integer","c":"integer"}' in r.text
+    assert '"rows":[{"a":1,"b":2,"c":3}]' in r.text
+
+
 def test_a_year_outside_0_to_9999_fails_the_statement(urls: dict, table: str) -> None:
     url = urls["leader"]
     execute(
