@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,15 +30,12 @@ STATIC_MEMBERSHIP = "cluster membership is static in the embedded node: cannot r
 
 
 def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String`` for a short duration (``200ns``, ``1.5ms``, ``2s``)."""
+    """Go's ``time.Duration.String`` for a duration under a minute (``200ns``, ``1.5ms``)."""
     ns = round(seconds * 1e9)
     if ns < 1000:
         return f"{ns}ns"
-    for unit, size in (("µs", 1e3), ("ms", 1e6), ("s", 1e9)):
-        if ns < size * 1000 or unit == "s":
-            text = f"{ns / size:.9f}".rstrip("0").rstrip(".")
-            return f"{text}{unit}"
-    return f"{ns}ns"  # unreachable
+    unit, size = ("µs", 1e3) if ns < 1e6 else ("ms", 1e6) if ns < 1e9 else ("s", 1e9)
+    return f"{ns / size:.9f}".rstrip("0").rstrip(".") + unit
 
 
 class ClusterEndpoints:
@@ -49,6 +47,9 @@ class ClusterEndpoints:
     db: Any
     clock: Any
     started: float
+    leader: Callable[[], tuple[str, str, str] | None]
+    _not_leader: Callable[..., Reply]
+    execute: Callable[..., Reply]
 
     # -- /readyz /status /nodes /leader -------------------------------------------------------
     def readyz(self, params: QueryParams) -> Reply:
@@ -64,7 +65,7 @@ class ClusterEndpoints:
 
     def status(self, params: QueryParams) -> Reply:
         st = self.store.raft_stats()
-        lead = self.leader()  # type: ignore[attr-defined]
+        lead = self.leader()
         body = {
             "build": {
                 "version": VERSION,
@@ -106,7 +107,7 @@ class ClusterEndpoints:
     def nodes(self, params: QueryParams) -> Reply:
         """Every member, probed over HTTP (``/readyz?noleader``) for reachability, round-trip
         time and version; ``?ver=2`` lists them, otherwise they are keyed by id."""
-        lead = self.leader()  # type: ignore[attr-defined]
+        lead = self.leader()
         timeout = params.duration("timeout", 1.0)
 
         def probe(http_addr: str) -> tuple[bool, float, str, str]:
@@ -153,7 +154,7 @@ class ClusterEndpoints:
         return json_reply(out, pretty=params.flag("pretty"))
 
     def leader_info(self) -> Reply:
-        lead = self.leader()  # type: ignore[attr-defined]
+        lead = self.leader()
         if lead is None:
             return text_reply(503, "leader not found")
         return json_reply(
@@ -164,9 +165,7 @@ class ClusterEndpoints:
     def backup(self, params: QueryParams, query: str, headers: Any) -> Reply:
         """The leader's database: the SQLite file, or with ``fmt=sql`` a SQL dump."""
         if not self.store.is_leader():
-            return self._not_leader(  # type: ignore[attr-defined]
-                "GET", "/db/backup", query, params, None, headers
-            )
+            return self._not_leader("GET", "/db/backup", query, params, None, headers)
         image = self.db.serialize()
         if params.raw.get("fmt") == "sql":
             return Reply(200, dump_sql(image), "application/sql")
@@ -176,9 +175,7 @@ class ClusterEndpoints:
         """Replace the database with a SQLite file, or run a SQL text (a dump) as one
         statement; rqlite answers either as ``text/plain``."""
         if not self.store.is_leader():
-            return self._not_leader(  # type: ignore[attr-defined]
-                "POST", "/db/load", query, params, None, headers, body
-            )
+            return self._not_leader("POST", "/db/load", query, params, None, headers, body)
         if body.startswith(SQLITE_HEADER) and _is_database(body):
             try:
                 self.store.submit(
@@ -194,7 +191,7 @@ class ClusterEndpoints:
                 return json_reply({"results": [], "error": str(exc)})
             reply = json_reply({"results": []})
         else:
-            reply = self.execute(params, query, body, headers, "text/plain")  # type: ignore[attr-defined]
+            reply = self.execute(params, query, body, headers, "text/plain")
         reply.content_type = "text/plain; charset=utf-8"
         return reply
 
