@@ -9,7 +9,6 @@ a failed statement ``{"error"}``. :func:`render` drops empty fields exactly as r
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import itertools
 import threading
@@ -19,7 +18,23 @@ from typing import Any
 
 import apsw
 
+from .sqlexec import (
+    EXECUTE_TIMEOUT,
+    QUERY_TIMEOUT,
+    SLOW,
+    Deadline,
+    WriteInQuery,
+    check_named_fit,
+    execute_slow,
+    fast_bindings,
+    is_empty,
+    param_info,
+    query_slow,
+    run_rows,
+    split,
+)
 from .statements import Statement
+from .values import rows_result
 
 READ_ONLY_VIOLATION = "attempt to change database via query operation"
 _VFS_IDS = itertools.count(1)
@@ -27,57 +42,13 @@ _VFS_IDS = itertools.count(1)
 Result = dict[str, Any]
 
 
-class _WriteInQuery(Exception):
-    pass
-
-
 class _NotPrepared(Exception):
     """A statement that SQLite could not prepare (its message is SQLite's)."""
 
 
-_TEXT_PREFIXES = ("varchar", "varying character", "nchar", "native character", "nvarchar", "clob")
-
-
-def _is_text_type(decl: str) -> bool:
-    """rqlite's ``isTextType``: a declared type with text affinity (or none at all)."""
-    return decl in ("text", "json", "") or decl.startswith(_TEXT_PREFIXES)
-
-
-def _value(v: Any, decl: str) -> Any:
-    """A SQLite value as rqlite renders it: BLOBs base64 (Go's []byte), except in
-    text-typed (or untyped) columns, where rqlite's driver hands them over as text."""
-    if isinstance(v, bytes):
-        if _is_text_type(decl):
-            return v.decode("utf-8", errors="replace")
-        return base64.b64encode(v).decode("ascii")
-    return v
-
-
-def _value_type(v: Any) -> str:
-    """rqlite's ``populateEmptyTypes``: the type named after a value of the first row."""
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "real"
-    if isinstance(v, str):
-        return "text"
-    return ""
-
-
-def _rows_result(columns: list[str], types: list[str], values: list[list]) -> Result:
-    return {"kind": "rows", "columns": columns, "types": types, "values": values}
-
-
 def _rows_from(description: tuple, rows: list) -> Result:
-    """A rows result from a cursor's description and the rows it gave."""
-    columns = [name for name, _ in description]
-    types = [(decl or "").lower() for _, decl in description]
-    values = [[_value(v, types[i]) for i, v in enumerate(row)] for row in rows]
-    if values:  # like rqlite, name untyped columns (expressions) after the first row
-        types = [t or _value_type(values[0][i]) for i, t in enumerate(types)]
-    return _rows_result(columns, types, values)
+    """A rows result from a cursor's description and the rows it gave (see :mod:`.values`)."""
+    return rows_result(description, rows)
 
 
 def _error(message: str) -> Result:
@@ -110,32 +81,36 @@ class Database:
         return apsw.Connection(":memory:", vfs=self._vfs.name)
 
     # -- writes (applied from the Raft log) -------------------------------------------
-    def execute(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
+    def execute(
+        self, stmts: Sequence[Statement], tx: bool, timings: bool, db_timeout: float = 0.0
+    ) -> list[Result]:
         """Run writes (and RETURNING writes); with ``tx`` stop and roll back at the first
         error, as rqlite does."""
-        return self._run(stmts, tx, timings, mixed=False)
+        return self._run(stmts, tx, timings, mixed=False, db_timeout=db_timeout)
 
-    def request(self, stmts: Sequence[Statement], tx: bool, timings: bool) -> list[Result]:
+    def request(
+        self, stmts: Sequence[Statement], tx: bool, timings: bool, db_timeout: float = 0.0
+    ) -> list[Result]:
         """Run a mix of reads and writes (``/db/request``): reads give rows."""
-        return self._run(stmts, tx, timings, mixed=True)
+        return self._run(stmts, tx, timings, mixed=True, db_timeout=db_timeout)
 
     def _run(
-        self, stmts: Sequence[Statement], tx: bool, timings: bool, mixed: bool
+        self,
+        stmts: Sequence[Statement],
+        tx: bool,
+        timings: bool,
+        mixed: bool,
+        db_timeout: float = 0.0,
     ) -> list[Result]:
         results: list[Result] = []
-        with self._lock:
+        with self._lock, Deadline(self._conn, db_timeout) as deadline:
             if tx:
                 self._conn.execute("BEGIN")
             failed = False
             for stmt in stmts:
                 start = time.perf_counter()
                 try:
-                    if mixed:
-                        res = self._mixed_one(stmt)
-                    elif stmt.returning:
-                        res = self._query_one(stmt, read_only=False)
-                    else:
-                        res = self._exec_one(stmt)
+                    res = self._run_one(stmt, mixed, deadline)
                 except _NotPrepared as exc:  # rqlite: such a statement fails alone, even in a tx
                     res = _error(str(exc))
                 except apsw.Error as exc:
@@ -152,20 +127,75 @@ class Database:
                     self._conn.execute("ROLLBACK" if failed else "COMMIT")
         return results
 
+    def _run_one(self, stmt: Statement, mixed: bool, deadline: Deadline) -> Result:
+        """One statement of a write request, under the request's ``db_timeout``."""
+        if deadline.expired():
+            if self._reads(stmt, mixed):
+                raise apsw.InterruptError(QUERY_TIMEOUT)
+            deadline.disarm()
+        try:
+            if mixed:
+                return self._mixed_one(stmt)
+            if stmt.returning:
+                return self._query_one(stmt, read_only=False)
+            return self._exec_one(stmt)
+        except apsw.InterruptError:
+            if not deadline.expired():
+                raise
+            raise apsw.InterruptError(
+                QUERY_TIMEOUT if self._reads(stmt, mixed) else EXECUTE_TIMEOUT
+            ) from None
+        finally:
+            deadline.rearm()
+
+    def _reads(self, stmt: Statement, mixed: bool) -> bool:
+        """Whether rqlite runs this statement of a write request as a query."""
+        return stmt.returning or (mixed and bool(self._read_only_locked(stmt)))
+
     def _exec_one(self, stmt: Statement) -> Result:
-        cur = self._conn.cursor()
-        for _ in cur.execute(stmt.sql, stmt.bindings()):
-            pass
-        return {
-            "kind": "exec",
-            "last_insert_id": self._conn.last_insert_rowid(),
-            "rows_affected": self._conn.changes(),
-        }
+        bindings = fast_bindings(stmt)
+        if bindings is not SLOW:
+            cur = self._conn.cursor()
+            if type(bindings) is dict:
+                cur.exec_trace = lambda c, _s, _b: check_named_fit(c, bindings) or True
+            try:
+                for _ in cur.execute(stmt.sql, bindings):
+                    pass
+                return {
+                    "kind": "exec",
+                    "last_insert_id": self._conn.last_insert_rowid(),
+                    "rows_affected": self._conn.changes(),
+                }
+            except (apsw.BindingsError, KeyError):
+                pass  # the arguments do not fit: nothing ran; rqlite's rules below
+        return execute_slow(self._conn, stmt)
 
     def _mixed_one(self, stmt: Statement) -> Result:
-        """One statement of ``/db/request``, prepared once: rows when SQLite says it only
-        reads (or it has RETURNING), counts when it writes. Raises :class:`_NotPrepared`
-        when it does not even prepare."""
+        """One statement of ``/db/request``: rows when SQLite says it only reads (or it has
+        RETURNING), counts when it writes. Raises :class:`_NotPrepared` when it does not
+        even prepare."""
+        bindings = fast_bindings(stmt)
+        if bindings is not SLOW:
+            try:
+                return self._mixed_fast(stmt, bindings)
+            except (apsw.BindingsError, KeyError):
+                pass  # the arguments do not fit: nothing ran; rqlite's rules below
+        first = next((p for p in split(stmt.sql) if not is_empty(p)), None)
+        if first is None:
+            return execute_slow(self._conn, stmt)
+        try:
+            read_only = param_info(self._conn, first)[2]
+        except apsw.BindingsError:
+            raise
+        except apsw.Error as exc:
+            raise _NotPrepared(str(exc)) from exc
+        if read_only or stmt.returning:
+            return query_slow(self._conn, stmt, read_only_conn=False)
+        return execute_slow(self._conn, stmt)
+
+    def _mixed_fast(self, stmt: Statement, bindings: Any) -> Result:
+        """A single statement whose arguments fit, prepared once; its read-only verdict is
+        taken as it starts."""
         cur = self._conn.cursor()
         started = False  # SQLite began running it: it prepared
         read_only = True
@@ -174,6 +204,7 @@ class Database:
         def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
             nonlocal started, read_only, described
             started = True
+            check_named_fit(cursor, bindings)
             read_only = read_only and cursor.is_readonly
             if read_only or stmt.returning:
                 described = cursor.get_description()
@@ -181,9 +212,13 @@ class Database:
 
         cur.exec_trace = trace
         try:
-            rows = list(cur.execute(stmt.sql, stmt.bindings()))
+            rows = list(cur.execute(stmt.sql, bindings))
         except apsw.BindingsError:
-            raise  # it prepared; the bindings are wrong: a failure of the statement
+            raise  # nothing ran (binding precedes running): the caller's slow path
+        except UnicodeDecodeError:
+            if not read_only:
+                raise apsw.Error("invalid UTF-8 in a TEXT value") from None
+            return run_rows(self._conn, stmt.sql, bindings)
         except apsw.Error as exc:
             if not started:
                 raise _NotPrepared(str(exc)) from exc
@@ -197,42 +232,61 @@ class Database:
         }
 
     def is_read_only(self, stmt: Statement) -> bool:
-        """Whether the statement only reads (SQLite's ``sqlite3_stmt_readonly``); a statement
-        that does not prepare counts as a write, so it goes through the log and fails there."""
+        """Whether the statement (its first, if several) only reads (SQLite's
+        ``sqlite3_stmt_readonly``); one that does not prepare counts as a write, so it goes
+        through the log and fails there."""
         with self._lock:
             return bool(self._read_only_locked(stmt))
 
     def _read_only_locked(self, stmt: Statement) -> bool | None:
         """True/False as SQLite says, None when the statement does not even prepare."""
-        cur = self._conn.cursor()
-        verdict: list[bool] = []
+        bindings = fast_bindings(stmt)
+        if bindings is not SLOW:
+            cur = self._conn.cursor()
+            verdict: list[bool] = []
 
-        def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
-            verdict.append(cursor.is_readonly)
-            return False  # only look, never run
+            def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+                verdict.append(cursor.is_readonly)
+                return False  # only look, never run
 
-        cur.exec_trace = trace
+            cur.exec_trace = trace
+            try:
+                cur.execute(stmt.sql, bindings)
+            except apsw.ExecTraceAbort:
+                return all(verdict) if verdict else True
+            except (apsw.BindingsError, KeyError):
+                pass  # look again below, without the arguments
+            except apsw.Error:
+                return None
+            else:
+                return all(verdict) if verdict else True
+        first = next((p for p in split(stmt.sql) if not is_empty(p)), None)
+        if first is None:
+            return True
         try:
-            cur.execute(stmt.sql, stmt.bindings())
-        except apsw.ExecTraceAbort:
-            pass
-        except apsw.BindingsError:
-            return False  # prepared fine; let the real run report the bindings
+            return param_info(self._conn, first)[2]
         except apsw.Error:
             return None
-        return all(verdict) if verdict else True
 
     # -- reads -------------------------------------------------------------------------
-    def query(self, stmts: Sequence[Statement], timings: bool) -> list[Result]:
-        """Run reads; a statement that would write gets rqlite's read-only error."""
+    def query(
+        self, stmts: Sequence[Statement], timings: bool, db_timeout: float = 0.0
+    ) -> list[Result]:
+        """Run reads; a statement that would write gets rqlite's read-only error. With
+        ``db_timeout`` (seconds, :class:`~.sqlexec.Deadline`) every statement not finished
+        when it passes gets ``query timeout``."""
         results: list[Result] = []
-        with self._lock:
+        with self._lock, Deadline(self._conn, db_timeout) as deadline:
             for stmt in stmts:
                 start = time.perf_counter()
                 try:
+                    if deadline.expired():
+                        raise apsw.InterruptError(QUERY_TIMEOUT)
                     res = self._query_one(stmt, read_only=True)
-                except _WriteInQuery:
+                except WriteInQuery:
                     res = _error(READ_ONLY_VIOLATION)
+                except apsw.InterruptError as exc:
+                    res = _error(QUERY_TIMEOUT if deadline.expired() else str(exc))
                 except apsw.Error as exc:
                     res = _error(str(exc))
                 if timings:
@@ -241,18 +295,13 @@ class Database:
         return results
 
     def _query_one(self, stmt: Statement, read_only: bool) -> Result:
-        cur = self._conn.cursor()
-        described: list[tuple] = []
-
-        def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
-            if read_only and not cursor.is_readonly:
-                raise _WriteInQuery()
-            described[:] = [cursor.get_description()]
-            return True
-
-        cur.exec_trace = trace
-        rows = list(cur.execute(stmt.sql, stmt.bindings()))
-        return _rows_from(described[0] if described else (), rows)
+        bindings = fast_bindings(stmt)
+        if bindings is not SLOW:
+            try:
+                return run_rows(self._conn, stmt.sql, bindings, refuse_writes=read_only)
+            except (apsw.BindingsError, KeyError):
+                pass  # the arguments do not fit: nothing ran; rqlite's rules below
+        return query_slow(self._conn, stmt, read_only_conn=read_only)
 
     # -- snapshots ---------------------------------------------------------------------
     def serialize(self) -> bytes:
@@ -273,10 +322,12 @@ def render(result: Result, associative: bool = False, in_request: bool = False) 
     kind = result.get("kind")
     out: dict[str, Any] = {}
     if kind == "rows":
-        if associative:
+        if associative:  # keys in Go's map order (sorted), a repeated name: the last one
             cols = result["columns"]
-            out["types"] = dict(zip(cols, result["types"], strict=False)) or None
-            out["rows"] = [dict(zip(cols, row, strict=False)) for row in result["values"]]
+            order = sorted(range(len(cols)), key=cols.__getitem__)
+            types = result["types"]
+            out["types"] = {cols[i]: types[i] for i in order} or None
+            out["rows"] = [{cols[i]: row[i] for i in order} for row in result["values"]]
             if out["types"] is None:
                 del out["types"]
         else:

@@ -33,8 +33,8 @@ from .statements import Statement
 
 log = logging.getLogger(__name__)
 
-#: entry kinds
-EXECUTE, REQUEST, QUERY, BARRIER = "x", "r", "q", "b"
+#: entry kinds (LOAD: one statement whose only argument is a SQLite image to load)
+EXECUTE, REQUEST, QUERY, BARRIER, LOAD = "x", "r", "q", "b", "l"
 
 _SNAPSHOT_FORMAT = 1
 _DEFINITE = {
@@ -111,22 +111,34 @@ class RaftStore(SyncObj):
     def _apply(self, entry: tuple) -> list[Result] | None:
         """Apply one committed entry. Never raises: an exception here would make PySyncObj
         retry the same entry forever."""
-        kind, origin, wire, tx, timings = entry
+        kind, origin, wire, tx, timings = entry[:5]
+        db_timeout = entry[5] if len(entry) > 5 else 0.0  # rqlite's ?db_timeout, if given
         try:
             stmts = [Statement.from_wire(w) for w in wire]
             if kind == EXECUTE:
-                return self._db.execute(stmts, tx, timings)
+                return self._db.execute(stmts, tx, timings, db_timeout)
             if kind == REQUEST:
-                return self._db.request(stmts, tx, timings)
+                return self._db.request(stmts, tx, timings, db_timeout)
             if kind == QUERY:
-                return self._db.query(stmts, timings) if origin == self._cfg.node_id else None
+                if origin != self._cfg.node_id:
+                    return None
+                return self._db.query(stmts, timings, db_timeout)
+            if kind == LOAD:
+                self._db.restore(stmts[0].positional[0])
+                return []
             return None  # BARRIER
         except Exception as exc:  # a bug, not a SQL error: report it, keep the log moving
             log.exception("applying a %s entry failed", kind)
             return [{"kind": "error", "error": f"internal error: {exc}"}]
 
     def submit(
-        self, kind: str, stmts: Sequence[Statement], tx: bool, timings: bool, timeout: float
+        self,
+        kind: str,
+        stmts: Sequence[Statement],
+        tx: bool,
+        timings: bool,
+        timeout: float,
+        db_timeout: float = 0.0,
     ) -> list[Result] | None:
         """Append one entry and wait for its outcome; see the module docstring."""
         done = threading.Event()
@@ -140,7 +152,9 @@ class RaftStore(SyncObj):
                 box["res"], box["err"] = res, err
                 done.set()
 
-        entry = (kind, self._cfg.node_id, [s.to_wire() for s in stmts], tx, timings)
+        entry: tuple = (kind, self._cfg.node_id, [s.to_wire() for s in stmts], tx, timings)
+        if db_timeout > 0:
+            entry += (db_timeout,)
         with self._waiting_lock:
             self._waiting[key] = (done, box)
         try:

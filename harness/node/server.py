@@ -8,10 +8,11 @@ import socket
 import sys
 import threading
 
-from .api import NodeService, make_server
+from .api import NodeService
 from .clock import OffsetClock, OffsetClockError
 from .config import NodeConfig, parse_args
 from .database import Database
+from .httpd import make_server
 from .raft import RaftStore
 
 log = logging.getLogger("harness.node")

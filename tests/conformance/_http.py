@@ -20,6 +20,7 @@ class Resp:
     status: int
     headers: requests.structures.CaseInsensitiveDict
     text: str
+    content: bytes = b""
 
     @property
     def json(self) -> Any:
@@ -33,6 +34,7 @@ def call(
     body: Any = None,
     raw: bytes | None = None,
     timeout: float = 15.0,
+    content_type: str = "application/json",
 ) -> Resp:
     data = raw if raw is not None else (json.dumps(body) if body is not None else None)
     r = _SESSION.request(
@@ -41,14 +43,20 @@ def call(
         data=data,
         timeout=timeout,
         allow_redirects=False,
-        headers={"Content-Type": "application/json"} if data is not None else None,
+        headers={"Content-Type": content_type} if data is not None else None,
     )
-    return Resp(r.status_code, r.headers, r.text)
+    return Resp(r.status_code, r.headers, r.text, r.content)
 
 
 def execute(url: str, stmts: list, params: str = "") -> dict:
     r = call("POST", url, f"/db/execute{params}", stmts)
     assert r.status == 200, f"/db/execute on {url}: HTTP {r.status} {r.text!r}"
+    return r.json
+
+
+def request(url: str, stmts: list, params: str = "") -> dict:
+    r = call("POST", url, f"/db/request{params}", stmts)
+    assert r.status == 200, f"/db/request on {url}: HTTP {r.status} {r.text!r}"
     return r.json
 
 
