@@ -10,7 +10,8 @@ is **inconclusive** (exit status 3) when any of these holds, each named in the v
   ``max_quiet`` seconds (the cluster had no leader, or nothing answered);
 - **fault window starved**: in a fault window plus ``grace`` seconds after it, the
   workload completed fewer than ``min_share`` of the ``ok`` operations it completes
-  outside fault windows in the same time (so the fault was injected into an idle run).
+  outside fault windows in the same time (so the fault was injected into an idle run);
+  a window observed for less than 5 s (it began near the run's end) is not judged.
 
 Anomalies take precedence: a run with anomalies exits 1 whatever its coverage.
 ``python -m harness check`` on a history alone does not apply this (it has no plan).
@@ -29,6 +30,9 @@ MAX_QUIET = 15.0
 GRACE = 10.0
 #: the least share of the outside-fault rate of ok operations a fault window must reach
 MIN_SHARE = 0.05
+#: a fault window observed for less than this (it started near the run's end) is not
+#: judged: an election alone can take a few seconds with nothing completing
+MIN_JUDGED = 5.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,13 @@ def assess(
     windows = _windows(ok_times, [(a, b) for _, a, b in happened], duration, grace)
     for w, (kind, _, _) in zip(windows, happened, strict=True):
         w["kind"] = kind
-    starved = [w for w in windows if w["expected"] > 0 and w["ok"] < min_share * w["expected"]]
+    starved = [
+        w
+        for w in windows
+        if w["end"] - w["start"] >= MIN_JUDGED
+        and w["expected"] > 0
+        and w["ok"] < min_share * w["expected"]
+    ]
     if starved:
         listed = ", ".join(f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok)" for w in starved)
         reasons.append(
@@ -155,8 +165,9 @@ def _windows(
     inside = sum(1 for t in ok_times if any(a <= t <= b for a, b in spans))
     covered = _union_length(spans)
     outside_time = max(0.0, duration - covered)
-    # the usual rate: outside every fault's span, or over the whole run if faults cover it
-    if outside_time >= 1.0:
+    # the usual rate: outside every fault's span, or over the whole run if faults cover
+    # nearly all of it
+    if outside_time >= MIN_JUDGED:
         rate = (len(ok_times) - inside) / outside_time
     else:
         rate = len(ok_times) / duration if duration > 0 else 0.0

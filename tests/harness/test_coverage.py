@@ -78,3 +78,19 @@ def test_a_fault_refused_before_the_history_is_named_by_the_nemesis_error() -> N
     assert cov.reasons == [
         "1 of 2 planned faults did not happen (kill-leader: no leader to target)"
     ]
+
+
+def test_a_fault_at_the_very_end_of_the_run_is_not_judged() -> None:
+    times = steady(6.0)
+    plan = [("partition-leader", 5.7, 6.0)]
+    events = [*ops(times), fault(5.7, kind="partition-leader")]
+    cov = assess(events, plan, 6.0)
+    assert cov.conclusive, cov.reasons
+
+
+def test_a_short_run_mostly_under_faults_is_judged_against_its_whole_rate() -> None:
+    # 6 s run, kill-all at 1.0-1.4 s: only 1 s lies outside the fault's span
+    times = [t for t in steady(6.0, 0.002) if t < 1.0] + [t for t in steady(6.0) if t > 2.5]
+    plan = [("kill-all", 1.0, 1.4)]
+    cov = assess([*ops(times), fault(1.0, kind="kill-all")], plan, 6.0)
+    assert cov.conclusive, cov.reasons
