@@ -128,6 +128,15 @@ def test_query_shapes(urls: dict, table: str, server_version) -> None:
     # a column with no declared type: v8 names its value's type, v6 (6.10.2) leaves it ""
     typed = server_version is None or server_version >= (8, 0, 0)
     assert counted == {"columns": ["n"], "types": ["integer" if typed else ""], "values": [[1]]}
+
+
+#: v6.10.2 answers ?associative like a plain query, v8.36.18 with rows (the first version
+#: that has them is not pinned here)
+@pytest.mark.needs_rqlite((8, 0, 0), "?associative (rows as objects)")
+def test_associative_query_shape(urls: dict, table: str) -> None:
+    url = urls["leader"]
+    _create(url, table)
+    execute(url, [[f"INSERT INTO {table}(id, name) VALUES(?, ?)", 7, "x"]])
     assoc = query(url, [f"SELECT id, name FROM {table}"], "?level=strong&associative")
     assert assoc["results"][0]["rows"] == [{"id": 7, "name": "x"}]
     assert assoc["results"][0]["types"] == {"id": "integer", "name": "text"}
