@@ -9,6 +9,10 @@
   controlled).
 - ``RQUEUE_TEST_ENGINE=rqlited`` (with ``RQUEUE_TEST_RQLITED=PATH`` or ``rqlited`` on PATH)
   runs both fixtures on real rqlite.
+- ``@pytest.mark.needs_rqlite((8, 23, 0), "what")``: the test skips, saying so, when the
+  engine under test (embedded: the rqlite version it is compatible with; rqlited: its
+  ``-version``; ``RQLITE_URLS``: the first node's ``/status``) is older. The
+  ``server_version`` fixture gives that version, ``None`` when it cannot be read.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
   :func:`harness.cluster.local.reap` kills whatever still carries that tag and removes
@@ -17,16 +21,22 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import signal
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from harness.cluster.base import Cluster
+from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.external import URLS_ENV, ExternalCluster
-from harness.cluster.local import LocalCluster, reap
+from harness.cluster.local import LocalCluster, reap, resolve_rqlited, rqlited_version
 from harness.cluster.netns import REAP_TAG_ENV
+from harness.node import VERSION as EMBEDDED_VERSION
+from rqueue._version import parse_version, version_from_status
 
 ENGINE_ENV = "RQUEUE_TEST_ENGINE"
 RQLITED_ENV = "RQUEUE_TEST_RQLITED"
@@ -37,6 +47,53 @@ def pytest_configure(config: pytest.Config) -> None:
     tag = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     os.environ[REAP_TAG_ENV] = tag
     config.stash[_TAG_KEY] = tag
+    # a shell without job control starts a background job with SIGINT ignored, and every
+    # process it starts inherits that: the tests that interrupt a run with SIGINT need the
+    # default disposition in their subprocesses
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    config.addinivalue_line(
+        "markers",
+        "needs_rqlite(version, what): skip when the engine under test is older than version",
+    )
+
+
+@functools.cache
+def engine_under_test() -> tuple[str, tuple[int, int, int] | None]:
+    """What the suite runs against, for messages, and its rqlite version (None: unknown)."""
+    urls = os.environ.get(URLS_ENV)
+    if urls:
+        first = urls.split(",")[0].strip().rstrip("/")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(f"{first}/status", timeout=10) as resp:
+                text = version_from_status(resp.headers, json.loads(resp.read()))
+        except (OSError, ValueError):
+            return f"the cluster at {first} (version unreadable)", None
+        return f"the cluster at {first} ({text})", parse_version(text)
+    engine, rqlited = _engine()
+    if engine == "rqlited":
+        try:
+            version = rqlited_version(resolve_rqlited(rqlited))
+        except ClusterError:
+            return "rqlited (version unreadable)", None
+        return f"rqlited v{'.'.join(map(str, version))}", version
+    return f"the embedded node ({EMBEDDED_VERSION})", parse_version(EMBEDDED_VERSION)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs_rqlite"):
+        wanted, what = mark.args
+        label, version = engine_under_test()
+        if version is not None and version < tuple(wanted):
+            need = ".".join(map(str, wanted))
+            pytest.skip(f"{what} needs rqlite >= {need}; the engine under test is {label}")
+
+
+@pytest.fixture(scope="session")
+def server_version() -> tuple[int, int, int] | None:
+    """The rqlite version of the engine under test (see the module docstring)."""
+    return engine_under_test()[1]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -11,7 +11,10 @@ Addresses are loopback addresses (127.77.X.0/24), so no packet can ever be route
 this machine. The kernel treats 127/8 as local only through the ``local 127.0.0.0/8``
 route of ``lo``; a more specific route for the subnet in the ``local`` table plus the
 ``route_localnet`` sysctl on the bridge (and on ``eth0`` inside each namespace) sends it
-over the bridge instead. Nothing else of the host's routing is touched.
+over the bridge instead. Inside each namespace ``lo`` is up too, so that a node reaches its
+own address (rqlited v8 dials every ``-join`` address, its own included), with the same
+subnet route in the namespace's ``local`` table sending the peers' addresses to ``eth0``.
+Nothing else of the host's routing is touched.
 
 Every network is recorded in ``/run/rqueue-netns/<cid>.json`` (with the ``RQUEUE_REAP_TAG``
 of the process that made it) so that :func:`reap_networks` can remove what a crashed run
@@ -159,6 +162,13 @@ class NetnsNetwork:
             run([*inside, "sysctl", "-qw", f"net.ipv4.conf.{conf}.route_localnet=1"])
         run([*inside, "ip", "addr", "add", f"{m.ip}/24", "dev", "eth0"])
         run([*inside, "ip", "link", "set", "eth0", "up"])
+        # lo up: the node reaches its own address (an rqlited v8 node dials every -join
+        # address, its own too). That brings lo's ``local 127.0.0.0/8`` route, which would
+        # swallow the peers' addresses: the subnet's own route in the local table sends
+        # them over eth0, and the node's /32 ``local`` route still wins for itself.
+        run([*inside, "ip", "link", "set", "lo", "up"])
+        route = ["ip", "route", "replace", "table", "local", self.subnet, "dev", "eth0"]
+        run([*inside, *route, "proto", "kernel", "scope", "link", "src", m.ip])
 
     # -- teardown -------------------------------------------------------------------------
     def teardown(self) -> None:

@@ -27,8 +27,12 @@ pytestmark = [
 #: a follower sees a silent leader within its election timeout (0.8-1.6 s); margin for a
 #: loaded machine
 FOLLOWER_ANSWER_BOUND = 4.0
-#: election (<= 1.6 s plus a vote round) and the first commit of the new leader
-MAJORITY_WRITE_BOUND = 4.0
+#: election (<= 1.6 s plus a vote round) and the first commit of the new leader; rqlited
+#: (hashicorp/raft, 1 s heartbeat and election timeouts by default) turns a follower into
+#: a candidate only after 1-2 s without a heartbeat, and a split vote costs another 1-2 s
+MAJORITY_WRITE_BOUND = (
+    4.0 if os.environ.get("RQUEUE_TEST_ENGINE", "embedded") == "embedded" else 8.0
+)
 #: how long the first partition of the rejoin test lasts (partition-leader's 4 s at --time 30)
 PARTITION_SECONDS = 4.0
 
@@ -58,8 +62,13 @@ def _ok(status: int, answer: object) -> bool:
     )
 
 
-def test_partitioned_leader_does_not_stall_followers_or_the_majority(make_cluster) -> None:
+def test_follower_does_not_wait_out_a_write_forwarded_to_a_cut_off_leader(make_cluster) -> None:
     c = make_cluster(3, netns=True)
+    if c.engine != "embedded":
+        pytest.skip(
+            "a property of the embedded node: rqlited holds a write forwarded to a cut-off "
+            "leader until its forwarding timeout (30 s on v8.36.18)"
+        )
     lead = c.wait_for_leader(30)
     followers = [n for n in c.nodes() if n.id != lead.id]
     execute(lead.url, [["CREATE TABLE t (x INTEGER)"]])
@@ -82,14 +91,35 @@ def test_partitioned_leader_does_not_stall_followers_or_the_majority(make_cluste
     )
     assert not _ok(status, answer), "a cut-off leader cannot have committed the write"
     assert status == 503 or (status == 200 and isinstance(answer, dict) and answer.get("error"))
+    recovered = _majority_writes_within(followers, t0, MAJORITY_WRITE_BOUND)
+    c.heal()
+    c.wait_for_leader(30)
+    print(f"follower answered in {took:.2f}s; majority wrote after {recovered:.2f}s")
 
+
+def test_majority_takes_writes_soon_after_the_leader_is_cut_off(make_cluster) -> None:
+    c = make_cluster(3, netns=True)
+    lead = c.wait_for_leader(30)
+    followers = [n for n in c.nodes() if n.id != lead.id]
+    execute(lead.url, [["CREATE TABLE t (x INTEGER)"]])
+    c.partition([[lead.id], [f.id for f in followers]])
+    recovered = _majority_writes_within(followers, time.monotonic(), MAJORITY_WRITE_BOUND)
+    c.heal()
+    c.wait_for_leader(30)
+    print(f"majority wrote {recovered:.2f}s after the partition")
+
+
+def _majority_writes_within(followers: list, t0: float, bound: float) -> float:
+    """Write through the followers in turn until one commits; the seconds since ``t0``."""
     tries: list[str] = []
-    deadline = t0 + MAJORITY_WRITE_BOUND
+    deadline = t0 + bound
     while True:
         node = followers[len(tries) % 2]
         left = deadline - time.monotonic()
-        assert left > 0, f"no write through the majority within {MAJORITY_WRITE_BOUND}s: {tries}"
-        conn = _connect(node.url, timeout=left)
+        assert left > 0, f"no write through the majority within {bound}s: {tries}"
+        # a request to a follower still forwarding to the cut-off leader may hang (rqlited
+        # waits out its forwarding timeout): a short one, then try the other follower
+        conn = _connect(node.url, timeout=min(1.0, left))
         try:
             status, answer = _insert(conn, 3)
         except OSError as exc:
@@ -98,13 +128,9 @@ def test_partitioned_leader_does_not_stall_followers_or_the_majority(make_cluste
         finally:
             conn.close()
         if _ok(status, answer):
-            break
+            return time.monotonic() - t0
         tries.append(f"{node.id}: {status} {answer!r}"[:200])
         time.sleep(0.05)  # the majority is electing: poll it, bounded by the deadline
-    recovered = time.monotonic() - t0
-    c.heal()
-    c.wait_for_leader(30)
-    print(f"follower answered in {took:.2f}s; majority wrote after {recovered:.2f}s")
 
 
 def _status(url: str) -> dict:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from rqueue._version import ONE_REQUEST_CLAIM, TIME_REWRITING
 from tests.cluster.helpers import wait_until
 
 from ._http import call, execute, query
@@ -115,7 +116,7 @@ def test_transaction_stops_at_the_first_error_and_rolls_back(urls: dict, table: 
     assert rows == [[0]]
 
 
-def test_query_shapes(urls: dict, table: str) -> None:
+def test_query_shapes(urls: dict, table: str, server_version) -> None:
     url = urls["leader"]
     _create(url, table)
     empty = query(url, [f"SELECT id, name FROM {table}"])["results"][0]
@@ -124,7 +125,18 @@ def test_query_shapes(urls: dict, table: str) -> None:
     r = call("GET", urls["followers"][0], f"/db/query?level=weak&q=SELECT%20name%20FROM%20{table}")
     assert r.status == 200 and r.json["results"][0]["values"] == [["x"]]
     counted = query(url, [f"SELECT COUNT(*) AS n FROM {table}"])["results"][0]
-    assert counted == {"columns": ["n"], "types": ["integer"], "values": [[1]]}
+    # a column with no declared type: v8 names its value's type, v6 (6.10.2) leaves it ""
+    typed = server_version is None or server_version >= (8, 0, 0)
+    assert counted == {"columns": ["n"], "types": ["integer" if typed else ""], "values": [[1]]}
+
+
+#: v6.10.2 answers ?associative like a plain query, v8.36.18 with rows (the first version
+#: that has them is not pinned here)
+@pytest.mark.needs_rqlite((8, 0, 0), "?associative (rows as objects)")
+def test_associative_query_shape(urls: dict, table: str) -> None:
+    url = urls["leader"]
+    _create(url, table)
+    execute(url, [[f"INSERT INTO {table}(id, name) VALUES(?, ?)", 7, "x"]])
     assoc = query(url, [f"SELECT id, name FROM {table}"], "?level=strong&associative")
     assert assoc["results"][0]["rows"] == [{"id": 7, "name": "x"}]
     assert assoc["results"][0]["types"] == {"id": "integer", "name": "text"}
@@ -162,8 +174,11 @@ def test_redirect_gives_301_to_the_leader(urls: dict) -> None:
 @pytest.mark.parametrize(
     ("raw", "message"), [(b"not json", "invalid JSON body"), (b"[]", "no statements")]
 )
-def test_bad_bodies_get_400(urls: dict, raw: bytes, message: str) -> None:
-    for path in ("/db/execute", "/db/query", "/db/request"):
+def test_bad_bodies_get_400(urls: dict, raw: bytes, message: str, server_version) -> None:
+    paths = ["/db/execute", "/db/query"]
+    if server_version is None or server_version >= ONE_REQUEST_CLAIM:
+        paths.append("/db/request")  # v6 has none
+    for path in paths:
         r = call("POST", urls["leader"], path, raw=raw)
         assert r.status == 400, (path, r.status, r.text)
         assert r.text.strip() == message
@@ -176,6 +191,7 @@ def test_timings(urls: dict, table: str) -> None:
     assert res["time"] > 0 and res["results"][0]["time"] > 0
 
 
+@pytest.mark.needs_rqlite(ONE_REQUEST_CLAIM, "/db/request with RETURNING")
 def test_request_returning_changes_and_reads_in_one_round_trip(urls: dict, table: str) -> None:
     url = urls["followers"][0]
     _create(url, table)
@@ -199,6 +215,7 @@ def test_request_returning_changes_and_reads_in_one_round_trip(urls: dict, table
     assert ro.json["results"][0]["values"] == [[2]]
 
 
+@pytest.mark.needs_rqlite(ONE_REQUEST_CLAIM, "/db/request")
 def test_request_statement_that_does_not_prepare_fails_alone_even_in_a_transaction(
     urls: dict, table: str
 ) -> None:
@@ -225,6 +242,7 @@ def test_request_statement_that_does_not_prepare_fails_alone_even_in_a_transacti
     assert rows == [[1]]
 
 
+@pytest.mark.needs_rqlite(TIME_REWRITING, "rewriting random() and 'now' to literals")
 def test_random_and_now_are_rewritten_so_replicas_agree(urls: dict, table: str) -> None:
     url = urls["followers"][0]
     execute(url, [f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, r INT, b BLOB, t REAL)"])

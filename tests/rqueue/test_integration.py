@@ -15,6 +15,7 @@ import requests
 
 from rqueue import LeaseLost
 from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
+from rqueue._version import LINEARIZABLE_READS
 
 from .polling import wait_for
 
@@ -129,6 +130,7 @@ def test_old_protocol_on_the_same_cluster(connect, queue_urls, monkeypatch) -> N
     assert t.claim("w", VIS).event == '"b"'
 
 
+@pytest.mark.needs_rqlite(LINEARIZABLE_READS, "read_consistency='linearizable'")
 def test_linearizable_reads(connect, queue_urls) -> None:
     """Opening reads the schema with level=linearizable; the queue works as usual."""
     t = connect(",".join(queue_urls), read_consistency="linearizable")
