@@ -12,8 +12,10 @@ Definitions, in short (the document is the authority):
 
 * a lease's *certain window* is ``[claim.ok, claim.invoke + visibility]``, cut at the
   invoke of the holder's own ack/nack of it, stretched by each ``ok`` extend to
-  ``extend.invoke + visibility``; its *expiry* (for stale acks) is the same without the
-  cut, stretched also by extends whose outcome is unknown;
+  ``extend.invoke + visibility``; its *expiry* (for stale acks: when it has certainly
+  expired) is ``claim.ok + visibility``, stretched by each ``ok`` extend to
+  ``extend.ok + visibility`` and by each extend whose outcome is unknown to
+  ``extend.invoke + visibility``;
 * ``ok`` and ``info`` acks (and dead-letters) count as possible acknowledgements, an
   operation still open at the end of the history as ``info``; a dead-letter by a lease's
   holder cuts that lease's window (and counts for stale acks) exactly as its ack would.
@@ -81,7 +83,8 @@ class Lease:
         self.ci, self.co = inv["time"], ok["time"]
         self.group, self.msg, self.token = group, msg, token
         self.stretch = self.ci + vis  # certain end before the cut: ok extends only
-        self.expiry = self.ci + vis  # for stale acks: ok and unknown extends
+        # for stale acks: the latest the lease can end (it may apply as late as claim ok)
+        self.expiry = self.co + vis
         self.cut = INF  # invoke of the holder's first ack/nack
         self.releases: list[tuple[float, int, int]] = []  # ok acks/nacks: (invoke, i, i)
 
@@ -249,8 +252,9 @@ class History:
         if not _is_number(vis):
             raise HistoryFormatError(inv["index"] + 1, "extend needs a numeric 'visibility'")
         until = inv["time"] + vis
-        if until > lease.expiry:
-            lease.expiry = until
+        latest = (comp["time"] if typ == "ok" and comp is not None else inv["time"]) + vis
+        if latest > lease.expiry:
+            lease.expiry = latest
         if typ == "ok" and until > lease.stretch:
             lease.stretch = until
 

@@ -237,7 +237,7 @@ def test_an_ack_accepted_after_another_claim_past_expiry_is_stale(
     # leases acked (ok) by their holder after they expired: workers that stalled
     late = []
     for inv, ok in leases(events):
-        expiry = inv["time"] + ok["value"]["visibility"]
+        expiry = ok["time"] + ok["value"]["visibility"]
         for e in events:
             if (e["process"] == inv["process"] and e["f"] == "ack" and e["type"] == "ok"
                     and e["value"]["token"] == ok["value"]["token"]):  # fmt: skip

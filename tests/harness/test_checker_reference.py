@@ -122,9 +122,9 @@ def reference(events: list[dict]) -> dict[str, int]:
         return min(stretched, cut)
 
     def expiry(lease: dict) -> float:
-        return max([lease["inv"] + vis(lease)] + [
-            e["inv"] + e["v"]["visibility"] for e in holder_ops(lease, ("extend",))
-            if e["type"] != "fail"])  # fmt: skip
+        return max([lease["done"] + vis(lease)] + [
+            (e["done"] if e["type"] == "ok" else e["inv"]) + e["v"]["visibility"]
+            for e in holder_ops(lease, ("extend",)) if e["type"] != "fail"])  # fmt: skip
 
     msg = lambda o: o["out"]["msg"]  # noqa: E731
     lost = {
