@@ -6,11 +6,13 @@
         --rqlited /work/shared/rqlite/rqlited-v8.36.18 --kills 50
 
 Each round: wait (bounded) until the cluster has an agreed leader and every node is
-ready; SIGKILL the leader; restart it after ``--restart-delay`` seconds (0: at once, so
-the restarted node takes part in the election, as in issue 12's incident); poll every
-node's ``/status`` until a majority agrees on a leader (bounded by ``--bound``). The
-recovery is the time from the SIGKILL to that agreement. A writer thread keeps INSERTs
-flowing to whichever node leads (``--no-writes`` turns it off), so the survivors' logs
+ready; let INSERTs flow for ``--settle`` seconds (3.8 by default, so the followers' link
+has been idle past PySyncObj's 3.5 s receive timeout); SIGKILL the leader; restart it
+after ``--restart-delay`` seconds (0: at once, so the restarted node takes part in the
+election; issue 12's incident restarted it 5 s later); poll every node's ``/status``
+until a majority agrees on a leader (bounded by ``--bound``). The recovery is the time
+from the SIGKILL to that agreement. A writer thread keeps INSERTs flowing to whichever
+node leads (``--no-writes`` turns it off), so the survivors' logs
 differ in length when the leader dies, as they do under a workload.
 
 Prints one line per slow round (over ``--slow`` seconds: what every node said while it
@@ -218,7 +220,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="restart the killed node S seconds after the kill (0: at once)",
     )
-    p.add_argument("--settle", type=float, default=0.3, help="writes before each kill (s)")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=3.8,
+        help="seconds of writes before each kill (default 3.8: past the 3.5 s link timeout)",
+    )
     p.add_argument("--no-writes", dest="writes", action="store_false")
     p.add_argument(
         "--sockets", action="store_true", help="slow rounds: list the Raft ports' TCP sockets"
