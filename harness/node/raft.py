@@ -29,6 +29,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from .config import NodeConfig
 from .database import Database, Result
+from .raft_transport import LinkTransport
 from .statements import Statement
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,9 @@ class RaftStore(SyncObj):
             deserializer=self._read_snapshot,
             **sync_conf(str(cfg.data_dir), cfg.compaction_entries, self._on_state_changed),
         )
-        super().__init__(cfg.raft_addr, [p.raft_addr for p in cfg.peers], conf)
+        super().__init__(
+            cfg.raft_addr, [p.raft_addr for p in cfg.peers], conf, transportClass=LinkTransport
+        )
         self.addOnTickCallback(self._on_tick)
 
     # -- the state machine ----------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""PySyncObj's TCP transport, made to keep its links alive (see docs/embedded-node.md).
+
+PySyncObj opens one TCP connection per pair of nodes (the node with the larger address
+dials) and calls a connection dead when nothing was *read* from it for
+``connectionTimeout`` (3.5 s). Three of its habits cost elections after a leader dies:
+
+- **Idle links die on first use.** Followers send nothing to each other while a leader
+  lives, so their link goes quiet for as long as the leader does. The first vote request
+  after the leader's death finds it "timed out": the sender drops it with the connection
+  and so does the receiver, which checks the timeout before reading. The election is
+  lost and another election timeout passes before the next one. Here every node sends a
+  small keepalive on any link it has sent nothing on for :data:`KEEPALIVE_PERIOD`, so a
+  live link is never idle and the timeout only ever fires on a dead one.
+- **A connect attempt has no timeout.** While a connection is being made PySyncObj
+  neither times it out nor retries, so a lost SYN (a partition's DROP rule, a full accept
+  queue of a paused node) leaves the link down until the kernel's own SYN retransmission
+  (1, 3, 7, 15, 31 s after the first): long after the network is back, the link is still
+  down, and a node with no link to anyone never starts an election. Here an attempt not
+  connected within :data:`CONNECT_TIMEOUT` is abandoned; the next one sends a fresh SYN.
+- **Reconnecting inside a socket callback.** When a connection's read timeout fires in
+  the middle of handling one of its socket events, PySyncObj reconnects at once from the
+  disconnect callback, and the rest of that event's handling then runs against the *new*
+  socket: it is declared connected before its handshake is done. Here reconnects only
+  happen from the transport's tick.
+
+An incoming connection whose first message is not a node address (a Raft message on a
+link whose handshake went wrong) is closed with a warning; PySyncObj raised a
+``TypeError`` out of its poll loop on every message of it, skipping the other sockets'
+events of that round.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+from typing import Any
+
+from pysyncobj.monotonic import monotonic
+from pysyncobj.tcp_connection import CONNECTION_STATE
+from pysyncobj.transport import TCPTransport
+
+log = logging.getLogger(__name__)
+
+#: send a keepalive on a link nothing was sent on for this long (s); well under the
+#: 3.5 s receive timeout, so a starved tick or two does not kill a live link
+KEEPALIVE_PERIOD = 1.0
+#: give up a connect attempt that has not completed after this long (s); a handshake
+#: with a live peer takes milliseconds, even with the peer's process stopped
+CONNECT_TIMEOUT = 1.0
+#: the keepalive message; never handed to Raft
+KEEPALIVE = {"type": "rqueue_keepalive"}
+
+
+def _writable(fd: int | None) -> bool:
+    """Whether a connecting socket has finished its handshake (or failed) already."""
+    if fd is None:
+        return True
+    try:
+        return bool(select.select([], [fd], [], 0)[1])
+    except (OSError, ValueError):
+        return True  # closed under us: let PySyncObj's own event handling see it
+
+
+class LinkTransport(TCPTransport):
+    """:class:`TCPTransport` with keepalives, a connect timeout and tick-only reconnects."""
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        self._last_sent: dict[Any, float] = {}
+        self._links_up: set[Any] = set()
+        self._in_tick = False
+        super().__init__(syncObj, selfNode, otherNodes)
+
+    # -- reconnects from the tick only ------------------------------------------------------
+    def _connectIfNecessarySingle(self, node: Any) -> bool:
+        if not self._in_tick:
+            return False  # from a disconnect callback: the next tick reconnects
+        return super()._connectIfNecessarySingle(node)
+
+    def _onTick(self) -> None:
+        self._in_tick = True
+        try:
+            super()._onTick()  # bind if needed, connect to the peers we dial
+        finally:
+            self._in_tick = False
+        now = monotonic()
+        for node in list(self._nodes):
+            conn = self._connections.get(node)
+            if conn is None:
+                continue
+            if conn.state == CONNECTION_STATE.CONNECTING:
+                started = self._lastConnectAttempt.get(node, now)
+                if now - started > CONNECT_TIMEOUT and not _writable(conn.fileno()):
+                    log.info(
+                        "raft link to %s: no connection after %.1f s, retrying", node, now - started
+                    )
+                    conn.disconnect()
+            elif (
+                conn.state == CONNECTION_STATE.CONNECTED
+                and node in self._links_up
+                and now - self._last_sent.get(node, 0.0) > KEEPALIVE_PERIOD
+            ):
+                self.send(node, KEEPALIVE)
+
+    # -- keepalives -----------------------------------------------------------------------
+    def send(self, node: Any, message: Any) -> bool:
+        sent = super().send(node, message)
+        if sent:
+            self._last_sent[node] = monotonic()
+        return sent
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        if isinstance(message, dict) and message.get("type") == KEEPALIVE["type"]:
+            return  # reading it was the point: the link's receive timeout restarts
+        super()._onMessageReceived(node, message)
+
+    # -- handshakes -----------------------------------------------------------------------
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        if self._syncObj.encryptor is None and not isinstance(message, str | list):
+            log.warning(
+                "closing an incoming raft connection whose first message is a %s, "
+                "not a node address",
+                type(message).__name__,
+            )
+            self._unknownConnections.discard(conn)
+            conn.disconnect()
+            return
+        super()._onIncomingMessageReceived(conn, message)
+
+    # -- link state in the log ------------------------------------------------------------
+    def _onNodeConnected(self, node: Any) -> None:
+        if node not in self._links_up:
+            self._links_up.add(node)
+            self._last_sent[node] = 0.0  # a keepalive goes out on the next tick
+            log.info("raft link to %s up", node)
+        super()._onNodeConnected(node)
+
+    def _onNodeDisconnected(self, node: Any) -> None:
+        if node in self._links_up:
+            self._links_up.discard(node)
+            log.info("raft link to %s down", node)
+        super()._onNodeDisconnected(node)
