@@ -83,7 +83,8 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
     cell.verdict = VERDICTS.get(cell.exit, f"exit {cell.exit}")
     summary = _summary(run_dir)
     cell.anomalies = {k: v for k, v in (summary.get("anomalies") or {}).items() if v}
-    cell.replicas = summary.get("replicas")
+    replicas = summary.get("replicas")
+    cell.replicas = replicas.split(" (")[0] if isinstance(replicas, str) else None
     if cell.exit == 3:
         cell.reason = summary.get("inconclusive") or cell.reason
     return cell
