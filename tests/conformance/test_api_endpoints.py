@@ -12,6 +12,10 @@ from tests.cluster.helpers import wait_until
 
 from ._http import call, execute, query, request
 
+pytestmark = pytest.mark.needs_rqlite(
+    (8, 36, 0), "the answers pinned here (measured on rqlite v8.36.18)"
+)
+
 
 def test_status_raft_numbers_are_integers_and_the_node_a_voter(urls: dict) -> None:
     for url in urls["all"]:

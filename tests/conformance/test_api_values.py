@@ -15,6 +15,10 @@ import pytest
 
 from ._http import call, execute, query, request
 
+pytestmark = pytest.mark.needs_rqlite(
+    (8, 36, 0), "the answers pinned here (measured on rqlite v8.36.18)"
+)
+
 DATES = "2004-02-14 07:15:00.500000"
 
 

@@ -9,9 +9,12 @@ import uuid
 
 import pytest
 
+from rqueue._version import TIME_REWRITING
 from tests.cluster.helpers import wait_until
 
 from ._http import call, execute
+
+pytestmark = pytest.mark.needs_rqlite(TIME_REWRITING, "rewriting of 'now' and random()")
 
 ESCAPE_500 = "SQL rewrite: panic during SQL processing: sql.BinaryExpr.String(): invalid op ESCAPE"
 

@@ -89,7 +89,6 @@ def test_rqueue_is_valid_under_every_scenario(run_scenario, scenario):
         # may still wait for a leader when the run ends; that is inconclusive, not wrong
         reasons = check["coverage"]["reasons"]
         assert all("planned faults did not happen" in r for r in reasons), reasons
-        assert check["coverage"]["started_faults"] >= check["coverage"]["planned_faults"] - 1
     ops = result.summary["ops"]
     assert ops["publish"]["ok"] > 10 and ops["claim"]["ok"] > 10 and ops["ack"]["ok"] > 10
     kinds = {f.kind for f in SCENARIOS[scenario].faults}
