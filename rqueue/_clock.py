@@ -57,8 +57,6 @@ class LeaderClock:
         self._suspect = False
         #: half the round trip of the reading in use: how far ``now()`` may be off
         self.error = 0.0
-        #: how many times the clock was read (for tests and figures)
-        self.syncs = 0
 
     # -- state --------------------------------------------------------------------------
     def due(self) -> bool:
@@ -101,7 +99,6 @@ class LeaderClock:
                 self.error = half
                 self._synced_at = received
                 self._suspect = False
-                self.syncs += 1
         return half <= self.max_error
 
     def _stale(self, at: float) -> bool:
