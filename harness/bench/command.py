@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from ..interrupts import Terminated, sigterm_unwinds
-from .run import EXIT_HARNESS, EXIT_MISSED, EXIT_OK, BenchSettings, Doc, Progress, Say, run_bench
+from .run import (
+    EXIT_HARNESS,
+    EXIT_MISSED,
+    EXIT_OK,
+    PARTS,
+    BenchSettings,
+    Doc,
+    Progress,
+    Say,
+    run_bench,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +48,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--nodes", type=int, default=3, choices=(3, 5), help="cluster size (3)")
     add_engine_arguments(p)
+    p.add_argument(
+        "--engines",
+        type=_engines,
+        metavar="E,E",
+        help=(
+            "run the whole benchmark on each engine in turn (e.g. embedded,rqlited), each "
+            "on a fresh cluster in its own subfolder, and write one table with the engines "
+            "side by side (compare.md); replaces --engine"
+        ),
+    )
+    p.add_argument(
+        "--only",
+        type=_parts,
+        default=PARTS,
+        metavar="PART,PART",
+        help=f"measure only these parts, in the usual order ({','.join(PARTS)}: all)",
+    )
     p.add_argument(
         "--urls",
         metavar="URLS",
@@ -65,6 +92,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=main_bench)
+
+
+def _engines(text: str) -> tuple[str, ...]:
+    from ..cluster.cli import ENGINES
+
+    engines = tuple(e.strip() for e in text.split(",") if e.strip())
+    bad = [e for e in engines if e not in ENGINES]
+    if not engines or bad or len(set(engines)) != len(engines):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct engines from {', '.join(ENGINES)}, comma-separated; got {text!r}"
+        )
+    return engines
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    bad = [p for p in parts if p not in PARTS]
+    if not parts or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown part(s) {', '.join(bad) or text!r}; choose from {', '.join(PARTS)}"
+        )
+    return parts
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -108,10 +157,11 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run (options that differ from the defaults)."""
     parts = ["python -m harness bench"]
-    defaults = {"nodes": 3, "engine": "embedded", **asdict(BenchSettings())}
-    for name in ("nodes", "engine", "rqlited", "urls", "out", *_SIZE_OPTIONS):
+    defaults = {"nodes": 3, "engine": "embedded", "only": PARTS, **asdict(BenchSettings())}
+    engines = getattr(args, "engines", None)
+    for name in ("nodes", "engines", "engine", "rqlited", "urls", "out", "only", *_SIZE_OPTIONS):
         value = getattr(args, name, None)
-        if value is None or value == defaults.get(name):
+        if value is None or value == defaults.get(name) or (name == "engine" and engines):
             continue
         if isinstance(value, tuple):
             value = ",".join(map(str, value))
@@ -127,25 +177,49 @@ def main_bench(args: argparse.Namespace) -> int:
     except (ValueError, FileExistsError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_HARNESS
+    engines = args.engines or (args.engine,)
+    if args.engines and args.urls:
+        print("harness: error: --engines starts its own clusters; drop --urls", file=sys.stderr)
+        return EXIT_HARNESS
     progress = Progress(args.quiet)
+    docs: list[Doc] = []
     try:
         with sigterm_unwinds():
-            doc = _bench_on_cluster(args, settings, out, progress)
+            for engine in engines:
+                where = out / engine if args.engines else out
+                where.mkdir(exist_ok=True)
+                if args.engines:
+                    progress(f"== engine {engine} ({engines.index(engine) + 1} of {len(engines)})")
+                docs.append(_bench_on_cluster(args, engine, settings, where, progress))
+            if args.engines:
+                _write_comparison(docs, out)
     except (KeyboardInterrupt, Terminated) as exc:
         print(f"harness: error: interrupted ({exc or 'Ctrl-C'}); cluster stopped", file=sys.stderr)
         return EXIT_HARNESS
     except Exception as exc:
         print(f"harness: error: bench failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_HARNESS
-    return EXIT_OK if all(t["met"] for t in doc["targets"]) else EXIT_MISSED
+    met = all(t["met"] for doc in docs for t in doc["targets"])
+    return EXIT_OK if met else EXIT_MISSED
+
+
+def _write_comparison(docs: list[Doc], out: Path) -> None:
+    from rich.console import Console
+
+    from .report import comparison_markdown, comparison_table
+
+    (out / "compare.md").write_text(comparison_markdown(docs))
+    Console().print(comparison_table(docs))
+    Console().print(f"wrote compare.md in {out}")
 
 
 def _bench_on_cluster(
-    args: argparse.Namespace, settings: BenchSettings, out: Path, progress: Say
+    args: argparse.Namespace, engine: str, settings: BenchSettings, out: Path, progress: Say
 ) -> Doc:
     from rich.console import Console
 
     from ..cluster.base import Cluster
+    from .breakdown import breakdown_table, cost_rows
     from .report import markdown, plot, tables
 
     cluster: Cluster
@@ -157,20 +231,22 @@ def _bench_on_cluster(
     else:
         from ..cluster.local import LocalCluster
 
-        progress(f"starting a {args.nodes}-node {args.engine} cluster in {out / 'cluster'}")
+        progress(f"starting a {args.nodes}-node {engine} cluster in {out / 'cluster'}")
         cluster = LocalCluster.start(
             nodes=args.nodes,
             directory=out / "cluster",
-            engine=args.engine,
+            engine=engine,
             rqlited=args.rqlited,
             timeout=60.0,
         )
-        engine = args.engine
     with cluster:
         leader = cluster.wait_for_leader(60.0)
         urls = [leader.url] + [u for u in cluster.urls if u != leader.url]
-        doc = run_bench(urls, settings, progress)
+        pids = {n.url: n.pid for n in cluster.nodes() if n.pid is not None}
+        doc = run_bench(urls, settings, progress, pids=pids, parts=args.only)
         doc["cluster"] = {"engine": engine, "nodes": len(cluster.urls), "leader": leader.url}
+        if engine == "rqlited":
+            doc["cluster"]["version"] = _rqlited_version(args.rqlited)
     doc["command"] = command_line(args)
     (out / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
     plot(doc, out / "bench.png")
@@ -178,8 +254,19 @@ def _bench_on_cluster(
     console = Console()
     for table in tables(doc):
         console.print(table)
+    if cost_rows(doc):
+        console.print(breakdown_table(doc))
     console.print(f"wrote bench.json, bench.md and bench.png in {out}")
     return doc
+
+
+def _rqlited_version(path: str | None) -> str | None:
+    from ..cluster.local import resolve_rqlited, rqlited_version
+
+    try:
+        return "v" + ".".join(map(str, rqlited_version(resolve_rqlited(path))))
+    except Exception:  # the version is a label: the run stands without it
+        return None
 
 
 def _out_dir(out: Path | None) -> Path:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..subjects import Subject
 from . import queue, store
+from .cost import Meter, cost_row
 from .load import Load, percentile_ms, run_tasks, run_threads
 
 EXIT_OK, EXIT_MISSED, EXIT_HARNESS = 0, 1, 2
@@ -95,283 +96,324 @@ class Progress:
 
 
 # -- the run -------------------------------------------------------------------------------
-def run_bench(urls: list[str], settings: BenchSettings, progress: Say) -> Doc:
-    """Measure everything on the cluster at ``urls`` (leader first); the bench.json dict."""
-    from ..subjects import get_subject
+#: the parts of a run, in the order they run (``--only`` picks some)
+PARTS = ("store", "publish", "claims", "cycles", "threads-vs-tasks", "seed", "latency")
 
-    rqueue, seed = get_subject("rqueue"), get_subject("seed-reference")
-    s = settings
-    http = store.Http(urls[0])
-    doc: dict[str, Any] = {
-        "format": BENCH_FORMAT,
-        "settings": {**asdict(s), "concurrency": list(s.concurrency)},
-        "started": _utc(),
-        "machine": {"cpus": os.cpu_count(), "load_before": list(os.getloadavg())},
-        "store_insert": [],
-        "publish": [],
-        "rqueue_claim_shared": [],
-        "rqueue_claim": [],
-        "rqueue_cycle_shared": [],
-        "rqueue_cycle": [],
-        "rqueue_cycle_folded": [],
-        "seed_cycle": [],
-        "sync_vs_async": [],
-        "claim_latency": [],
-    }
+
+def run_bench(
+    urls: list[str],
+    settings: BenchSettings,
+    progress: Say,
+    pids: Mapping[str, int] | None = None,
+    parts: Sequence[str] = PARTS,
+) -> Doc:
+    """Measure ``parts`` on the cluster at ``urls`` (leader first); the bench.json dict.
+
+    ``pids``: node URL -> process id, for the nodes' CPU in the cost breakdown.
+    """
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown bench parts {unknown}; choose from {', '.join(PARTS)}")
+    bench = _Bench(urls, settings, progress, dict(pids or {}))
     try:
-        _store_limit(http, urls, s, doc, progress)
-        store.drop_queue(http)
-        _publish(rqueue, urls, http, s, doc, progress)
-        _claims(rqueue, urls, http, s, doc, progress)
-        _threads_vs_tasks(rqueue, urls, http, s, doc, progress)
-        _seed(seed, urls, http, s, doc, progress)
-        # the two latency figures back to back: the machine's speed drifts over a run
-        progress(f"claim latency: {s.small_backlog:,} queued")
-        _refill(rqueue, urls, http, s, "lat-", s.small_backlog, s.small_backlog)
-        doc["claim_latency"].append(_latency(rqueue, urls, s, s.small_backlog, s.small_backlog))
-        progress(f"claim latency: filling {s.big_backlog:,} messages over {s.big_groups:,} groups")
-        store.drop_queue(http)
-        t0 = time.monotonic()
-        queue.fill(
-            rqueue,
-            urls,
-            http,
-            prefix="big-",
-            groups=s.big_groups,
-            messages=s.big_backlog,
-            bulk_batch=s.bulk_batch,
-        )
-        doc["big_fill_seconds"] = round(time.monotonic() - t0, 1)
-        progress(f"claim latency: {s.big_backlog:,} queued (filled in {doc['big_fill_seconds']} s)")
-        doc["claim_latency"].append(_latency(rqueue, urls, s, s.big_backlog, s.big_groups))
-        http.execute([f"DROP TABLE IF EXISTS {store.INSERT_TABLE}"])
+        for part in PARTS:
+            if part in parts:
+                getattr(bench, part.replace("-", "_"))()
+        bench.http.execute([f"DROP TABLE IF EXISTS {store.INSERT_TABLE}"])
     finally:
-        http.close()
+        bench.http.close()
+    doc = bench.doc
+    doc["parts"] = [p for p in PARTS if p in parts]
     doc["machine"]["load_after"] = list(os.getloadavg())
     doc["finished"] = _utc()
     from .report import targets
 
-    doc["targets"] = [t.to_json() for t in targets(doc, s.target_concurrency)]
+    doc["targets"] = [t.to_json() for t in targets(doc, settings.target_concurrency)]
     return doc
 
 
-def _store_limit(
-    http: store.Http, urls: list[str], s: BenchSettings, doc: Doc, progress: Say
-) -> None:
-    store.create_insert_table(http)
-    for c in s.concurrency:
-        progress(f"store: single-statement INSERTs at concurrency {c}")
-        doc["store_insert"].append(_inserts(urls, s, c).to_json())
-
-
-def _inserts(urls: list[str], s: BenchSettings, c: int) -> Load:
-    def open_worker(i: int) -> tuple[Callable[[], bool], Callable[[], None]]:
-        conn = store.Http(urls[0])
-        return store.insert_step(conn, i), conn.close
-
-    return run_threads(open_worker, c, s.seconds, s.warmup)
-
-
-def _paired(load: Load, baseline: Load) -> dict[str, Any]:
+def _paired(load: Load, baseline: Load, meter: Meter | None = None) -> dict[str, Any]:
     """A row with the INSERT rate measured just before it, at the same concurrency: the
     machine's load drifts over a run, and the ratio should compare like with like."""
-    return {**load.to_json(), "insert_per_second": round(baseline.rate, 1)}
-
-
-def _dry(load: Load, progress: Say, option: str) -> Load:
-    """Say so when claims found the queue empty: the backlog ran out mid-run, and the
-    figure is capped by it rather than by the queue (the report marks it invalid)."""
-    if load.empty:
-        progress(
-            f"  warning: {load.empty:,} claims found nothing: the queue ran dry, so this "
-            f"figure is capped by the backlog; raise {option}"
-        )
-    return load
-
-
-def _publish(
-    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
-) -> None:
-    for c in s.concurrency:
-        for batch in (1, s.publish_batch):
-            progress(
-                f"publish: {'single' if batch == 1 else f'batches of {batch}'}, concurrency {c}"
-            )
-            store.empty_queue(http)
-            if batch == 1:
-                load = run_threads(
-                    lambda i: queue.publish_worker(subject, urls, i), c, s.seconds, s.warmup
-                )
-            else:
-                load = run_threads(
-                    lambda i, b=batch: queue.publish_many_worker(subject, urls, i, b),
-                    c,
-                    s.seconds,
-                    s.warmup,
-                )
-            row = load.to_json()
-            row["batch"] = batch
-            row["messages_per_second"] = round(load.rate * batch, 1)
-            doc["publish"].append(row)
-
-
-def _claims(
-    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
-) -> None:
-    for shared in (True, False):
-        key = "rqueue_claim_shared" if shared else "rqueue_claim"
-        for c in s.concurrency:
-            progress(
-                f"rqueue: claims alone at concurrency {c}, {_how(shared)} "
-                f"({s.claim_backlog:,} groups queued)"
-            )
-            _refill(subject, urls, http, s, "c-", s.claim_backlog, s.claim_backlog)
-            baseline = _inserts(urls, s, c)
-            load = _threads(subject, urls, s, c, queue.claim_worker, shared)
-            doc[key].append(_paired(_dry(load, progress, "--claim-backlog"), baseline))
-    for shared in (True, False):
-        key = "rqueue_cycle_shared" if shared else "rqueue_cycle"
-        for c in s.concurrency:
-            doc[key].append(_cycles(subject, urls, http, s, c, progress, shared=shared))
-    for c in s.concurrency:
-        row = _cycles(subject, urls, http, s, c, progress, shared=True, folded=True)
-        doc["rqueue_cycle_folded"].append(row)
+    row = {**load.to_json(), "insert_per_second": round(baseline.rate, 1)}
+    if meter is not None:
+        row["cost"] = cost_row(meter, load.ops)
+    return row
 
 
 def _how(shared: bool) -> str:
     return "one shared transport" if shared else "a transport per worker"
 
 
-def _threads(
-    subject: Subject,
-    urls: list[str],
-    s: BenchSettings,
-    c: int,
-    worker: Callable[..., tuple[Callable[[], bool], Callable[[], None]]],
-    shared: bool,
-) -> Load:
-    """``c`` threads running ``worker`` steps, each with its own client or all sharing one."""
-    client = queue.open_client(subject, urls) if shared else None
-    try:
-        return run_threads(lambda i: worker(subject, urls, i, client), c, s.seconds, s.warmup)
-    finally:
-        if client is not None:
-            client.close()
+class _Bench:
+    """One run's cluster, settings and document; each public method is one part."""
+
+    def __init__(
+        self, urls: list[str], settings: BenchSettings, progress: Say, pids: dict[str, int]
+    ) -> None:
+        from ..subjects import get_subject
+
+        self.urls, self.s, self.progress, self.pids = urls, settings, progress, pids
+        self.rqueue, self.seed_subject = get_subject("rqueue"), get_subject("seed-reference")
+        self.http = store.Http(urls[0])
+        self.doc: Doc = {
+            "format": BENCH_FORMAT,
+            "settings": {**asdict(settings), "concurrency": list(settings.concurrency)},
+            "started": _utc(),
+            "machine": {"cpus": os.cpu_count(), "load_before": list(os.getloadavg())},
+            "store_insert": [],
+            "publish": [],
+            "rqueue_claim_shared": [],
+            "rqueue_claim": [],
+            "rqueue_cycle_shared": [],
+            "rqueue_cycle": [],
+            "rqueue_cycle_folded": [],
+            "seed_cycle": [],
+            "sync_vs_async": [],
+            "claim_latency": [],
+        }
+
+    def meter(self) -> Meter:
+        """A cost meter for one load (the leader's CPU shown apart)."""
+        return Meter(self.pids, leader=self.urls[0])
+
+    # -- parts ---------------------------------------------------------------------------
+    def store(self) -> None:
+        store.create_insert_table(self.http)
+        for c in self.s.concurrency:
+            self.progress(f"store: single-statement INSERTs at concurrency {c}")
+            meter = self.meter()
+            load = self._inserts(c, meter)
+            self.doc["store_insert"].append({**load.to_json(), "cost": cost_row(meter, load.ops)})
+        store.drop_queue(self.http)
+
+    def publish(self) -> None:
+        s, subject, urls = self.s, self.rqueue, self.urls
+        for c in s.concurrency:
+            for batch in (1, s.publish_batch):
+                self.progress(
+                    f"publish: {'single' if batch == 1 else f'batches of {batch}'}, concurrency {c}"
+                )
+                store.empty_queue(self.http)
+                if batch == 1:
+                    load = run_threads(
+                        lambda i: queue.publish_worker(subject, urls, i), c, s.seconds, s.warmup
+                    )
+                else:
+                    load = run_threads(
+                        lambda i, b=batch: queue.publish_many_worker(subject, urls, i, b),
+                        c,
+                        s.seconds,
+                        s.warmup,
+                    )
+                row = load.to_json()
+                row["batch"] = batch
+                row["messages_per_second"] = round(load.rate * batch, 1)
+                self.doc["publish"].append(row)
+
+    def claims(self) -> None:
+        s = self.s
+        self._ensure_insert_table()
+        for shared in (True, False):
+            key = "rqueue_claim_shared" if shared else "rqueue_claim"
+            for c in s.concurrency:
+                self.progress(
+                    f"rqueue: claims alone at concurrency {c}, {_how(shared)} "
+                    f"({s.claim_backlog:,} groups queued)"
+                )
+                self._refill(self.rqueue, "c-", s.claim_backlog, s.claim_backlog)
+                baseline = self._inserts(c)
+                meter = self.meter()
+                load = self._threads(self.rqueue, c, queue.claim_worker, shared, meter)
+                self._dry(load, "--claim-backlog")
+                self.doc[key].append(_paired(load, baseline, meter))
+
+    def cycles(self) -> None:
+        self._ensure_insert_table()
+        for shared in (True, False):
+            key = "rqueue_cycle_shared" if shared else "rqueue_cycle"
+            for c in self.s.concurrency:
+                self.doc[key].append(self._cycles(self.rqueue, c, shared=shared))
+        for c in self.s.concurrency:
+            row = self._cycles(self.rqueue, c, shared=True, folded=True)
+            self.doc["rqueue_cycle_folded"].append(row)
+
+    def threads_vs_tasks(self) -> None:
+        """Threads, tasks, tasks, threads (each side's figure: its two windows together),
+        so a drift of the machine's speed over the four windows weighs on both alike."""
+        n, subject = self.s.async_concurrency, self.rqueue
+
+        def window(mode: str, shared: bool) -> Load:
+            where = "threads" if mode == "threads" else "asyncio tasks on one loop"
+            self.progress(f"{subject.name}: claim+ack cycles, {n} {where}, {_how(shared)}")
+            self._fill_cycles(subject)
+            if mode == "threads":
+                load = self._threads(subject, n, queue.cycle_worker, shared)
+            else:
+                load = self._tasks(subject, n, shared)
+            return self._dry(load, "--cycle-backlog")
+
+        for shared in (True, False):
+            loads = {"threads": window("threads", shared)}
+            loads["tasks"] = window("tasks", shared) + window("tasks", shared)
+            loads["threads"] += window("threads", shared)
+            for mode, load in loads.items():
+                self.doc["sync_vs_async"].append(
+                    {"mode": mode, "shared": shared, "windows": 2, **load.to_json()}
+                )
+
+    def seed(self) -> None:
+        self._ensure_insert_table()
+        store.drop_queue(self.http)  # the seed makes its own schema: no head_seq, no indexes
+        for c in self.s.concurrency:
+            self.doc["seed_cycle"].append(self._cycles(self.seed_subject, c))
+        store.drop_queue(self.http)
+
+    def latency(self) -> None:
+        """The two latency figures back to back: the machine's speed drifts over a run."""
+        s, subject = self.s, self.rqueue
+        self.progress(f"claim latency: {s.small_backlog:,} queued")
+        store.drop_queue(self.http)
+        self._refill(subject, "lat-", s.small_backlog, s.small_backlog)
+        self.doc["claim_latency"].append(self._latency(s.small_backlog, s.small_backlog))
+        self.progress(
+            f"claim latency: filling {s.big_backlog:,} messages over {s.big_groups:,} groups"
+        )
+        store.drop_queue(self.http)
+        t0 = time.monotonic()
+        queue.fill(
+            subject,
+            self.urls,
+            self.http,
+            prefix="big-",
+            groups=s.big_groups,
+            messages=s.big_backlog,
+            bulk_batch=s.bulk_batch,
+        )
+        self.doc["big_fill_seconds"] = round(time.monotonic() - t0, 1)
+        self.progress(
+            f"claim latency: {s.big_backlog:,} queued (filled in {self.doc['big_fill_seconds']} s)"
+        )
+        self.doc["claim_latency"].append(self._latency(s.big_backlog, s.big_groups))
+
+    # -- helpers -------------------------------------------------------------------------
+    def _ensure_insert_table(self) -> None:
+        present = self.http.query(
+            f"SELECT 1 FROM sqlite_master WHERE type='table' AND name='{store.INSERT_TABLE}'"
+        )
+        if not present:
+            store.create_insert_table(self.http)
+
+    def _inserts(self, c: int, meter: Meter | None = None) -> Load:
+        counter = meter.wire if meter else None
+
+        def open_worker(i: int) -> tuple[Callable[[], bool], Callable[[], None]]:
+            conn = store.Http(self.urls[0], counter=counter)
+            return store.insert_step(conn, i), conn.close
+
+        return run_threads(open_worker, c, self.s.seconds, self.s.warmup, meter)
+
+    def _dry(self, load: Load, option: str) -> Load:
+        """Say so when claims found the queue empty: the backlog ran out mid-run, and the
+        figure is capped by it rather than by the queue (the report marks it invalid)."""
+        if load.empty:
+            self.progress(
+                f"  warning: {load.empty:,} claims found nothing: the queue ran dry, so this "
+                f"figure is capped by the backlog; raise {option}"
+            )
+        return load
+
+    def _threads(
+        self,
+        subject: Subject,
+        c: int,
+        worker: Callable[..., tuple[Callable[[], bool], Callable[[], None]]],
+        shared: bool,
+        meter: Meter | None = None,
+    ) -> Load:
+        """``c`` threads running ``worker`` steps, each with its own client or all sharing
+        one; ``meter`` counts the clients' requests and reads the costs."""
+        urls, s = self.urls, self.s
+        wrap = meter.wire.wrap if meter else _same
+        client = wrap(queue.open_client(subject, urls)) if shared else None
+
+        def open_worker(i: int) -> tuple[Callable[[], bool], Callable[[], None]]:
+            if client is not None:
+                return worker(subject, urls, i, client)
+            own = wrap(queue.open_client(subject, urls))
+            step, _ = worker(subject, urls, i, own)
+            return step, own.close
+
+        try:
+            return run_threads(open_worker, c, s.seconds, s.warmup, meter)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _tasks(self, subject: Subject, n: int, shared: bool) -> Load:
+        """``n`` asyncio tasks on one loop running claim+ack cycles, like :meth:`_threads`."""
+        holder: list[Any] = []
+        urls = self.urls
+
+        async def open_task(i: int) -> tuple[Callable, Callable]:
+            if not shared:
+                return await queue.cycle_task(subject, urls, i)
+            if not holder:
+                holder.append(await queue.open_async_client(subject, urls))
+            step, _ = await queue.cycle_task(subject, urls, i, holder[0])
+            # worker 0 is opened first and closed after every task ended: it closes the client
+            return step, (holder[0].close if i == 0 else _no_close)
+
+        return run_tasks(open_task, n, self.s.seconds, self.s.warmup)
+
+    def _cycles(
+        self, subject: Subject, c: int, shared: bool = False, folded: bool = False
+    ) -> dict[str, Any]:
+        s = self.s
+        self.progress(
+            f"{subject.name}: claim+ack cycles at concurrency {c}"
+            + (f", {_how(shared)}" if subject.name == "rqueue" else "")
+            + (", each ack folded into the next claim" if folded else "")
+            + f" ({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
+        )
+        self._fill_cycles(subject)
+        baseline = self._inserts(c)
+        worker = queue.folded_cycle_worker if folded else queue.cycle_worker
+        meter = self.meter()
+        load = self._threads(subject, c, worker, shared, meter)
+        self._dry(load, "--cycle-backlog")
+        return _paired(load, baseline, meter)
+
+    def _fill_cycles(self, subject: Subject) -> None:
+        self._refill(subject, "y-", self.s.cycle_groups, self.s.cycle_backlog)
+
+    def _refill(self, subject: Subject, prefix: str, groups: int, messages: int) -> None:
+        """Empty the queue, then queue ``messages`` messages over ``groups`` groups."""
+        store.empty_queue(self.http)
+        queue.fill(
+            subject, self.urls, self.http, prefix=prefix, groups=groups, messages=messages,
+            bulk_batch=self.s.bulk_batch,
+        )  # fmt: skip
+
+    def _latency(self, backlog: int, groups: int) -> dict[str, Any]:
+        subject, urls, s = self.rqueue, self.urls, self.s
+        queue.claim_latencies(subject, urls, min(20, s.samples))  # warm-up, not recorded
+        lat = queue.claim_latencies(subject, urls, s.samples)
+        return {
+            "backlog": backlog,
+            "groups": groups,
+            "samples": len(lat),
+            "p50_ms": _r(percentile_ms(lat, 50)),
+            "p99_ms": _r(percentile_ms(lat, 99)),
+        }
 
 
-def _tasks(subject: Subject, urls: list[str], s: BenchSettings, n: int, shared: bool) -> Load:
-    """``n`` asyncio tasks on one loop running claim+ack cycles, like :func:`_threads`."""
-    holder: list[Any] = []
-
-    async def open_task(i: int) -> tuple[Callable, Callable]:
-        if not shared:
-            return await queue.cycle_task(subject, urls, i)
-        if not holder:
-            holder.append(await queue.open_async_client(subject, urls))
-        step, _ = await queue.cycle_task(subject, urls, i, holder[0])
-        # worker 0 is opened first and closed after every task ended: it closes the client
-        return step, (holder[0].close if i == 0 else _no_close)
-
-    return run_tasks(open_task, n, s.seconds, s.warmup)
+def _same(client: Any) -> Any:
+    return client
 
 
 async def _no_close() -> None:
     pass
-
-
-def _cycles(
-    subject: Subject,
-    urls: list[str],
-    http: store.Http,
-    s: BenchSettings,
-    c: int,
-    progress: Say,
-    shared: bool = False,
-    folded: bool = False,
-) -> dict[str, Any]:
-    progress(
-        f"{subject.name}: claim+ack cycles at concurrency {c}"
-        + (f", {_how(shared)}" if subject.name == "rqueue" else "")
-        + (", each ack folded into the next claim" if folded else "")
-        + f" ({s.cycle_backlog:,} queued over {s.cycle_groups:,} groups)"
-    )
-    _fill_cycles(subject, urls, http, s)
-    baseline = _inserts(urls, s, c)
-    worker = queue.folded_cycle_worker if folded else queue.cycle_worker
-    load = _threads(subject, urls, s, c, worker, shared)
-    load = _dry(load, progress, "--cycle-backlog")
-    return _paired(load, baseline)
-
-
-def _fill_cycles(subject: Subject, urls: list[str], http: store.Http, s: BenchSettings) -> None:
-    _refill(subject, urls, http, s, "y-", s.cycle_groups, s.cycle_backlog)
-
-
-def _refill(
-    subject: Subject,
-    urls: list[str],
-    http: store.Http,
-    s: BenchSettings,
-    prefix: str,
-    groups: int,
-    messages: int,
-) -> None:
-    """Empty the queue, then queue ``messages`` messages over ``groups`` groups."""
-    store.empty_queue(http)
-    queue.fill(
-        subject, urls, http, prefix=prefix, groups=groups, messages=messages,
-        bulk_batch=s.bulk_batch,
-    )  # fmt: skip
-
-
-def _threads_vs_tasks(
-    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
-) -> None:
-    """Threads, tasks, tasks, threads (each side's figure: its two windows together), so
-    a drift of the machine's speed over the four windows weighs on both sides alike."""
-    n = s.async_concurrency
-
-    def window(mode: str, shared: bool) -> Load:
-        where = "threads" if mode == "threads" else "asyncio tasks on one loop"
-        progress(f"{subject.name}: claim+ack cycles, {n} {where}, {_how(shared)}")
-        _fill_cycles(subject, urls, http, s)
-        if mode == "threads":
-            load = _threads(subject, urls, s, n, queue.cycle_worker, shared)
-        else:
-            load = _tasks(subject, urls, s, n, shared)
-        return _dry(load, progress, "--cycle-backlog")
-
-    for shared in (True, False):
-        loads = {"threads": window("threads", shared)}
-        loads["tasks"] = window("tasks", shared) + window("tasks", shared)
-        loads["threads"] += window("threads", shared)
-        for mode, load in loads.items():
-            doc["sync_vs_async"].append(
-                {"mode": mode, "shared": shared, "windows": 2, **load.to_json()}
-            )
-
-
-def _latency(
-    subject: Subject, urls: list[str], s: BenchSettings, backlog: int, groups: int
-) -> dict[str, Any]:
-    queue.claim_latencies(subject, urls, min(20, s.samples))  # warm-up, not recorded
-    lat = queue.claim_latencies(subject, urls, s.samples)
-    return {
-        "backlog": backlog,
-        "groups": groups,
-        "samples": len(lat),
-        "p50_ms": _r(percentile_ms(lat, 50)),
-        "p99_ms": _r(percentile_ms(lat, 99)),
-    }
-
-
-def _seed(
-    subject: Subject, urls: list[str], http: store.Http, s: BenchSettings, doc: Doc, progress: Say
-) -> None:
-    store.drop_queue(http)  # the seed makes its own schema: no head_seq, no indexes
-    for c in s.concurrency:
-        doc["seed_cycle"].append(_cycles(subject, urls, http, s, c, progress))
-    store.drop_queue(http)
 
 
 def _r(v: float | None) -> float | None:
