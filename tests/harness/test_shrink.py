@@ -167,3 +167,44 @@ def test_a_real_shrink_of_a_mutant(tmp_path: Path) -> None:
     md = (run / "shrink" / "shrink.md").read_text()
     assert "python -m harness run" in md and "| # | change |" in md
     assert "shrinking:" in proc.stdout and "REPRODUCED" in proc.stdout
+
+
+def _node_processes(under: Path) -> list[int]:
+    """Pids of live processes whose command line names a path under ``under``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(under) in cmdline and "harness.node" in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_ctrl_c_stops_the_shrink_and_its_trial_cluster(tmp_path: Path) -> None:
+    """SIGINT while a trial runs: the trial's nodes are gone and the search is written."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    _fake_run(run, {"stale-ack-accepted": 2})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "shrink", str(run), "--budget", "600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    trials = run / "shrink" / "trials"
+    deadline = time.monotonic() + 60
+    while not _node_processes(trials):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no trial cluster started within 60 s"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=150)
+    assert proc.returncode == 2, out + err
+    assert "interrupted" in err
+    assert _node_processes(trials) == []
+    result = json.loads((run / "shrink" / "search.json").read_text())
+    assert result["stopped"].startswith("interrupted")
