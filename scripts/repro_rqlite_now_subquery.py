@@ -19,8 +19,7 @@ sends, to a cluster you give it, writes where that rewriting does not happen:
 Each write is sent ``--rounds`` times. Then it waits until every node has applied them
 (a marker row written last, read with ``level=none`` from each node's own copy) and
 prints each node's values. Replicas that hold different values for the same row have
-diverged: a later read depends on which node answers, and a node that replays its log
-(restart) computes yet another value.
+diverged: a later read depends on which node answers.
 
 Standard library only. Usage::
 

@@ -67,9 +67,7 @@ def main_analysis(args: argparse.Namespace) -> int:
                     run_repro(binary, assets, args.rerun / "repro")
         if not matrices:
             raise ValueError("no matrix folder: give --matrix DIR (repeatable) or --rerun ROOT")
-        command = "python -m harness analysis " + shlex.join(
-            a for a in sys.argv[2:] if a != "analysis"
-        )
+        command = "python -m harness " + shlex.join(sys.argv[1:])
         text = render.report(
             template=(assets / "template.md").read_text(),
             matrices=matrices,

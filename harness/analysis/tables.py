@@ -119,22 +119,29 @@ def totals_line(cells: Sequence[Cell], subject: str) -> str:
 
 
 def versions(cells: Sequence[Cell]) -> dict[str, dict[str, str]]:
-    """Per engine, the versions its runs recorded (engine, rqueue, Python, git commit)."""
+    """Per engine, the versions its runs recorded (engine, rqueue, Python, the harness's
+    git commits: every distinct one, as matrices may come from different commits)."""
     out: dict[str, dict[str, str]] = {}
+    commits: dict[str, list[str]] = {}
     for c in cells:
-        if c["engine"] in out or not c.get("run_dir"):
+        if not c.get("run_dir"):
             continue
         try:
             v = json.loads((Path(c["run_dir"]) / "versions.json").read_text())
         except (OSError, ValueError):
             continue
-        out[c["engine"]] = {k: str(v.get(k)) for k in ("engine_version", "rqueue", "python", "git")}
+        e = c["engine"]
+        out.setdefault(e, {k: str(v.get(k)) for k in ("engine_version", "rqueue", "python")})
+        if str(v.get("git")) not in commits.setdefault(e, []):
+            commits[e].append(str(v.get("git")))
+    for e, found in commits.items():
+        out[e]["git"] = ", ".join(found)
     return out
 
 
 def versions_table(cells: Sequence[Cell]) -> str:
     lines = [
-        "| engine | version reported | rqueue | Python | harness commit |",
+        "| engine | version reported | rqueue | Python | harness commits |",
         "|---|---|---|---|---|",
     ]
     for e, v in sorted(versions(cells).items()):

@@ -6,8 +6,9 @@ reproduces the anomaly in a majority of ``tries`` runs (the original seed first,
 the next ones; stopping as soon as the majority is reached or out of reach), so one lucky
 run does not make a reduction; after a kept one the list starts again from the new
 scenario. The search ends when no reduction is kept or the budget would be overrun;
-then the smallest scenario is run ``confirm`` more times on fresh seeds, and that count
-is the reproduction rate reported.
+then the smallest scenario is run ``confirm`` more times on fresh seeds (the search
+keeps room for them in the budget; should the estimate fall short, the budget cuts them,
+at least one is run), and that count is the reproduction rate reported.
 """
 
 from __future__ import annotations
@@ -201,7 +202,10 @@ class Search:
         self.steps.append(step)
         self.confirmation = step
         first = self.opts.seed + CONFIRM_SEED_OFFSET
-        for seed in range(first, first + self.opts.confirm):
+        for i, seed in enumerate(range(first, first + self.opts.confirm)):
+            if i and self.elapsed() + self.estimate(self.best) > self.opts.budget:
+                self.stopped = f"{self.stopped}; the budget cut the confirmation to {i} runs"
+                break
             self._trial(step, seed, "confirm")
         return step
 

@@ -148,12 +148,13 @@ def scale_to(data: Data, duration: float) -> Data | None:
 
 def _durations(data: Data) -> Iterator[tuple[str, Data | None]]:
     d = data["duration"]
-    fit = math.ceil(_last_end(data) + TAIL) if data["faults"] else MIN_DURATION
-    if not any(f.get("every") for f in data["faults"]) and fit < d:
-        yield (
-            f"cut the run to {max(fit, MIN_DURATION):g} s (the faults' end + {TAIL:g} s)",
-            (cut_to(data, fit)),
-        )
+    if not data["faults"]:
+        yield f"cut the run to {MIN_DURATION:g} s (the shortest)", cut_to(data, MIN_DURATION)
+    elif not any(f.get("every") for f in data["faults"]):
+        fit = max(math.ceil(_last_end(data) + TAIL), MIN_DURATION)
+        if fit < d:
+            why = f"the faults' end + {TAIL:g} s"
+            yield f"cut the run to {fit:g} s ({why})", cut_to(data, fit)
     for target in (d / 2, d * 3 / 4):
         yield f"cut the run to {_r(max(target, MIN_DURATION)):g} s", cut_to(data, target)
         yield f"scale the run to {_r(max(target, MIN_DURATION)):g} s", scale_to(data, target)
