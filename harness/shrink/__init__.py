@@ -38,8 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "From a run folder whose check found anomalies, search for the smallest "
             "scenario that still finds the same kind: fewer and shorter faults, a shorter "
             "run, fewer workers and groups, fewer nodes. Each reduction is kept only when "
-            "it reproduces in a majority of --tries runs (the run's seed first, then the "
-            "next ones). The smallest is then run --confirm times on fresh seeds. Writes "
+            "it reproduces in a majority of --tries runs (the run's seed first, then seeds "
+            "no earlier step used). The smallest is then run --confirm times on fresh "
+            "seeds; if it reproduces in fewer than most, the reduction before it is "
+            "confirmed instead, and so on. Writes "
             "RUN_DIR/shrink/ (or --out): the scenario file, shrink.md with the command and "
             "the search table, search.json, every candidate and trial run."
         ),
@@ -181,7 +183,9 @@ def write_results(search: Search) -> str:
         f"- search: {len(search.steps)} steps, {search.trial_count} runs, "
         f"{search.elapsed():.0f} s of a {o.budget:g} s budget; stopped: {search.stopped}\n"
         f"- rule: a reduction is kept when it reproduces in a majority of {o.tries} runs "
-        f"(seeds {o.seed}..{o.seed + o.tries - 1}, stopping once decided)\n"
+        f"(seed {o.seed} first, then seeds no earlier step used; stopping once decided); "
+        f"the smallest kept scenario that reproduces in most of {o.confirm} runs on fresh "
+        "seeds is the result\n"
         f"\n## The search\n\n" + table(search.steps, o.tries)
     )
     (o.out / "shrink.md").write_text(text)

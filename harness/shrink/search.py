@@ -3,12 +3,12 @@
 From the current smallest scenario that reproduces, the reductions of
 :mod:`harness.shrink.steps` are tried biggest saving first. A reduction is kept when it
 reproduces the anomaly in a majority of ``tries`` runs (the original seed first, then
-the next ones; stopping as soon as the majority is reached or out of reach), so one lucky
-run does not make a reduction; after a kept one the list starts again from the new
-scenario. The search ends when no reduction is kept or the budget would be overrun;
-then the smallest scenario is run ``confirm`` more times on fresh seeds (the search
-keeps room for them in the budget; should the estimate fall short, the budget cuts them,
-at least one is run), and that count is the reproduction rate reported.
+seeds no earlier step used; stopping as soon as the majority is reached or out of
+reach), so one lucky run does not make a reduction; after a kept one the list starts
+again from the new scenario. The search ends when no reduction is kept or the budget
+would be overrun. Then the smallest kept scenario is run ``confirm`` times on fresh
+seeds; if it reproduces in fewer than most of them, the kept scenario before it is
+confirmed instead, and so on. The rate reported is that of the scenario chosen.
 """
 
 from __future__ import annotations
@@ -60,6 +60,13 @@ class Options:
     confirm: int = 5
 
 
+def trial_seeds(seed: int, index: int, tries: int) -> list[int]:
+    """The run's own seed first, then seeds no earlier step used (so that a run of lucky
+    seeds cannot carry the whole search)."""
+    first_other = seed + 1 + (index - 1) * (tries - 1)
+    return [seed, *range(first_other, first_other + tries - 1)]
+
+
 def majority(tries: int) -> int:
     """Reproductions needed out of ``tries`` for a reduction to be kept."""
     return tries // 2 + 1
@@ -88,6 +95,8 @@ class Search:
         self.overhead = OVERHEAD_GUESS
         self.stopped: str | None = None
         self.trial_count = 0
+        #: the scenario of every kept step, by step index
+        self.kept_data: dict[int, dict[str, Any]] = {}
         (opts.out / "candidates").mkdir(parents=True, exist_ok=True)
         (opts.out / "trials").mkdir(parents=True, exist_ok=True)
 
@@ -142,7 +151,7 @@ class Search:
 
     def _judge(self, step: Step, data: dict[str, Any]) -> bool:
         """Run ``step``'s tries until the majority rule decides; True if it reproduces."""
-        seeds = [self.opts.seed + i for i in range(self.opts.tries)]
+        seeds = trial_seeds(self.opts.seed, step.index, self.opts.tries)
         for i, seed in enumerate(seeds):
             if i and not self.affordable(data):
                 self.stopped = "the budget ran out during a step (not kept)"
@@ -164,6 +173,7 @@ class Search:
         """Search until no reduction is kept, the budget is spent, or Ctrl-C."""
         self.best_step = self._step("the original run's scenario", self.best)
         self.best_step.kept = True
+        self.kept_data[self.best_step.index] = self.best
         self.say(f"shrinking: {self.best_step.scenario}\n")
         tried: set[str] = set()
         improved = True
@@ -181,6 +191,7 @@ class Search:
                 if self._judge(step, cand.data):
                     step.kept = True
                     self.best, self.best_step = cand.data, step
+                    self.kept_data[step.index] = cand.data
                     self.say(f"  kept: {step.scenario}\n")
                     improved = True
                     break
@@ -189,25 +200,30 @@ class Search:
         if self.stopped is None:
             self.stopped = "no smaller scenario reproduces (every reduction tried)"
 
-    def confirm(self) -> Step:
-        """Run the smallest scenario ``confirm`` times on fresh seeds."""
-        step = Step(
-            len(self.steps),
-            "confirmation of the smallest",
-            steps.describe(self.best),
-            "",
-            self.best["duration"],
-        )
-        step.file = str(self.final_file())
-        self.steps.append(step)
-        self.confirmation = step
+    def confirm(self) -> Step | None:
+        """Run the smallest kept scenario ``confirm`` times on fresh seeds; if it fails to
+        reproduce in a majority of them, fall back to the kept scenario before it, and so
+        on: the result is the smallest scenario that reproduces in most runs (or, if none
+        does, the last one tried, with its rate)."""
+        chain = [s for s in self.steps if s.kept]
+        need = majority(self.opts.confirm)
         first = self.opts.seed + CONFIRM_SEED_OFFSET
-        for i, seed in enumerate(range(first, first + self.opts.confirm)):
-            if i and self.elapsed() + self.estimate(self.best) > self.opts.budget:
-                self.stopped = f"{self.stopped}; the budget cut the confirmation to {i} runs"
-                break
-            self._trial(step, seed, "confirm")
-        return step
+        for n, kept in enumerate(reversed(chain)):
+            larger_left = n < len(chain) - 1
+            data = self.kept_data[kept.index]
+            step = self._step(f"confirmation of #{kept.index}", data)
+            self.confirmation, self.best, self.best_step = step, data, kept
+            for i, seed in enumerate(range(first, first + self.opts.confirm)):
+                if (i or n) and self.elapsed() + self.estimate(data) > self.opts.budget:
+                    self.stopped = f"{self.stopped}; the budget cut the confirmation short"
+                    return step
+                self._trial(step, seed, f"confirm #{kept.index}")
+                if larger_left and len(step.tries) - step.reproduced > self.opts.confirm - need:
+                    break  # cannot reach the majority: try the larger scenario before it
+            if step.reproduced >= need or not larger_left:
+                return step
+            self.say(f"  #{kept.index} reproduced in under {need} of {self.opts.confirm}\n")
+        return self.confirmation
 
     def final_file(self) -> Path:
         """The smallest scenario as a file named after the original plus ``-min``."""

@@ -1,8 +1,9 @@
 """One trial of a shrink: a ``python -m harness run`` child on a candidate scenario file.
 
 The child runs in its own session, so a Ctrl-C at the terminal reaches only the shrink;
-the shrink then passes one SIGINT on and waits for the child to tear its cluster down
-(bounded), so an interrupted shrink leaves no node behind.
+the shrink then sends the child SIGTERM (which a run handles like Ctrl-C, and which,
+unlike SIGINT, a shell does not set to be ignored in background jobs) and waits for it
+to tear its cluster down (bounded), so an interrupted shrink leaves no node behind.
 """
 
 from __future__ import annotations
@@ -106,10 +107,11 @@ def run_trial(
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Ask the child to stop as on Ctrl-C and wait for its teardown; kill it if it hangs."""
+    """Ask the child to stop (SIGTERM: a run tears down as on Ctrl-C) and wait for its
+    teardown; kill it if it hangs."""
     if proc.poll() is not None:
         return
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + TEARDOWN_WAIT
     while True:
         try:
@@ -121,7 +123,7 @@ def _stop(proc: subprocess.Popen) -> None:
             break
     if proc.poll() is None:
         print(
-            f"shrink: the trial did not stop within {TEARDOWN_WAIT:g} s of SIGINT; killing it",
+            f"shrink: the trial did not stop within {TEARDOWN_WAIT:g} s of SIGTERM; killing it",
             file=sys.stderr,
         )
         proc.kill()

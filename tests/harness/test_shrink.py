@@ -208,3 +208,40 @@ def test_ctrl_c_stops_the_shrink_and_its_trial_cluster(tmp_path: Path) -> None:
     assert _node_processes(trials) == []
     result = json.loads((run / "shrink" / "search.json").read_text())
     assert result["stopped"].startswith("interrupted")
+
+
+def test_each_step_tries_the_runs_seed_then_seeds_no_earlier_step_used() -> None:
+    from harness.shrink.search import trial_seeds
+
+    assert trial_seeds(1, 1, 3) == [1, 2, 3]
+    assert trial_seeds(1, 2, 3) == [1, 4, 5]
+    assert trial_seeds(7, 1, 1) == [7]
+
+
+def test_a_smallest_scenario_that_fails_confirmation_falls_back(tmp_path, monkeypatch) -> None:
+    """Pure logic, with a stand-in for the runs: during the search every scenario
+    reproduces; on the fresh confirmation seeds only runs of 10 s or more do."""
+    from harness.shrink import search as search_mod
+    from harness.shrink.trials import Trial
+
+    def fake_run_trial(candidate, scenario, seed, subject, engine_args, kinds, out, **kw):
+        duration = load_scenario(scenario).duration
+        hit = seed < search_mod.CONFIRM_SEED_OFFSET or duration >= 10
+        return Trial(candidate, seed, 1 if hit else 0, {"lost": 1} if hit else {}, hit, 0.1,
+                     str(out))  # fmt: skip
+
+    monkeypatch.setattr(search_mod, "run_trial", fake_run_trial)
+    opts = search_mod.Options(
+        data=_data("lease-expiry", 20.0), subject="x", engine_args=(), kinds=("lost",),
+        seed=1, out=tmp_path, budget=10_000, tries=3, confirm=5,
+    )  # fmt: skip
+    s = search_mod.Search(opts, say=lambda _text: None)
+    s.run()
+    smallest = [st for st in s.steps if st.kept][-1]
+    assert smallest.duration == MIN_DURATION
+    conf = s.confirm()
+    assert conf is not None and conf.reproduced == 5
+    assert s.best["duration"] >= 10
+    confirmations = [st for st in s.steps if st.change.startswith("confirmation")]
+    assert len(confirmations) >= 2 and confirmations[0].reproduced == 0
+    assert len(confirmations[0].tries) == 3  # stopped once the majority was out of reach
