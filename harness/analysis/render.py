@@ -120,7 +120,7 @@ def shrink_section(s: dict[str, Any], assets: Path) -> str:
         f"### {name}",
         "",
         f"- seeks: {', '.join(s['kinds'])}",
-        f"- from: {s['original']} (`{Path(s['folder']).parent}`)",
+        f"- from: {s['original']} (run `{s.get('source') or '?'}`)",
         f"- to: {s['minimal']}",
         f"- the smallest run found it in {rate} runs on fresh seeds",
         f"- search: {sum(len(x['tries']) for x in s['steps'])} runs in {s['elapsed']:.0f} s "

@@ -134,6 +134,7 @@ def main_shrink(args: argparse.Namespace) -> int:
             budget=args.budget,
             tries=args.tries,
             confirm=args.confirm,
+            source=str(args.run_dir),
         ),
         say=lambda text: print(text, end="", flush=True),
     )
@@ -174,6 +175,7 @@ def write_results(search: Search) -> str:
     )
     text = (
         f"# Shrink of {search.base_name} ({o.subject})\n\n"
+        f"- run shrunk: `{o.source}`\n"
         f"- seeks: {', '.join(o.kinds)}\n"
         f"- from: {describe(o.data)}\n"
         f"- to: {describe(search.best)}\n"

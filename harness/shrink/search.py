@@ -58,6 +58,8 @@ class Options:
     budget: float
     tries: int = 3
     confirm: int = 5
+    #: the run folder shrunk (for the record)
+    source: str = ""
 
 
 def trial_seeds(seed: int, index: int, tries: int) -> list[int]:
@@ -248,6 +250,7 @@ class Search:
         conf = self.confirmation
         return {
             "scenario": self.base_name,
+            "source": self.opts.source,
             "subject": self.opts.subject,
             "engine_args": list(self.opts.engine_args),
             "kinds": list(self.opts.kinds),
