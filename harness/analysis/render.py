@@ -42,6 +42,10 @@ def report(
         "shrinks_table": tables.shrinks_table(found),
         "shrink_sections": "\n".join(shrink_section(s, assets) for s in found),
         "repro_outputs": repro_outputs(assets),
+        "cost": (
+            f"{len(cells)} matrix runs took {sum(c.get('seconds') or 0 for c in cells) / 60:.0f} "
+            f"min and {len(found)} shrinks {sum(s['elapsed'] for s in found) / 60:.0f} min"
+        ),
     }
     missing = sorted(set(re.findall(r"\{\{(\w+)\}\}", template)) - set(values))
     if missing:
