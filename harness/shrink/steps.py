@@ -78,8 +78,8 @@ def describe(data: Data) -> str:
     w = data["workload"]
     faults = (
         ", ".join(
-            f"{f['kind']} {f['start']:g}+{f['duration']:g}s"
-            + (f" every {f['every']:g}s" if f.get("every") else "")
+            f"{f['kind']} {round(f['start'], 2):g}+{round(f['duration'], 2):g}s"
+            + (f" every {round(f['every'], 2):g}s" if f.get("every") else "")
             for f in data["faults"]
         )
         or "no faults"
