@@ -10,10 +10,13 @@ sends, to a cluster you give it, writes where that rewriting does not happen:
 2. ``subquery``  ``UPDATE ... SET v = (SELECT julianday('now')) ...``: the 'now' inside a
                  scalar subquery;
 3. ``groups``    ``UPDATE groups SET v = julianday('now') ...``: a top-level 'now', but in
-                 a statement on a table named ``groups`` (skipped if such a table exists
+                 an UPDATE of a table named ``groups`` (skipped if such a table exists
                  already: the script never writes to your tables);
-4. ``quoted-groups``  the same with the name quoted, ``UPDATE "groups" ...``: a control
-                 for 3 (if 3 diverges and 4 does not, the bare name is what stops the
+4. ``insert-groups``  ``INSERT INTO groups(...) VALUES (..., julianday('now'))``: the
+                 control's statement on the table ``groups`` (rqlite v8.36.18's parser
+                 accepts this one: it is rewritten, the replicas agree);
+5. ``quoted-groups``  3 with the name quoted, ``UPDATE "groups" ...``: a control for 3
+                 (if 3 diverges and 5 does not, the bare name is what stops the
                  rewriting).
 
 Each write is sent ``--rounds`` times. Then it waits until every node has applied them
@@ -51,6 +54,7 @@ CASES = (
         True,
     ),
     ("groups", "UPDATE groups SET v = julianday('now') WHERE run = ? AND name = ?", True),
+    ("insert-groups", "INSERT INTO groups(run, name, v) VALUES (?, ?, julianday('now'))", False),
     (
         "quoted-groups",
         "UPDATE \"groups\" SET v = julianday('now') WHERE run = ? AND name = ?",

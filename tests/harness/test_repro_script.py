@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -46,8 +47,15 @@ def test_the_script_shows_which_writes_diverge(engine: str, tmp_path: Path) -> N
     cases = [
         line.split(":")[0] for line in text.splitlines() if ": UPDATE" in line or ": INSERT" in line
     ]
-    assert cases == ["control", "subquery", "groups", "quoted-groups"], text
-    assert text.count("-> identical") == 2 and text.count("-> DIVERGED") == 2, text
+    assert cases == ["control", "subquery", "groups", "insert-groups", "quoted-groups"], text
+    assert text.count("-> identical") == 3 and text.count("-> DIVERGED") == 2, text
+    lines = text.splitlines()
+    diverged = [
+        line.split(":")[0]
+        for line, nxt in itertools.pairwise(lines)
+        if "DIVERGED" in nxt and (": UPDATE" in line or ": INSERT" in line)
+    ]
+    assert diverged == ["subquery", "groups"], text
     assert "verdict: replicas DIVERGED" in text
     assert "repro_now" not in str(left) and "groups" not in str(left)  # dropped after
 
