@@ -81,6 +81,7 @@ SHRINKS: tuple[ShrinkSpec, ...] = (
         "embedded",
         "duplicate-group-lease",
         900,
+        ("--confirm", "10"),
     ),
     ShrinkSpec(
         "seed-reference-clock-skew",
@@ -89,7 +90,8 @@ SHRINKS: tuple[ShrinkSpec, ...] = (
         "seed-reference",
         "embedded",
         "duplicate-group-lease",
-        600,
+        900,
+        ("--confirm", "10"),
     ),
     ShrinkSpec(
         "mutant-no-exclusivity",
