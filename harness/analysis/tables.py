@@ -176,14 +176,15 @@ def reproducing_trial(shrink: dict[str, Any]) -> Path | None:
 def shrinks_table(shrinks: Sequence[dict[str, Any]]) -> str:
     """One row per shrink: from what, to what, and how often the smallest reproduces."""
     lines = [
-        "| subject | seeks | from | to | reproduces | search |",
-        "|---|---|---|---|---|---|",
+        "| subject | scenario | seeks | from | to | reproduces | search |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s in shrinks:
         conf = s.get("confirmed")
         rate = f"{conf[0]} of {conf[1]}" if conf else "not confirmed"
         lines.append(
-            f"| {s['subject']} | {', '.join(s['kinds'])} | {s['original']} | {s['minimal']} "
+            f"| {s['subject']} | {s.get('scenario') or '-'} | {', '.join(s['kinds'])} "
+            f"| {s['original']} | {s['minimal']} "
             f"| {rate} | {sum(len(x['tries']) for x in s['steps'])} runs, {s['elapsed']:.0f} s |"
         )
     return "\n".join(lines) + "\n"

@@ -86,7 +86,7 @@ def test_a_shrink_section_copies_its_scenario_and_gives_the_command(tmp_path: Pa
     assert (assets / "seed-reference-lease-expiry-shrink.md").is_file()
     assert "--seed 1002 --subject seed-reference --engine embedded" in text
     assert "4 of 5 runs" in text
-    assert "| seed-reference | duplicate-group-lease |" in tables.shrinks_table([s])
+    assert "| seed-reference | lease-expiry | duplicate-group-lease |" in tables.shrinks_table([s])
 
 
 def test_the_report_fills_every_placeholder_and_refuses_unknown_ones(tmp_path: Path) -> None:
