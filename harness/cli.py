@@ -255,6 +255,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     # the benchmark command (issue 6) plugs in here: harness/bench/ with register()
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
     "matrix": ("run every scenario on each engine and seed", _external("harness.matrix")),
+    "shrink": ("shrink a failing run to a minimal reproduction", _external("harness.shrink")),
+    "analysis": (
+        "write docs/analysis.md from matrix and shrink folders",
+        _external("harness.analysis"),
+    ),
 }
 
 
