@@ -96,7 +96,7 @@ def absorb(h: History, claims: list[tuple[dict, dict | None, str]]) -> None:
     invoke if there is none), and it is certainly acknowledged by the read's ``ok``.
     """
     h.dead = []
-    h.unknown_claims = sorted(inv["time"] for inv, comp, typ in claims if typ != "ok")
+    h.unknown_claims = sorted(inv["time"] for inv, _, typ in claims if typ in ("info", "open"))
     h.max_deliveries = None
     for inv, comp, typ in claims:
         limit = (inv.get("value") or {}).get("max_deliveries")
