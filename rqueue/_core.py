@@ -155,7 +155,9 @@ class QueueCore:
         """Create the schema if absent and migrate a seed-era database."""
         yield self.write(_schema.TABLES, "create schema", idempotent=True)
         tables = _schema.ALTERED_TABLES
-        found = yield self.read([_schema.table_columns(t) for t in tables], "read schema")
+        *found, triggers = yield self.read(
+            [*(_schema.table_columns(t) for t in tables), _schema.COUNT_TRIGGERS], "read schema"
+        )
         altered = set()
         for table, cols in zip(tables, found, strict=True):
             for alter in _schema.missing_columns(table, (row[0] for row in cols.rows)):
@@ -168,7 +170,8 @@ class QueueCore:
         if "groups" in altered:
             yield self.write(_schema.BACKFILL, "migrate schema", idempotent=True)
         yield self.write(_schema.INDEXES, "create indexes", idempotent=True)
-        yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
+        if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
+            yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
 
     # -- publish ------------------------------------------------------------------------
     def publish(self, group_id: str, event: str, priority: int, dedup_id: str | None) -> Op[int]:

@@ -121,10 +121,12 @@ _GROUP_OF = "(SELECT priority FROM groups WHERE group_id = {}.group_id)"
 _NO_GROUP = " AND NOT EXISTS (SELECT 1 FROM groups WHERE group_id = {}.group_id)"
 _IN_GROUP = "(SELECT count(*) FROM messages WHERE group_id = {}.group_id)"
 
-#: the triggers that keep rqueue_counts exact, and its first filling (only when empty:
-#: a database written before the counters existed). One transaction: open() sends them
-#: together, so no write falls between the count and its triggers.
+#: the triggers that keep rqueue_counts exact, after counting afresh what is there; sent
+#: by open() in one transaction when a trigger is missing (a database written before the
+#: counters existed, or whose tables were dropped and created again), so no write falls
+#: between the count and its triggers
 COUNTERS: tuple[Stmt, ...] = (
+    Stmt("DELETE FROM rqueue_counts"),
     Stmt(
         "INSERT INTO rqueue_counts (kind, priority, n) SELECT kind, priority, n FROM ("
         "SELECT 'pending' AS kind, 0 AS priority, (SELECT count(*) FROM messages m "
@@ -132,8 +134,7 @@ COUNTERS: tuple[Stmt, ...] = (
         "UNION ALL SELECT 'queued', g.priority, count(m.seq) FROM groups g "
         "LEFT JOIN messages m ON m.group_id = g.group_id GROUP BY g.priority "
         "UNION ALL SELECT 'groups', priority, count(*) FROM groups GROUP BY priority "
-        "UNION ALL SELECT 'dead', priority, count(*) FROM rqueue_dead GROUP BY priority) "
-        "WHERE NOT EXISTS (SELECT 1 FROM rqueue_counts)"
+        "UNION ALL SELECT 'dead', priority, count(*) FROM rqueue_dead GROUP BY priority)"
     ),
     Stmt(
         "CREATE TRIGGER IF NOT EXISTS rqueue_count_publish AFTER INSERT ON messages BEGIN "
@@ -205,3 +206,15 @@ def missing_columns(table: str, present: Iterable[str]) -> list[Stmt]:
 def is_duplicate_column(message: str) -> bool:
     """True for SQLite's error when another client added the column first."""
     return "duplicate column" in message.lower()
+
+
+#: the names of the counters' triggers
+COUNTER_TRIGGERS: tuple[str, ...] = tuple(
+    s.sql.split()[5] for s in COUNTERS if s.sql.startswith("CREATE TRIGGER")
+)
+#: how many of them exist
+COUNT_TRIGGERS = Stmt(
+    "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN "
+    f"({', '.join('?' * len(COUNTER_TRIGGERS))})",
+    COUNTER_TRIGGERS,
+)
