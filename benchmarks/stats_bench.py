@@ -9,7 +9,8 @@ counted by rqueue's triggers), leases 50 and parks 10 of them, dead-letters 5, t
 prints: each stats statement's query plan (EXPLAIN QUERY PLAN on the leader), the
 latency of ``stats()`` on a connected transport (p50/p99/max over ``--samples``), the
 wall time of ``python -m rqueue stats`` as a whole process (interpreter start, imports,
-connect, one stats request) and, for contrast, of ``SELECT count(*) FROM messages``.
+connect, one stats request) and, for contrast, of ``SELECT count(*) FROM messages`` and
+of counting by priority without the counters.
 """
 
 from __future__ import annotations
@@ -114,6 +115,13 @@ def _bench(args: argparse.Namespace, cluster: LocalCluster) -> int:
     print(f"  stats() on a connected transport: {_summary(_timed(q.stats, args.samples))}")
     count = _timed(lambda: http.query("SELECT count(*) FROM messages"), 5)
     print(f"  for contrast, SELECT count(*) FROM messages: {_summary(count)}")
+    by_priority = (
+        "SELECT g.priority, count(*) FROM messages m JOIN groups g "
+        "ON g.group_id = m.group_id GROUP BY g.priority"
+    )
+    scan = _timed(lambda: http.query(by_priority), 5)
+    print(f"  and counting by priority without the counters (a join over the queue): "
+          f"{_summary(scan)}")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RQUEUE_URL": ",".join(urls)}
     cmd = [sys.executable, "-m", "rqueue", "stats", "--json"]
     walls = []

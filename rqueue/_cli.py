@@ -74,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def connect(args: argparse.Namespace) -> Any:
-    """A transport over the nodes, without creating the schema."""
+    """The operator's API over the nodes (standard-library HTTP; no schema created)."""
+    from ._cli_http import CliQueue
     from ._config import Settings
-    from ._sync import RqliteTransport, _detect, _Session
 
     url = args.url or os.environ.get(URL_ENV)
     if not url:
@@ -97,18 +97,7 @@ def connect(args: argparse.Namespace) -> Any:
         verify=not args.insecure,
         ca_bundle=args.ca_bundle,
     )
-    session = _Session(settings)
-    try:
-        endpoints = settings.endpoints()
-        deadline = time.monotonic() + settings.timeout
-        server = _detect(session, endpoints, deadline, settings.request_timeout, settings.timeout)
-        core = settings.core(server, RqliteTransport.statements_class)
-        transport = RqliteTransport(settings, session, core)
-    except BaseException:
-        session.close()
-        raise
-    transport._endpoints = endpoints
-    return transport
+    return CliQueue(settings)
 
 
 def render_stats(s: Stats, nodes: Sequence[str]) -> str:
@@ -129,7 +118,7 @@ def render_stats(s: Stats, nodes: Sequence[str]) -> str:
 
 
 def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
-    nodes = list(t._settings.urls)
+    nodes = list(t.settings.urls)
     if args.watch is None:
         s = t.stats()
         out.write((json.dumps(s.as_dict()) if args.json else render_stats(s, nodes)) + "\n")
