@@ -3,8 +3,10 @@ through the core (fakes.SqliteExecutor): exact figures, in-place upgrades, query
 
 from __future__ import annotations
 
+import pytest
+
 from rqueue import _dlq, _stats
-from rqueue._models import DeadLetter
+from rqueue._models import DeadLetter, Result
 
 from .fakes import SqliteExecutor, drive
 from .test_core_semantics import SEED_SCHEMA, Queue
@@ -87,3 +89,62 @@ def test_the_dead_lettering_reads_exhausted_heads_through_an_index(
     for stmt in q.core.dead.move("t"):
         plan = " | ".join(r[3] for r in q.ex.sql("EXPLAIN QUERY PLAN " + stmt.sql, *stmt.params))
         assert "SCAN messages" not in plan and "SCAN m " not in plan + " ", (stmt.sql, plan)
+
+
+DEAD = (
+    "seq",
+    "group_id",
+    "event",
+    "priority",
+    "deliveries",
+    "last_error",
+    "enqueued_at",
+    "dead_at",
+)
+READ_BACK = ("seq", "group_id", "event", "lock_expiry")
+
+
+def test_after_an_unknown_outcome_each_dead_letter_is_reported_once() -> None:
+    from rqueue._exceptions import OutcomeUnknown
+
+    from .test_core_decisions import Script, core
+
+    c = core()
+    c.statements.max_deliveries = 3
+    moved: list[DeadLetter] = []
+    c.on_dead_letter = moved.append
+    s = Script(c.claim("w", 30.0, 0))
+    first = s.call
+    assert first.path == "/db/request" and len(first.statements) == 1 + 4 + 3 + 1
+    s.throw(OutcomeUnknown("leadership lost"))
+    # the lookup reads the lease and what the claim moved: it moved 9 but leased nothing
+    assert s.call.path == "/db/query" and len(s.call.statements) == 2
+    s.send(Result(READ_BACK, ()), Result(DEAD, ((9, "g", "{}", 0, 3, "x", None, 1.0),)))
+    assert moved == []  # reported only when the claim returns
+    # the retry (same token) reads back 9 again, and 12 that it moved this time
+    s.send(
+        *([Result()] * 6),
+        Result(READ_BACK, ((10, "g", "{}", 99.0),)),
+        Result(
+            DEAD, ((9, "g", "{}", 0, 3, "x", None, 1.0), (12, "h", "{}", 1, 3, None, None, 2.0))
+        ),
+    )
+    assert s.done and s.value.seq == 10
+    assert [d.seq for d in moved] == [9, 12]
+
+
+def test_a_claim_that_fails_reports_nothing() -> None:
+    from rqueue._exceptions import OutcomeUnknown, Unavailable
+
+    from .test_core_decisions import Script, core
+
+    c = core()
+    c.statements.max_deliveries = 3
+    moved: list[DeadLetter] = []
+    c.on_dead_letter = moved.append
+    s = Script(c.claim("w", 30.0, 0))
+    s.throw(OutcomeUnknown("timeout"))
+    s.send(Result(READ_BACK, ()), Result(DEAD, ((9, "g", "{}", 0, 3, "x", None, 1.0),)))
+    with pytest.raises(OutcomeUnknown):
+        s.throw(Unavailable("no leader"))
+    assert moved == []
