@@ -131,7 +131,7 @@ def _bench(args: argparse.Namespace, cluster: LocalCluster) -> int:
         walls.append(time.perf_counter() - t0)
     print(f"  `python -m rqueue stats --json`, whole process: {_summary(sorted(walls))}")
     for what, code in (
-        ("interpreter start and the CLI's imports", "import rqueue._cli, requests"),
+        ("interpreter start and the CLI's imports", "import rqueue._cli, rqueue._cli_http"),
         ("interpreter start alone (python -c pass)", "pass"),
     ):
         startup = []
