@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.bench_load import Load, run_threads
-from harness.bench_store import Http, create_insert_table, insert_step
+from harness.bench.load import Load, run_threads
+from harness.bench.store import Http, create_insert_table, insert_step
 from harness.cluster.base import Cluster
 
 

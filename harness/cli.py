@@ -252,7 +252,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     "check": ("check a history file for anomalies", _register_check),
     "plot": ("(re)draw a run folder's plots and report", _register_plot),
     "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),
-    # the benchmark command (issue 6) plugs in here: harness/bench.py with register()
+    # the benchmark command (issue 6) plugs in here: harness/bench/ with register()
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
     "matrix": ("run every scenario on each engine and seed", _external("harness.matrix")),
 }

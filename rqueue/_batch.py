@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
-from ._models import Call, Result
+from ._models import Call, Result, Stmt
 from ._wire import Outcome, classify_response
 
 #: most calls in one merged request, and most statements
@@ -188,15 +188,47 @@ class Coalescer:
 
 
 def merge(calls: Sequence[Call]) -> Call:
-    """One call carrying every statement of ``calls``, in order, as one transaction."""
+    """One call carrying every statement of ``calls``, in order, as one transaction.
+
+    The calls' time stamps become one, at the front: every statement of the merged
+    request is applied in the same transaction, so one stamped time serves them all, and
+    each stamp left out is a statement fewer to send, replicate and apply.
+    """
     if len(calls) == 1:
         return calls[0]
     first = calls[0]
     if any(c.query != first.query for c in calls):
         raise ValueError("merge: calls with different query parameters cannot be merged")
     path = "/db/request" if any(c.path == "/db/request" for c in calls) else "/db/execute"
-    statements = tuple(s for c in calls for s in c.statements)
-    return Call(path, statements, first.query, what=f"{len(calls)} merged calls")
+    stamps = [c.statements[0] for c in calls if c.stamped]
+    statements = tuple(s for c in calls for s in _own(c))
+    if stamps:
+        statements = (stamps[0], *statements)
+    return Call(
+        path, statements, first.query, what=f"{len(calls)} merged calls", stamped=bool(stamps)
+    )
+
+
+def _own(call: Call) -> tuple[Stmt, ...]:
+    """The call's statements without its time stamp."""
+    return call.statements[1:] if call.stamped else call.statements
+
+
+def split_results(
+    calls: Sequence[Call], merged: Call, results: tuple[Result, ...]
+) -> list[tuple[Result, ...]]:
+    """Each call's slice of the merged request's results, as if it had been sent alone:
+    a stamped call gets the one shared stamp's result first."""
+    if len(calls) == 1:
+        return [results]
+    i = 1 if merged.stamped else 0
+    stamp = results[:i]
+    out = []
+    for c in calls:
+        k = len(_own(c))
+        out.append((stamp if c.stamped else ()) + results[i : i + k])
+        i += k
+    return out
 
 
 def _named(call: Call, count: int) -> str:
@@ -224,13 +256,7 @@ def answered(
     n = len(calls)
     if verdict.outcome is Outcome.OK:
         endpoints.succeeded(url)
-        out: list[Settled] = []
-        i = 0
-        for c in calls:
-            k = len(c.statements)
-            out.append(Done(verdict.results[i : i + k]))
-            i += k
-        return out
+        return [Done(r) for r in split_results(calls, merged, verdict.results)]
     failure = f"{url}: {verdict.reason}"
     if verdict.outcome is Outcome.RETRY:
         endpoints.failed(url)
@@ -290,17 +316,23 @@ def exchange(
 
 
 def fragment(call: Call) -> str:
-    """``call``'s statements as the items of a JSON list (no brackets).
+    """``call``'s statements but its time stamp, as the items of a JSON list (no brackets).
 
     Always ``[sql, *params]``: merged fragments must share one form (rqlite < 8.24.8
     refuses a body that mixes plain and parameterized statements).
     """
-    return json.dumps([[s.sql, *s.params] for s in call.statements])[1:-1]
+    return json.dumps([[s.sql, *s.params] for s in _own(call)])[1:-1]
 
 
 def merged_body(batch: Sequence[Waiting]) -> bytes:
-    """The JSON body of the merged request of ``batch``: its calls' statements, in order."""
-    return ("[" + ",".join(w.fragment or fragment(w.call) for w in batch) + "]").encode()
+    """The JSON body of the merged request of ``batch``: one time stamp first if any call
+    is stamped (see :func:`merge`), then its calls' statements, in order."""
+    parts = [w.fragment or fragment(w.call) for w in batch]
+    stamped = next((w.call for w in batch if w.call.stamped), None)
+    if stamped is not None:
+        first = stamped.statements[0]
+        parts.insert(0, json.dumps([first.sql, *first.params]))
+    return ("[" + ",".join(p for p in parts if p) + "]").encode()
 
 
 def request_path(call: Call) -> str:

@@ -241,8 +241,8 @@ class QueueCore:
     def _claim_one_request(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
     ) -> Op:
-        """Dead-letter exhausted heads (``max_deliveries``), lease, mark the group and read
-        back, in one request (one Raft entry)."""
+        """Dead-letter exhausted heads (``max_deliveries``), lease (returning the row) and
+        mark the group, in one request (one Raft entry); read back what was moved."""
         s = self.statements
         move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
@@ -250,9 +250,8 @@ class QueueCore:
             call = self.request(
                 [
                     *move,
-                    s.claim_lease(token, visibility, min_priority),
+                    s.claim_returning(token, visibility, min_priority),
                     s.claim_mark_group(token),
-                    s.claim_read_back(token),
                     *self.dead.moved_by(token),
                 ],
                 "claim",
@@ -267,8 +266,8 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             else:
-                _dlq.collect(dead, results[len(move) + 3 :])
-                return self._lease(results[len(move) + 2], token)
+                _dlq.collect(dead, results[len(move) + 2 :])
+                return (yield from self._leased(results[: len(move) + 2], token))
             # The outcome is unknown: look the token up before trying again.
             lease = yield from self._look_up_token(token, unknown, dead)
             if lease is not None:
@@ -316,6 +315,19 @@ class QueueCore:
             # the lease is ours; only round-robin fairness is off by one claim
             log.warning("claim: leased message %s but could not mark its group: %s", lease.seq, exc)
         return lease
+
+    def _leased(self, results: Sequence[Result], token: str) -> Op[Lease | None]:
+        """The lease a claim's applied request took: the rows of its last statement that
+        returned rows (``RETURNING``, or a read-back). A server that ran the claim as a
+        plain write answers without ``columns``: the row is then read back by token."""
+        rows = [r for r in results if r.columns]
+        if rows:
+            return self._lease(rows[-1], token)
+        try:
+            (res,) = yield self.read([self.statements.claim_read_back(token)], "claim: read back")
+        except (Unavailable, StatementError, OutcomeUnknown) as exc:
+            raise OutcomeUnknown(f"claim: applied, but the lease could not be read: {exc}") from exc
+        return self._lease(res, token)
 
     def _look_up_token(
         self, token: str, unknown: OutcomeUnknown, dead: dict[int, DeadLetter] | None = None
@@ -385,7 +397,7 @@ class QueueCore:
             if results[0].rows_affected == 0:
                 raise _lease_lost("ack", lease, " and nothing was claimed")
             try:
-                return self._lease(results[-1], token)
+                return (yield from self._leased(results, token))
             except ProtocolError as exc:
                 exc.acked = True
                 raise

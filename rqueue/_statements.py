@@ -57,6 +57,8 @@ DEFAULT_CLOCK_TOLERANCE = 0.25
 #: a new message's ``enqueued_at``: the queue's latest stamped time (replicated data, so
 #: every replica stores the same); NULL until a request was stamped (server clock only)
 ENQUEUED = "(SELECT max(ts) FROM rqueue_clock)"
+#: a leased row's columns, as a claim returns them (its ``RETURNING``) or reads them back
+LEASE_COLUMNS = "seq, group_id, event, lock_expiry"
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
 PARKED = "__parked__"
 
@@ -195,6 +197,8 @@ class Statements:
         A lease lapses :attr:`lapse_margin` after its stored expiry (server-clock rounding).
         Each claim counts a delivery; with :attr:`max_deliveries`, a head claimed that
         often is skipped (the claim's dead-lettering moves it out, see rqueue._dlq).
+        ``"groups"`` is quoted so that rqlite's parser accepts the statement, which it must
+        for :meth:`claim_returning`.
         """
         exhausted, limit = "", ()
         if self.max_deliveries is not None:
@@ -203,7 +207,7 @@ class Statements:
             "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ?, "
             "deliveries = deliveries + 1 "
             "WHERE seq = ("
-            "SELECT g.head_seq FROM groups g JOIN messages m ON m.seq = g.head_seq "
+            'SELECT g.head_seq FROM "groups" g JOIN messages m ON m.seq = g.head_seq '
             "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now} - ?) "
             f"{exhausted}"
             "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
@@ -217,6 +221,18 @@ class Statements:
             *limit,
             token,
         )
+
+    def claim_returning(self, token: str, visibility: float, min_priority: int) -> Stmt:
+        """:meth:`claim_lease` returning the leased row (``RETURNING``): no read-back.
+
+        rqlite >= 8.23 returns the rows of a write on ``/db/request`` only when its own
+        parser accepts the statement and finds the ``RETURNING`` clause; otherwise it runs
+        it as a plain write and answers without ``columns`` (the core then reads the row
+        back by token). A subclass whose ``claim_lease`` names ``groups`` unquoted gets
+        that slower path, never a wrong one.
+        """
+        lease = self.claim_lease(token, visibility, min_priority)
+        return Stmt(f"{lease.sql} RETURNING {LEASE_COLUMNS}", lease.params)
 
     def claim_mark_group(self, token: str) -> Stmt:
         """Record the claim time of the group leased to ``token`` (round-robin).
@@ -235,9 +251,7 @@ class Statements:
 
     def claim_read_back(self, token: str) -> Stmt:
         """Read the row leased to ``token``: seq, group_id, event, lock_expiry."""
-        return self.stmt(
-            "SELECT seq, group_id, event, lock_expiry FROM messages WHERE locked_by = ?", token
-        )
+        return self.stmt(f"SELECT {LEASE_COLUMNS} FROM messages WHERE locked_by = ?", token)
 
     # -- settle (fenced by the lease's token) -------------------------------------------
     def ack(self, lease: Lease) -> list[Stmt]:
@@ -273,9 +287,10 @@ class Statements:
     ) -> list[Stmt]:
         """Ack ``lease`` and, only if that ack took effect, lease the next message to ``token``.
 
-        One transaction of six statements: the ack's delete (its ``rows_affected`` is 1
-        when the ack took effect), the group's head advance, the claim, the emptied
-        group's removal, the claim's group mark and read-back (last). SQLite's
+        One transaction of five statements: the ack's delete (its ``rows_affected`` is 1
+        when the ack took effect), the group's head advance, the claim returning the
+        leased row (see :meth:`claim_returning`), the emptied group's removal and the
+        claim's group mark. SQLite's
         ``changes()`` chains them: the head advances only if the delete just before it
         removed the row, and the claim runs only if that advance did. So nothing is
         leased unless *this* ack applied, even when another holder's ack had already
@@ -286,15 +301,10 @@ class Statements:
         delete, drop_group = ack[0], ack[-1]  # the fenced delete; the emptied group's removal
         advance = self._advance_head(lease.group_id, "changes() > 0")
         lease_next = self.claim_lease(token, visibility, min_priority)
-        guarded = Stmt(f"{lease_next.sql} AND changes() > 0", lease_next.params)
-        return [
-            delete,
-            advance,
-            guarded,
-            drop_group,
-            self.claim_mark_group(token),
-            self.claim_read_back(token),
-        ]
+        guarded = Stmt(
+            f"{lease_next.sql} AND changes() > 0 RETURNING {LEASE_COLUMNS}", lease_next.params
+        )
+        return [delete, advance, guarded, drop_group, self.claim_mark_group(token)]
 
     def nack(self, lease: Lease, delay: float, error: str | None = None) -> Stmt:
         """Release (``delay == 0``) or park until ``now + delay`` if still leased;

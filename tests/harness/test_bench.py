@@ -18,8 +18,8 @@ import time
 import pytest
 
 from harness.bench import BenchSettings, command_line
-from harness.bench_load import Load, LoadError, percentile_ms, run_tasks, run_threads
-from harness.bench_report import targets
+from harness.bench.load import Load, LoadError, percentile_ms, run_tasks, run_threads
+from harness.bench.report import targets
 from harness.cli import build_parser, main
 
 TINY = [

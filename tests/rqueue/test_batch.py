@@ -331,6 +331,36 @@ def test_merged_body_joins_the_fragments_each_caller_encoded() -> None:
     assert request_path(merge(calls)) == "/db/request?transaction=true"
 
 
+def stamped_call(what: str, n: int = 2) -> Call:
+    """A call that starts with the core's time stamp, then ``n`` statements of its own."""
+    own = call(n, what=what)
+    stamp = Stmt("INSERT OR REPLACE INTO rqueue_clock (id, ts) VALUES (1, 0.5)")
+    return Call(own.path, (stamp, *own.statements), own.query, what=what, stamped=True)
+
+
+def test_merged_stamped_calls_share_one_stamp_at_the_front() -> None:
+    calls = [stamped_call("x"), call(1, what="plain"), stamped_call("y", 1)]
+    merged = merge(calls)
+    assert merged.stamped
+    assert [s.sql for s in merged.statements].count(calls[0].statements[0].sql) == 1
+    assert merged.statements[0] == calls[0].statements[0]
+    assert len(merged.statements) == 1 + 2 + 1 + 1
+    batch = [Waiting(c, 0.0, fragment=fragment(c)) for c in calls]
+    assert json.loads(merged_body(batch)) == json.loads(request_target(merged)[1])
+    # each call's results as if sent alone: the shared stamp's result first when stamped
+    out = answered(calls, merged, A, 200, ok_body(5), endpoints())
+    got = [[r.rows_affected for r in s.results] for s in out]
+    assert got == [[0, 1, 2], [3], [0, 4]]
+    assert [len(c.for_caller(s.results)) for c, s in zip(calls, out, strict=True)] == [2, 1, 1]
+
+
+def test_a_lone_stamped_call_keeps_its_own_stamp() -> None:
+    lone = stamped_call("x")
+    assert merge([lone]) is lone
+    batch = [Waiting(lone, 0.0, fragment=fragment(lone))]
+    assert json.loads(merged_body(batch)) == json.loads(request_target(lone)[1])
+
+
 def test_no_word_names_the_call_and_how_long_it_waited() -> None:
     out = no_word(waiting(what="claim"), 15.0)
     assert isinstance(out.error, OutcomeUnknown) and not out.poisoned

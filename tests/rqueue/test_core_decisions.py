@@ -74,8 +74,36 @@ def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
     assert s.call.path == "/db/request" and token_of(s.call) == token
     # the retried lease UPDATE is a no-op for a token already in use
     assert "NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)" in own(s.call)[0].sql
-    s.send(Result(), Result(), Result(READ_BACK, ()))
+    s.send(Result(READ_BACK, ()), Result())
     assert s.done and s.value is None
+
+
+def test_claim_is_one_request_whose_update_returns_the_leased_row() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    assert s.call.path == "/db/request" and s.call.mergeable and len(own(s.call)) == 2
+    lease_sql = own(s.call)[0].sql
+    assert lease_sql.endswith("RETURNING seq, group_id, event, lock_expiry")
+    assert 'FROM "groups" g' in lease_sql  # quoted: rqlite's parser must accept it
+    token = token_of(s.call)
+    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)), Result(rows_affected=1))
+    assert s.done and s.value == Lease(5, "g", "{}", token, expires_at=99.0)
+
+
+def test_claim_run_as_a_plain_write_reads_the_row_back() -> None:
+    """A server that ignored RETURNING answers without columns: read back by token."""
+    s = Script(core().claim("w", 30.0, 0))
+    token = token_of(s.call)
+    s.send(Result(rows_affected=1), Result(rows_affected=1))
+    assert s.call.path == "/db/query" and s.call.statements[0].params == (token,)
+    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
+    assert s.done and s.value == Lease(5, "g", "{}", token, expires_at=99.0)
+
+
+def test_claim_applied_but_unreadable_is_unknown() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    s.send(Result(rows_affected=1), Result(rows_affected=1))
+    with pytest.raises(OutcomeUnknown, match="applied, but the lease could not be read"):
+        s.throw(Unavailable("no leader"))
 
 
 def test_claim_unknown_and_lookup_impossible_is_unknown() -> None:
@@ -201,30 +229,38 @@ def test_linearizable_needs_a_new_enough_server() -> None:
 
 # -- ack_and_claim ------------------------------------------------------------------------
 def fused_token(call: Call) -> str:
-    """The claim's token in an ack_and_claim request (the read-back's only parameter)."""
+    """The claim's token in an ack_and_claim request (the group mark's only parameter)."""
     return call.statements[-1].params[0]
+
+
+def fused_results(acked: int, rows: tuple) -> tuple[Result, ...]:
+    """An ack_and_claim's five results: delete, advance, claim (RETURNING), drop, mark."""
+    return (Result(rows_affected=acked), Result(), Result(READ_BACK, rows), Result(), Result())
 
 
 def test_ack_and_claim_is_one_request_whose_claim_is_chained_to_the_ack() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 2))
-    assert s.call.path == "/db/request" and s.call.mergeable and len(own(s.call)) == 6
+    assert s.call.path == "/db/request" and s.call.mergeable and len(own(s.call)) == 5
     assert own(s.call)[0].params[:2] == (LEASE.seq, LEASE.token)
     assert all("changes() > 0" in st.sql for st in own(s.call)[1:3])
+    assert own(s.call)[2].sql.endswith(
+        "AND changes() > 0 RETURNING seq, group_id, event, lock_expiry"
+    )
     token = fused_token(s.call)
-    s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, ((9, "h", "[]", 5.0),)))
+    s.send(*fused_results(1, ((9, "h", "[]", 5.0),)))
     assert s.done and s.value == Lease(9, "h", "[]", token, expires_at=5.0)
 
 
 def test_ack_and_claim_when_nothing_is_claimable_returns_none() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
-    s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, ()))
+    s.send(*fused_results(1, ()))
     assert s.done and s.value is None
 
 
 def test_ack_and_claim_with_a_lost_lease_is_lease_lost_and_not_acked() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
     with pytest.raises(LeaseLost, match="nothing was claimed") as caught:
-        s.send(Result(rows_affected=0), *[Result()] * 4, Result(READ_BACK, ()))
+        s.send(*fused_results(0, ()))
     assert not caught.value.acked
 
 
@@ -251,7 +287,7 @@ def test_ack_and_claim_unknown_then_token_absent_settles_the_ack_then_claims() -
     assert s.call.path == "/db/execute" and own(s.call)[0].sql.startswith("DELETE")
     s.send(Result(rows_affected=1), Result(), Result())
     assert s.call.path == "/db/request" and token_of(s.call) == token  # the same token
-    s.send(Result(), Result(), Result(READ_BACK, ((9, "h", "[]", None),)))
+    s.send(Result(READ_BACK, ((9, "h", "[]", None),)), Result())
     assert s.done and s.value == Lease(9, "h", "[]", token)
 
 
@@ -277,7 +313,7 @@ def test_ack_and_claim_claim_failure_after_the_ack_applied_says_acked() -> None:
 def test_ack_and_claim_unreadable_row_after_the_ack_says_acked() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
     with pytest.raises(ProtocolError) as caught:
-        s.send(Result(rows_affected=1), *[Result()] * 4, Result(READ_BACK, (("x", 1, 2, 3),)))
+        s.send(*fused_results(1, (("x", 1, 2, 3),)))
     assert caught.value.acked
 
 

@@ -87,3 +87,24 @@ def test_a_claim_that_leases_nothing_still_reports_what_it_moved(connect, queue_
     t.nack(t.claim("w", VIS), 0)
     assert t.claim("w", VIS, min_priority=3) is None  # nothing that high, but it moves
     assert [d.seq for d in moved] == [seq]
+
+
+def test_a_claim_that_dead_letters_is_still_one_request(queue_urls) -> None:
+    from rqueue import RqliteTransport
+
+    from .test_requests_per_call import _Counted
+
+    t = RqliteTransport.from_url(",".join(queue_urls), max_deliveries=1)
+    try:
+        if not t.server.one_request_claim:
+            pytest.skip(f"server {t.server.version}: claims take three requests before 8.23")
+        first, second = t.publish("g", {"n": 1}), t.publish("g", {"n": 2})
+        t.nack(t.claim("w", VIS), 0)
+        t._session = counted = _Counted(t._session)
+        lease = t.claim("w", VIS)  # moves the first, leases the second
+        assert lease.seq == second and [d.seq for d in t.dead_letters()] == [first]
+        assert counted.bodies[0][0].startswith("/db/request")
+        assert len(counted.bodies) == 2  # the claim, then dead_letters()' read
+        t.ack(lease)
+    finally:
+        t.close()

@@ -1,8 +1,8 @@
 """Queue operations as benchmark steps, for any subject (rqueue or seed-reference).
 
 Each ``*_worker`` function opens one client of a subject and returns ``(step, close)``
-for :func:`harness.bench_load.run_threads` (the ``*_task`` twins do the same for
-:func:`harness.bench_load.run_tasks`). :func:`fill` prepares a backlog quickly and
+for :func:`harness.bench.load.run_threads` (the ``*_task`` twins do the same for
+:func:`harness.bench.load.run_tasks`). :func:`fill` prepares a backlog quickly and
 :func:`claim_latencies` samples one claimer's claim latency at a fixed backlog.
 """
 
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .bench_store import Http, bulk_messages
-from .subjects import Subject
+from ..subjects import Subject
+from .store import Http, bulk_messages
 
 #: leases are held far longer than any measurement, so none lapses mid-run
 VISIBILITY = 600.0
@@ -177,7 +177,7 @@ def fill(
 
 
 def _publish_firsts_seed(http: Http, firsts: list[tuple[str, str]], batch: int) -> None:
-    from .subjects.seed_reference import publish_statements
+    from ..subjects.seed_reference import publish_statements
 
     for k in range(0, len(firsts), batch):
         stmts = [s for g, e in firsts[k : k + batch] for s in publish_statements(g, e, 0)]

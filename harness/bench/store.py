@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from .cost import WireCounter
+
 INSERT_TABLE = "bench_insert"
 #: the queue's tables (the seed's two, and rqueue's dedup table)
 QUEUE_TABLES = ("messages", "groups", "rqueue_dedup")
@@ -26,11 +28,12 @@ class StoreError(RuntimeError):
 class Http:
     """One keep-alive HTTP connection to a node, posting rqlite statement lists."""
 
-    def __init__(self, url: str, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, timeout: float = 60.0, counter: WireCounter | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname or not parts.port:
             raise ValueError(f"expected http://HOST:PORT, got {url!r}")
         self.url = url
+        self.counter = counter  # counts requests and bytes for the cost breakdown
         self._conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
 
     def post(self, path: str, statements: Sequence[Any]) -> list[dict[str, Any]]:
@@ -45,6 +48,8 @@ class Http:
         except (OSError, http.client.HTTPException) as exc:
             self._conn.close()
             raise StoreError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from exc
+        if self.counter is not None:
+            self.counter.add(body, len(payload))
         if resp.status != 200:
             raise StoreError(f"{self.url}{path}: HTTP {resp.status}: {payload[:200]!r}")
         doc = json.loads(payload)

@@ -14,7 +14,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cost import Meter
 
 Step = Callable[[], bool]
 AsyncStep = Callable[[], Awaitable[bool]]
@@ -130,9 +133,14 @@ class _Window:
 
 
 def run_threads(
-    open_worker: OpenWorker, concurrency: int, seconds: float, warmup: float = 0.5
+    open_worker: OpenWorker,
+    concurrency: int,
+    seconds: float,
+    warmup: float = 0.5,
+    meter: Meter | None = None,
 ) -> Load:
-    """Run ``concurrency`` threads, each repeating its step, for ``warmup + seconds``."""
+    """Run ``concurrency`` threads, each repeating its step, for ``warmup + seconds``;
+    ``meter`` reads the costs at the measured window's start and end."""
     window = _Window(concurrency, warmup, seconds)
     opened: list[tuple[Step, Callable[[], None]]] = []
     try:
@@ -157,21 +165,32 @@ def run_threads(
         for t in threads:
             t.start()
         window.begin()
+        watcher = meter.watch(window.start, window.end) if meter else None
         go.wait()
         for t in threads:
             t.join()
+        if watcher is not None:
+            watcher.join()
     finally:
         for _, close in opened:
             close()
     return _checked(window.load)
 
 
-def run_tasks(open_task: OpenTask, concurrency: int, seconds: float, warmup: float = 0.5) -> Load:
+def run_tasks(
+    open_task: OpenTask,
+    concurrency: int,
+    seconds: float,
+    warmup: float = 0.5,
+    meter: Meter | None = None,
+) -> Load:
     """Run ``concurrency`` asyncio tasks on one new event loop, like :func:`run_threads`."""
-    return asyncio.run(_run_tasks(open_task, concurrency, seconds, warmup))
+    return asyncio.run(_run_tasks(open_task, concurrency, seconds, warmup, meter))
 
 
-async def _run_tasks(open_task: OpenTask, concurrency: int, seconds: float, warmup: float) -> Load:
+async def _run_tasks(
+    open_task: OpenTask, concurrency: int, seconds: float, warmup: float, meter: Meter | None
+) -> Load:
     window = _Window(concurrency, warmup, seconds)
     opened: list[tuple[AsyncStep, Callable[[], Awaitable[None]]]] = []
     try:
@@ -188,7 +207,10 @@ async def _run_tasks(open_task: OpenTask, concurrency: int, seconds: float, warm
                 window.record(t0, time.perf_counter(), worked)
 
         window.begin()
+        watcher = meter.watch(window.start, window.end) if meter else None
         await asyncio.gather(*(work(s) for s, _ in opened))
+        if watcher is not None:
+            await asyncio.to_thread(watcher.join)
     finally:
         for _, close in opened:
             await close()

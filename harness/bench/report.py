@@ -50,6 +50,11 @@ def _series(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return doc.get(key) or []
 
 
+def _levels(doc: dict[str, Any]) -> list[int]:
+    """The concurrency levels of the run's throughput figures."""
+    return sorted({r["concurrency"] for _, key in SERIES for r in _series(doc, key)})
+
+
 def _row(rows: list[dict[str, Any]], concurrency: int) -> dict[str, Any] | None:
     return next((r for r in rows if r["concurrency"] == concurrency), None)
 
@@ -83,7 +88,7 @@ def _baseline(doc: dict[str, Any], key: str, concurrency: int) -> float | None:
     row = _row(_series(doc, key), concurrency)
     if row is not None and row.get("insert_per_second"):
         return row["insert_per_second"]
-    return _rate(doc["store_insert"], concurrency)
+    return _rate(_series(doc, "store_insert"), concurrency)
 
 
 def _unfolded_note(doc: dict[str, Any], cycle_key: str, at: int) -> str:
@@ -109,30 +114,38 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
         "rqueue_cycle",
     )
     how = "shared transport" if claim_key.endswith("shared") else "a transport per worker"
-    claims, claims_base = _rate(doc[claim_key], at), _baseline(doc, claim_key, at)
-    cycles, cycles_base = _rate(doc[cycle_key], at), _baseline(doc, cycle_key, at)
-    claims_dry = _dry_note(_row(doc[claim_key], at))
-    cycles_dry = _dry_note(_row(doc[cycle_key], at))
+    out: list[Target] = []
+    # claims at the target concurrency and at every higher level measured (8 and 32);
+    # a run of some parts only (``--only``) checks the targets of those parts
+    levels = sorted({r["concurrency"] for r in _series(doc, claim_key)})
+    for c in [c for c in levels if c >= at]:
+        claims, claims_base = _rate(_series(doc, claim_key), c), _baseline(doc, claim_key, c)
+        claims_dry = _dry_note(_row(_series(doc, claim_key), c))
+        out.append(
+            Target(
+                f"claims/s vs INSERTs/s at concurrency {c}",
+                _checked_ratio(_ratio(claims, claims_base), claims_dry),
+                0.8,
+                f"{_fmt(claims)} claims/s ({how}), {_fmt(claims_base)} INSERTs/s just before"
+                + claims_dry,
+            )
+        )
+    cycles = _rate(_series(doc, cycle_key), at)
+    cycles_base = _baseline(doc, cycle_key, at)
+    cycles_dry = _dry_note(_row(_series(doc, cycle_key), at))
     folded = cycle_key.endswith("folded")
     cycles_how = how + (", each ack folded into the next claim" if folded else "")
-    out = [
-        Target(
-            f"claims/s vs INSERTs/s at concurrency {at}",
-            _checked_ratio(_ratio(claims, claims_base), claims_dry),
-            0.8,
-            f"{_fmt(claims)} claims/s ({how}), {_fmt(claims_base)} INSERTs/s just before"
-            + claims_dry,
-        ),
-        Target(
-            f"claim+ack cycles/s vs INSERTs/s at concurrency {at}",
-            _checked_ratio(_ratio(cycles, cycles_base), cycles_dry),
-            0.4,
-            f"{_fmt(cycles)} cycles/s ({cycles_how}), {_fmt(cycles_base)} INSERTs/s just before"
-            + cycles_dry
-            + _unfolded_note(doc, cycle_key, at),
-        ),
-    ]
-    lat = {r["backlog"]: r for r in doc["claim_latency"]}
+    cycle_target = Target(
+        f"claim+ack cycles/s vs INSERTs/s at concurrency {at}",
+        _checked_ratio(_ratio(cycles, cycles_base), cycles_dry),
+        0.6 if folded else 0.4,
+        f"{_fmt(cycles)} cycles/s ({cycles_how}), {_fmt(cycles_base)} INSERTs/s just before"
+        + cycles_dry
+        + _unfolded_note(doc, cycle_key, at),
+    )
+    if _series(doc, cycle_key):
+        out.append(cycle_target)
+    lat = {r["backlog"]: r for r in _series(doc, "claim_latency")}
     small, big = (lat.get(k) for k in sorted(lat)) if len(lat) == 2 else (None, None)
     if small and big:
         out.append(
@@ -144,12 +157,12 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
                 at_most=True,
             )
         )
-    for c in sorted({r["concurrency"] for r in doc["publish"]}):
+    for c in sorted({r["concurrency"] for r in _series(doc, "publish")}):
         single = next(
-            (r for r in doc["publish"] if r["concurrency"] == c and r["batch"] == 1), None
+            (r for r in _series(doc, "publish") if r["concurrency"] == c and r["batch"] == 1), None
         )
         batched = next(
-            (r for r in doc["publish"] if r["concurrency"] == c and r["batch"] > 1), None
+            (r for r in _series(doc, "publish") if r["concurrency"] == c and r["batch"] > 1), None
         )
         if single and batched:
             out.append(
@@ -162,7 +175,7 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
                     f"(batches of {batched['batch']})",
                 )
             )
-    rows = doc["sync_vs_async"]
+    rows = _series(doc, "sync_vs_async")
     shared = any(r.get("shared") for r in rows)
     modes = {r["mode"]: r for r in rows if bool(r.get("shared")) == shared}
     if "threads" in modes and "tasks" in modes:
@@ -199,7 +212,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     info = doc["cluster"]
     seconds = doc["settings"]["seconds"]
     title = f"{info['engine']} {info['nodes']}-node cluster, {seconds:g} s per figure"
-    levels = sorted({r["concurrency"] for r in doc["store_insert"]})
+    levels = _levels(doc)
     t = Table(title=f"Throughput, ops/s (ratio to INSERTs/s measured just before) — {title}")
     lt = Table(title="Latency of those operations, p50 / p99 ms")
     for table in (t, lt):
@@ -233,7 +246,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     p = Table(title="Publish (messages/s)")
     for col in ("concurrency", "mode", "messages/s", "requests/s", "p50 ms", "p99 ms"):
         p.add_column(col, justify="right")
-    for r in doc["publish"]:
+    for r in _series(doc, "publish"):
         mode = "single" if r["batch"] == 1 else f"publish_many({r['batch']})"
         p.add_row(
             str(r["concurrency"]),
@@ -247,7 +260,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     cl = Table(title="Claim latency, one claimer (ms)")
     for col in ("queued messages", "groups", "samples", "p50", "p99"):
         cl.add_column(col, justify="right")
-    for r in doc["claim_latency"]:
+    for r in _series(doc, "claim_latency"):
         cl.add_row(
             f"{r['backlog']:,}",
             f"{r['groups']:,}",
@@ -259,7 +272,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     sa = Table(title="Sync threads vs async tasks (claim+ack cycles)")
     for col in ("mode", "concurrency", "cycles/s", "p50 ms", "p99 ms"):
         sa.add_column(col, justify="right")
-    for r in doc["sync_vs_async"]:
+    for r in _series(doc, "sync_vs_async"):
         sa.add_row(
             _mode(r),
             str(r["concurrency"]),
@@ -313,9 +326,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax = axes[0][1]
     labels = [
         f"{'single' if r['batch'] == 1 else 'batch ' + str(r['batch'])}\nc={r['concurrency']}"
-        for r in doc["publish"]
+        for r in _series(doc, "publish")
     ]
-    ax.bar(labels, [r["messages_per_second"] for r in doc["publish"]])
+    ax.bar(labels, [r["messages_per_second"] for r in _series(doc, "publish")])
     ax.set_yscale("log")
     ax.set_ylabel("messages/s")
     ax.set_title("Publish")
@@ -349,7 +362,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 # -- markdown (for the README) ------------------------------------------------------
 def markdown(doc: dict[str, Any]) -> str:
     """The run's figures as Markdown tables: what the README's performance section quotes."""
-    levels = sorted({r["concurrency"] for r in doc["store_insert"]})
+    levels = _levels(doc)
     head = "| operation | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in levels)
     rule = "|---|" + "---:|" * len(levels)
     lines = [
@@ -388,7 +401,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| publish | concurrency | messages/s | p50 / p99 ms |",
         "|---|---:|---:|---:|",
     ]
-    for r in doc["publish"]:
+    for r in _series(doc, "publish"):
         mode = "single `publish`" if r["batch"] == 1 else f"`publish_many` of {r['batch']}"
         lines.append(
             f"| {mode} | {r['concurrency']} | {r['messages_per_second']:,.0f} | "
@@ -399,7 +412,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| claim latency, one claimer | groups | p50 ms | p99 ms |",
         "|---|---:|---:|---:|",
     ]
-    for r in doc["claim_latency"]:
+    for r in _series(doc, "claim_latency"):
         lines.append(
             f"| {r['backlog']:,} queued | {r['groups']:,} | {_ms(r['p50_ms'])} | "
             f"{_ms(r['p99_ms'])} |"
@@ -410,7 +423,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| cycles/s | p50 / p99 ms |",
         "|---|---:|---:|---:|",
     ]
-    for r in doc["sync_vs_async"]:
+    for r in _series(doc, "sync_vs_async"):
         lines.append(
             f"| {_mode(r)} | {r['concurrency']} | {r['per_second']:,.0f} | "
             f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
@@ -423,4 +436,7 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {t['name']} ({t['detail']}) | {value} | {bound} | "
             f"{'yes' if t['met'] else '**no**'} |"
         )
-    return "\n".join(lines) + "\n"
+    from .breakdown import breakdown_markdown
+
+    cost = breakdown_markdown(doc)
+    return "\n".join(lines) + "\n" + ("\n" + cost if cost else "")
