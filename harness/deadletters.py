@@ -11,8 +11,9 @@ workload reads the whole dead-letter queue once (``read-dead-letters``).
 docs/history-format.md defines the operation and the three anomalies found here:
 
 * ``early-dead-letter``: dead-lettered although fewer than ``max_deliveries`` claims
-  can have leased it: its ``ok`` leases plus every claim of unknown outcome invoked
-  before the dead-lettering returned are still fewer;
+  can have leased it: its ``ok`` leases plus every claim that may have delivered unseen
+  (unknown outcome, or ``ok`` after at least its visibility) invoked before the
+  dead-lettering returned are still fewer;
 * ``over-delivered``: leased (``ok``) more than ``max_deliveries`` times;
 * ``dead-letter-while-leased``: a claim dead-lettered a message inside another
   process's certain window on it (fenced like an ack: a live lease is never moved).
@@ -97,6 +98,7 @@ def absorb(h: History, claims: list[tuple[dict, dict | None, str]]) -> None:
     """
     h.dead = []
     h.unknown_claims = sorted(inv["time"] for inv, _, typ in claims if typ in ("info", "open"))
+    h.unseen_claims = sorted(inv["time"] for inv, comp, typ in claims if _unseen(inv, comp, typ))
     h.max_deliveries = None
     for inv, comp, typ in claims:
         limit = (inv.get("value") or {}).get("max_deliveries")
@@ -122,6 +124,21 @@ def absorb(h: History, claims: list[tuple[dict, dict | None, str]]) -> None:
             h.dead.append(Dead(msg, inv, comp, by_claim=False))
 
 
+def _unseen(inv: dict, comp: dict | None, typ: str) -> bool:
+    """Whether the claim may have delivered a message the history does not show: its
+    outcome is unknown, or it took at least its visibility. (A claim retried inside the
+    queue after an unknown outcome may have leased a message that then lapsed and went to
+    another worker before the retry: possible only when the claim outlasted a lease.)"""
+    if typ in ("info", "open"):
+        return True
+    if typ != "ok" or comp is None:
+        return False
+    vis = (comp.get("value") or {}).get("visibility")
+    if vis is None:
+        vis = (inv.get("value") or {}).get("visibility")
+    return isinstance(vis, int | float) and comp["time"] - inv["time"] >= vis
+
+
 def _acknowledge(h: History, msg: Any, t_inv: float, i: int, t_ok: float, j: int) -> None:
     h.dead_lettered.add(msg)
     first = h.settled.get(msg)
@@ -141,7 +158,7 @@ def find_early(h: History) -> list[list[int]]:
     leases = _leases_by_msg(h)
     for d in h.dead:
         before = [x for x in leases.get(d.msg, ()) if x.ci < d.co]
-        unknown = bisect_left(h.unknown_claims, d.co)
+        unknown = bisect_left(h.unseen_claims, d.co)
         if len(before) + unknown < limit:
             found.append([x for y in before for x in (y.i_inv, y.i_ok)] + [d.i_inv, d.i_ok])
     return found

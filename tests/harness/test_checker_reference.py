@@ -111,7 +111,10 @@ def reference(events: list[dict]) -> dict[str, int]:
     acks_ok = [o for o in ops if o["f"] in ("ack", "dead-letter") and o["type"] == "ok"]
     settles, acks_ok = settles + dead, acks_ok + dead
     leases = [c for c in claims if c["type"] == "ok" and c["out"] and "group" in c["out"]]
-    unknown = [c for c in claims if c["type"] in ("info", "open")]
+    unknown = [  # may have delivered unseen: unknown outcome, or outlasted its visibility
+        c for c in claims if c["type"] in ("info", "open")
+        or (c["type"] == "ok" and c["done"] - c["inv"] >= c["v"]["visibility"])
+    ]  # fmt: skip
 
     def holder_of(o: dict) -> dict | None:
         """The lease an ack/nack/extend/dead-letter acts on: its process's latest lease of

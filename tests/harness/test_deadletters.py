@@ -144,3 +144,12 @@ def test_stats_count_the_dead_letters() -> None:
     assert result["valid"]
     assert result["stats"]["dead_lettered"] == 1
     assert result["stats"]["empty_claims"] == 1
+
+
+def test_a_claim_that_outlasted_its_visibility_may_have_been_a_delivery() -> None:
+    h = poisoned(LIMIT - 1)
+    h.op(3, "claim", {"visibility": 0.5, "min_priority": 0, "max_deliveries": LIMIT})
+    h.events[-1]["time"] = h.t = h.events[-1]["time"] + 1.0  # returned 1.1 s after it began
+    h.claim(2, "b", dead=("a",))
+    h.settle(2, "ack", "b")
+    assert h.counts() == {}
