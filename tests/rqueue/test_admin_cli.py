@@ -85,3 +85,14 @@ def test_no_nodes_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.delenv(_cli.URL_ENV, raising=False)
     with pytest.raises(SystemExit, match="RQUEUE_URL"):
         _cli.run(["stats"], out=io.StringIO())
+
+
+def test_a_large_answer_arrives_whole(queue_urls) -> None:
+    q = RqliteTransport.from_url(queue_urls)
+    try:
+        q.publish_many([("big", {"n": i, "pad": "x" * 200}) for i in range(2000)])
+    finally:
+        q.close()
+    code, text = cli("peek", "big", "--limit", "2000", "--json", urls=queue_urls)
+    assert code == 0 and len(text) > 400_000
+    assert [json.loads(m["event"])["n"] for m in json.loads(text)] == list(range(2000))
