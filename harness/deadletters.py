@@ -75,6 +75,27 @@ def is_poison(event: str) -> bool:
     return isinstance(doc, dict) and doc.get("poison") is True
 
 
+def read_queue(client: Any, call: Any, process: int) -> None:
+    """Record the whole dead-letter queue once (``read-dead-letters``) and close ``client``;
+    ``call`` is the workload's ``_call(process, f, value, fn, ok_value)``."""
+
+    def read_all() -> list[Any]:
+        found: list[Any] = []
+        while True:
+            page = client.dead_letters(after=found[-1].seq if found else 0, limit=1000)
+            found.extend(page)
+            if len(page) < 1000:
+                return found
+
+    def ok_value(_value: Any, found: list[Any]) -> dict[str, Any]:
+        return {"messages": [describe(d) for d in found]}
+
+    try:
+        call(process, READ_F, {}, read_all, ok_value)
+    finally:
+        client.close()
+
+
 # -- checking -------------------------------------------------------------------------------
 class Dead:
     """One dead-lettering: by a claim (``ci``/``co``, its process) or seen by a read."""

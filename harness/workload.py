@@ -757,7 +757,7 @@ class Workload:
         if errors:
             raise WorkloadError(f"drain failed: {type(errors[0]).__name__}: {errors[0]}")
         if self.options.get("max_deliveries"):
-            self._read_dead_letters()
+            deadletters.read_queue(self._open("dead-letters"), self._call, self.ops.new_process())
         left = pending(self.urls, self.timeout)
         return DrainResult(
             complete=left == 0,
@@ -765,26 +765,6 @@ class Workload:
             acked=acked["ok"],
             seconds=time.monotonic() - started,
         )
-
-    def _read_dead_letters(self) -> None:
-        """Record the whole dead-letter queue once (``read-dead-letters``, after the drain)."""
-        client = self._open("dead-letters")
-
-        def read_all() -> list[Any]:
-            found: list[Any] = []
-            while True:
-                page = client.dead_letters(after=found[-1].seq if found else 0, limit=1000)
-                found.extend(page)
-                if len(page) < 1000:
-                    return found
-
-        def ok_value(_value: Any, found: list[Any]) -> dict[str, Any]:
-            return {"messages": [deadletters.describe(d) for d in found]}
-
-        try:
-            self._call(self.ops.new_process(), deadletters.READ_F, {}, read_all, ok_value)
-        finally:
-            client.close()
 
 
 @dataclass(frozen=True)

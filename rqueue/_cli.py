@@ -182,7 +182,11 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         return 0
     except StatementError as exc:
         if "no such table" in str(exc):
-            print("error: no rqueue queue on these nodes (no such table)", file=sys.stderr)
+            print(
+                f"error: {exc}: no rqueue schema of this version on these nodes; open the "
+                "queue once with this rqueue's from_url, which creates or migrates it",
+                file=sys.stderr,
+            )
         else:
             print(f"error: {exc}", file=sys.stderr)
         return 1
