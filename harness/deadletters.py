@@ -118,19 +118,27 @@ def absorb(h: History, claims: list[tuple[dict, dict | None, str]]) -> None:
     invoke if there is none), and it is certainly acknowledged by the read's ``ok``.
     """
     h.dead = []
-    h.unknown_claims = sorted(inv["time"] for inv, _, typ in claims if typ in ("info", "open"))
-    h.unseen_claims = sorted(inv["time"] for inv, comp, typ in claims if _unseen(inv, comp, typ))
     h.max_deliveries = None
+    h.unknown_claims = h.unseen_claims = []
     for inv, comp, typ in claims:
-        limit = (inv.get("value") or {}).get("max_deliveries")
-        if type(limit) is int and limit > 0:
-            h.max_deliveries = limit
-        if typ != "ok" or type(comp.get("value")) is not dict:  # type: ignore[union-attr]
+        value = inv.get("value")
+        if type(value) is dict and "max_deliveries" in value:
+            limit = value["max_deliveries"]
+            if type(limit) is int and limit > 0:
+                h.max_deliveries = limit
+        if typ != "ok":
             continue
-        for d in comp["value"].get("dead_lettered") or ():  # type: ignore[index]
+        done = comp.get("value")  # type: ignore[union-attr]
+        if type(done) is not dict or "dead_lettered" not in done:
+            continue
+        for d in done["dead_lettered"] or ():
             if isinstance(d, dict) and "msg" in d:
                 _acknowledge(h, d["msg"], inv["time"], inv["index"], comp["time"], comp["index"])  # type: ignore[index]
                 h.dead.append(Dead(d["msg"], inv, comp, by_claim=True))  # type: ignore[arg-type]
+    if h.max_deliveries is not None:  # only the dead-letter checks need these
+        h.unseen_claims = sorted(i["time"] for i, c, typ in claims if _unseen(i, c, typ))
+    if h.dead_reads:
+        h.unknown_claims = sorted(i["time"] for i, _, typ in claims if typ in ("info", "open"))
     seen = {d.msg for d in h.dead}
     for inv, comp in h.dead_reads:
         for d in comp.get("value", {}).get("messages") or ():
@@ -175,6 +183,8 @@ def find_early(h: History) -> list[list[int]]:
     limit = getattr(h, "max_deliveries", None)
     if limit is None:
         return []
+    if not h.dead:
+        return []
     found = []
     leases = _leases_by_msg(h)
     for d in h.dead:
@@ -200,6 +210,8 @@ def find_over_delivered(h: History) -> list[list[int]]:
 
 def find_while_leased(h: History) -> list[list[int]]:
     """A claim dead-lettered a message inside another process's certain window on it."""
+    if not h.dead:
+        return []
     found = []
     leases = _leases_by_msg(h)
     for d in h.dead:
