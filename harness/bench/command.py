@@ -111,7 +111,7 @@ def _parts(text: str) -> tuple[str, ...]:
     bad = [p for p in parts if p not in PARTS]
     if not parts or bad:
         raise argparse.ArgumentTypeError(
-            f"unknown part(s) {', '.join(bad) or text!r}; choose from {', '.join(PARTS)}"
+            f"unknown part(s) {', '.join(bad) or repr(text)}; choose from {', '.join(PARTS)}"
         )
     return parts
 
@@ -206,7 +206,7 @@ def main_bench(args: argparse.Namespace) -> int:
 def _write_comparison(docs: list[Doc], out: Path) -> None:
     from rich.console import Console
 
-    from .report import comparison_markdown, comparison_table
+    from .breakdown import comparison_markdown, comparison_table
 
     (out / "compare.md").write_text(comparison_markdown(docs))
     Console().print(comparison_table(docs))

@@ -311,3 +311,74 @@ def test_sigterm_stops_the_cluster_and_exits_2(tmp_path):
     for node in state["nodes"]:
         with pytest.raises(ProcessLookupError):
             os.kill(node["pid"], 0)
+
+
+# -- the cost breakdown and engines side by side (pure parts, and the smoke run's) ----------
+def test_every_measured_load_has_its_cost_breakdown(bench_run):
+    _, out = bench_run
+    doc = json.loads((out / "bench.json").read_text())
+    for key in ("store_insert", "rqueue_claim_shared", "rqueue_claim", "rqueue_cycle_folded"):
+        for row in doc[key]:
+            cost = row["cost"]
+            assert cost["client_cpu_ms"] > 0 and cost["nodes_cpu_ms"] > 0, (key, cost)
+            assert cost["leader_cpu_ms"] <= cost["nodes_cpu_ms"]
+            assert cost["bytes_out_per_op"] > 0 and cost["bytes_in_per_op"] > 0
+    store = {r["concurrency"]: r["cost"] for r in doc["store_insert"]}
+    assert store[8]["requests_per_op"] == pytest.approx(1.0, abs=0.05)
+    assert store[8]["statements_per_op"] == pytest.approx(1.0, abs=0.05)
+    lone = {r["concurrency"]: r["cost"] for r in doc["rqueue_claim"]}
+    # a claim alone: one request, its time stamp and two statements (UPDATE ... RETURNING
+    # and the group mark), or one more request when nothing was left to claim
+    assert lone[1]["requests_per_op"] == pytest.approx(1.0, abs=0.05)
+    assert lone[1]["statements_per_op"] == pytest.approx(3.0, abs=0.1)
+    shared = {r["concurrency"]: r["cost"] for r in doc["rqueue_claim_shared"]}
+    assert shared[8]["requests_per_op"] < 1.0  # merged: several claims per request
+    assert shared[8]["statements_per_op"] < 3.0  # ... sharing one time stamp
+    assert "Where the time goes" in (out / "bench.md").read_text()
+
+
+def test_comparison_puts_engines_side_by_side(bench_run):
+    from harness.bench.breakdown import comparison_cells, comparison_markdown
+
+    _, out = bench_run
+    doc = json.loads((out / "bench.json").read_text())
+    other = json.loads(json.dumps(doc))
+    other["cluster"] = {**other["cluster"], "engine": "rqlited", "version": "v8.36.18"}
+    rows = dict(comparison_cells([doc, other]))
+    assert rows["store INSERT"][0].endswith("/s") and len(rows["store INSERT"]) == 4
+    assert rows["rqueue claim, shared transport"][:2] == rows["rqueue claim, shared transport"][2:]
+    md = comparison_markdown([doc, other])
+    assert (
+        "| operation | embedded, 1 client | embedded, 8 clients | rqlited v8.36.18, 1 client" in md
+    )
+
+
+def test_only_some_parts_are_measured_and_checked(tmp_path):
+    out = tmp_path / "only"
+    code = main(["bench", "--out", str(out), "--only", "store,claims", *TINY])
+    assert code in (0, 1)
+    doc = json.loads((out / "bench.json").read_text())
+    assert doc["parts"] == ["store", "claims"]
+    assert doc["rqueue_claim_shared"] and not doc["publish"] and not doc["claim_latency"]
+    assert [t["name"] for t in doc["targets"]] == ["claims/s vs INSERTs/s at concurrency 8"]
+    assert "--only store,claims" in doc["command"]
+
+
+def test_bench_parser_rejects_unknown_parts_and_engines(capsys):
+    with pytest.raises(SystemExit):
+        build_parser("bench").parse_args(["bench", "--only", "claims,nope"])
+    assert "unknown part(s) nope" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser("bench").parse_args(["bench", "--engines", "embedded,embedded"])
+    assert "distinct engines" in capsys.readouterr().err
+
+
+def test_wire_counter_counts_requests_statements_and_bytes():
+    from harness.bench.cost import WireCounter, process_cpu
+
+    counter = WireCounter()
+    body = json.dumps([["INSERT INTO t VALUES (?)", '["not a statement"]'], ["SELECT 1"]])
+    counter.add(body.encode(), 40)
+    assert counter.reading() == (1, 2, len(body), 40)
+    assert process_cpu(os.getpid()) > 0
+    assert process_cpu(2**22 + 12345) is None  # no such process
