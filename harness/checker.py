@@ -33,7 +33,7 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
-from . import divergence
+from . import deadletters, divergence
 from .history import (
     CLIENT_FS,
     HistoryFormatError,
@@ -51,6 +51,7 @@ ANOMALIES = (
     "delivered-after-ack",
     "unexpected",
     "stale-ack-accepted",
+    *deadletters.ANOMALIES,
     divergence.NAME,  # from the replicas' tables (replicas.json), not from the history
 )
 MAX_EXAMPLES = 10
@@ -110,6 +111,8 @@ class History:
         self.settled: dict[Any, tuple[float, int, int]] = {}  # msg -> first ok/info ack invoke
         self.acked: dict[Any, tuple[float, int, int]] = {}  # msg -> earliest ack ok
         self.dead_lettered: set[Any] = set()
+        self.dead_reads: list[tuple[dict, dict]] = []  # ok reads of the dead-letter queue
+        claims: list[tuple[dict, dict | None, str]] = []  # every claim, for deadletters
         self.leases: list[Lease] = []
         self.empty_claims = 0
         self.nemesis: list[dict] = []
@@ -141,6 +144,10 @@ class History:
             ops[f, typ] += 1
             if f == "claim":
                 claim(inv, ev, typ)
+                claims.append((inv, ev, typ))
+            elif f == deadletters.READ_F:
+                if typ == "ok":
+                    self.dead_reads.append((inv, ev))
             elif f == "publish":
                 publish(inv, ev, typ)
             elif f == "extend":
@@ -154,8 +161,11 @@ class History:
                 publish(inv, None, "open")
             elif f == "extend":
                 extend(inv, None, "open")
-            elif f != "claim":
+            elif f == "claim":
+                claims.append((inv, None, "open"))
+            elif f != deadletters.READ_F:
                 release(inv, None, "open")
+        deadletters.absorb(self, claims)
 
     def _publish(self, inv: dict, comp: dict | None, typ: str) -> None:
         value = inv.get("value")
@@ -183,8 +193,8 @@ class History:
         if typ != "ok":
             return
         value = comp.get("value")
-        if value is None:
-            self.empty_claims += 1
+        if value is None or (type(value) is dict and value.keys() == {"dead_lettered"}):
+            self.empty_claims += 1  # nothing leased (perhaps some dead-lettered)
             return
         if type(value) is not dict:
             raise HistoryFormatError(comp["index"] + 1, "claim ok value must be an object or null")
@@ -422,6 +432,7 @@ FINDERS: dict[str, Callable[[History], list[list[int]]]] = {
     "delivered-after-ack": find_delivered_after_ack,
     "unexpected": find_unexpected,
     "stale-ack-accepted": find_stale_acks,
+    **deadletters.FINDERS,
 }
 
 

@@ -31,7 +31,9 @@ NEMESIS = "nemesis"
 INVOKE = "invoke"
 COMPLETIONS = frozenset({"ok", "fail", "info"})
 TYPES = frozenset({INVOKE, *COMPLETIONS})
-CLIENT_FS = frozenset({"publish", "claim", "ack", "nack", "extend", "dead-letter"})
+CLIENT_FS = frozenset(
+    {"publish", "claim", "ack", "nack", "extend", "dead-letter", "read-dead-letters"}
+)
 REQUIRED = ("index", "time", "process", "type", "f")
 INF = math.inf
 

@@ -78,6 +78,10 @@ class Workload:
     shared_transport: bool = False
     #: how often an ack is sent as ``ack_and_claim`` (ack and next claim in one request)
     ack_and_claim: float = 0.0
+    #: the queue's ``max_deliveries`` (0: off); ``poison``: share of messages whose
+    #: handler always fails (always nacked, never acked: they must end dead-lettered)
+    max_deliveries: int = 0
+    poison: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -282,8 +286,12 @@ def _parse_workload(where: str, table: Any) -> Workload:
         drain_timeout=r.number("drain_timeout", d.drain_timeout, strict=True),
         shared_transport=r.flag("shared_transport", d.shared_transport),
         ack_and_claim=r.probability("ack_and_claim", d.ack_and_claim),
+        max_deliveries=r.integer("max_deliveries", d.max_deliveries),
+        poison=r.probability("poison", d.poison),
     )
     r.done()
+    if w.poison > 0 and w.max_deliveries < 1:
+        raise r.fail("max_deliveries", "an integer >= 1 when 'workload.poison' is above 0", 0)
     if w.sync_claimers + w.async_claimers < 1:
         raise r.fail("sync_claimers", "at least one claimer in sync_claimers + async_claimers", 0)
     if w.nack_probability + w.nack_delay_probability + w.stall_probability > 1:

@@ -19,6 +19,11 @@ same claimer, which then holds the lease it returned (:class:`Fused`, :class:`Pr
 
 After the faults are healed, :meth:`Workload.drain` claims and acks until the queue's
 ``messages`` table is empty (waiting out parks and lapsed leases), within a deadline.
+
+With ``workload.poison`` some messages are poison: every claimer nacks them (with an
+error), the drain too, so only the queue's ``max_deliveries`` takes them out; the
+claims record what they dead-lettered and the drain ends with one read of the
+dead-letter queue (:mod:`harness.deadletters`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from rqueue import (
     Unavailable,
 )
 
+from . import deadletters
 from .scenario import Workload as WorkloadSpec
 from .subjects import LeaseLike, Subject, SubjectError
 
@@ -83,6 +89,8 @@ class Ops:
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
         self._next_process = itertools.count()
+        #: added to every claim's invoke value (the queue's ``max_deliveries``)
+        self.claim_extra: dict[str, Any] = {}
 
     def new_process(self) -> int:
         with self._lock:
@@ -141,9 +149,12 @@ def lease_value(lease: LeaseLike) -> dict[str, Any]:
 
 def _claimed(visibility: float) -> Callable[[Any, LeaseLike | None], dict | None]:
     def ok_value(_value: Any, lease: LeaseLike | None) -> dict | None:
+        dead = deadletters.taken()
         if lease is None:
-            return None
+            return {"dead_lettered": dead} if dead else None
         value = {**lease_value(lease), "visibility": visibility}
+        if dead:
+            value["dead_lettered"] = dead
         expires = getattr(lease, "expires_at", None)
         if isinstance(expires, int | float):
             value["expires_at"] = expires  # the server's lease deadline (epoch seconds)
@@ -158,6 +169,9 @@ class Single:
     def __init__(
         self, ops: Ops, process: int, f: str, value: Any, ok_value: Callable = _same
     ) -> None:
+        if f == "claim":
+            deadletters.begin()  # collect what this claim dead-letters
+            value = {**value, **ops.claim_extra}
         self.ops, self.f, self.value, self.ok_value = ops, f, value, ok_value
         self.op = ops.start(process, f, value)
 
@@ -354,6 +368,9 @@ class Workload:
         self.sync_names = [f"s{i}" for i in range(spec.sync_claimers)]
         self.async_names = [f"a{i}" for i in range(spec.async_claimers)]
         self.errors: list[BaseException] = []
+        #: options the subject's clients are opened with (the queue's max_deliveries)
+        self.options = {"max_deliveries": spec.max_deliveries} if spec.max_deliveries else {}
+        self.ops.claim_extra = dict(self.options)
 
     @property
     def claimer_names(self) -> list[str]:
@@ -419,7 +436,7 @@ class Workload:
         go.set()
 
     def _open(self, name: str) -> Any:
-        return self.subject.open_sync(self.urls, self.clock(name), self.timeout)
+        return self.subject.open_sync(self.urls, self.clock(name), self.timeout, **self.options)
 
     def _spawn(self, name: str, target: Callable, *args: Any) -> None:
         def run() -> None:
@@ -466,18 +483,22 @@ class Workload:
                     continue
                 group, priority = rng.choice(groups)
                 msg = f"m{p}-{n}"
-                value = {"group": group, "msg": msg, "priority": priority}
-                event = json.dumps({"msg": msg, "group": group})
+                value: dict[str, Any] = {"group": group, "msg": msg, "priority": priority}
+                doc: dict[str, Any] = {"msg": msg, "group": group}
+                poison = spec.poison > 0 and rng.random() < spec.poison
+                if poison:  # never acked: not outstanding work
+                    value["poison"] = doc["poison"] = True
+                event = json.dumps(doc)
                 op = self.ops.start(process, "publish", value)
                 try:
                     seq = client.publish(group, event, priority)
                 except Exception as e:
                     if self.ops.failed(op, "publish", value, e) == "info":
-                        self._count(+1)
+                        self._count(0 if poison else 1)
                         process = self.ops.new_process()
                 else:
                     self.ops.finish(op, "publish", value, seq, _published)
-                    self._count(+1)
+                    self._count(0 if poison else 1)
                 self.stop_event.wait(rng.uniform(*spec.publish_pause))
         finally:
             client.close()
@@ -534,12 +555,16 @@ class Workload:
             yield Wait(plan.work / 2)
         else:
             yield Wait(plan.work)
-        how = release_action(plan, self.stop_event.is_set(), rng, self.spec.ack_and_claim)
+        poison = deadletters.is_poison(lease.event)
+        stopping = self.stop_event.is_set()
+        how = "nack" if poison else release_action(plan, stopping, rng, self.spec.ack_and_claim)
         if how == "ack_and_claim":
             return (yield from self._ack_and_claim_steps(name, rng, procs, lease))
         if how == "nack":
-            record = Single(self.ops, procs.main, "nack", {**lv, "delay": plan.delay})
-            kind, _ = yield Call(record, "nack", (lease, plan.delay))
+            nv, args = {**lv, "delay": plan.delay}, (lease, plan.delay)
+            if poison:
+                nv, args = {**nv, "error": "poison"}, (*args, "poison")
+            kind, _ = yield Call(Single(self.ops, procs.main, "nack", nv), "nack", args)
         else:
             kind, _ = yield Call(Single(self.ops, procs.main, "ack", lv), "ack", (lease,))
             if kind == "ok":
@@ -631,13 +656,15 @@ class Workload:
         try:
             if self.spec.shared_transport:
                 one = await self.subject.open_async(
-                    self.urls, self.clock("async-claimers"), self.timeout
+                    self.urls, self.clock("async-claimers"), self.timeout, **self.options
                 )
                 clients = [one] * len(self.async_names)
             else:
                 for name in self.async_names:
                     clients.append(
-                        await self.subject.open_async(self.urls, self.clock(name), self.timeout)
+                        await self.subject.open_async(
+                            self.urls, self.clock(name), self.timeout, **self.options
+                        )
                     )
         except Exception as e:
             self.errors.append(e)
@@ -680,7 +707,7 @@ class Workload:
         def drainer(i: int) -> None:
             name = f"d{i}"
             try:
-                client = self.subject.open_sync(self.urls, self.clock(name), self.timeout)
+                client = self._open(name)
             except BaseException as e:  # reported below, like a failure while draining
                 errors.append(e)
                 return
@@ -695,6 +722,14 @@ class Workload:
                         lambda vis=vis: client.claim(name, vis, 0),
                         _claimed(vis),
                     )
+                    if lease is not None and deadletters.is_poison(lease.event):
+                        _, _, process = self._call(
+                            process,
+                            "nack",
+                            {**lease_value(lease), "delay": 0, "error": "poison"},
+                            lambda lease=lease: client.nack(lease, 0, "poison"),
+                        )
+                        continue
                     if lease is not None:
                         k, _, process = self._call(
                             process,
@@ -721,6 +756,8 @@ class Workload:
         done.set()  # a drainer still in a call stops after it
         if errors:
             raise WorkloadError(f"drain failed: {type(errors[0]).__name__}: {errors[0]}")
+        if self.options.get("max_deliveries"):
+            deadletters.read_queue(self._open("dead-letters"), self._call, self.ops.new_process())
         left = pending(self.urls, self.timeout)
         return DrainResult(
             complete=left == 0,

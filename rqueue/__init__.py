@@ -18,7 +18,7 @@ from ._exceptions import (
     TransportClosed,
     Unavailable,
 )
-from ._models import Lease
+from ._models import DeadLetter, Lease, QueuedMessage, Stats
 from ._statements import Statements
 
 if TYPE_CHECKING:
@@ -27,14 +27,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncRqliteTransport",
+    "DeadLetter",
     "Lease",
     "LeaseLost",
     "OutcomeUnknown",
     "ProtocolError",
+    "QueuedMessage",
     "RqliteTransport",
     "RqueueError",
     "StatementError",
     "Statements",
+    "Stats",
     "TransportClosed",
     "Unavailable",
 ]

@@ -12,13 +12,13 @@ from typing import Any
 
 import httpx
 
-from . import _batch, _validate
+from . import _admin, _batch, _validate
 from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
-from ._models import Call, Lease, Result
+from ._models import Call, DeadLetter, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
@@ -159,7 +159,7 @@ class _Merger:
             w.handle.set()
 
 
-class AsyncRqliteTransport:
+class AsyncRqliteTransport(_admin.AsyncAdmin):
     """The asyncio twin of :class:`~rqueue.RqliteTransport`: same methods, awaited.
 
     Create it with ``await AsyncRqliteTransport.from_url(...)``. ``statements_class``
@@ -192,6 +192,8 @@ class AsyncRqliteTransport:
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
+        max_deliveries: int | None = None,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> AsyncRqliteTransport:
         """Connect, create the schema, return; see :meth:`RqliteTransport.from_url`."""
         settings = Settings.build(
@@ -207,6 +209,8 @@ class AsyncRqliteTransport:
             clock_tolerance=clock_tolerance,
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
+            max_deliveries=max_deliveries,
+            on_dead_letter=on_dead_letter,
         )
         client = _Client(settings)
         try:
@@ -269,12 +273,12 @@ class AsyncRqliteTransport:
         )
         return await self._drive(core.ack_and_claim(lease, worker_id, visibility, min_priority))
 
-    async def nack(self, lease: Lease, delay: float = 0) -> None:
+    async def nack(self, lease: Lease, delay: float = 0, error: str | None = None) -> None:
         """Give the message back now (``delay == 0``) or park it for ``delay`` seconds."""
         core = self._open()
         lease = check_lease(lease, core)
         delay = _validate.seconds("delay", delay, allow_zero=True)
-        await self._drive(core.nack(lease, delay))
+        await self._drive(core.nack(lease, delay, _admin.error_text(error)))
 
     async def extend(self, lease: Lease, visibility: float) -> None:
         """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""

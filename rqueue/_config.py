@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _validate
+from . import _admin, _validate
 from ._clock import LeaderClock
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Credentials, Endpoints, parse_urls
-from ._models import Call, Lease
+from ._models import Call, DeadLetter, Lease
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
 
@@ -34,6 +34,8 @@ class Settings:
     clock_tolerance: float
     assume_version: str | None
     dedup_ttl: float
+    max_deliveries: int | None = None
+    on_dead_letter: Callable[[DeadLetter], None] | None = None
 
     @classmethod
     def build(
@@ -51,6 +53,8 @@ class Settings:
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
+        max_deliveries: int | None = None,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> Settings:
         urls, creds = parse_urls(url, auth)
         if read_consistency not in ("strong", "linearizable"):
@@ -65,6 +69,8 @@ class Settings:
             raise TypeError("clock: expected a callable returning epoch seconds")
         if server_clock not in (None, True, False):
             raise TypeError("server_clock: expected None, True or False")
+        if on_dead_letter is not None and not callable(on_dead_letter):
+            raise TypeError("on_dead_letter: expected a callable taking a DeadLetter")
         return cls(
             urls=tuple(urls),
             credentials=creds,
@@ -78,6 +84,8 @@ class Settings:
             clock_tolerance=_validate.seconds("clock_tolerance", clock_tolerance, allow_zero=True),
             assume_version=_validate.optional_text("assume_version", assume_version),
             dedup_ttl=_validate.seconds("dedup_ttl", dedup_ttl, allow_zero=False),
+            max_deliveries=_admin.max_deliveries(max_deliveries),
+            on_dead_letter=on_dead_letter,
         )
 
     def endpoints(self) -> Endpoints:
@@ -101,6 +109,7 @@ class Settings:
         statements = statements_class(
             server_clock=use_server, clock=clock, clock_tolerance=self.clock_tolerance
         )
+        statements.max_deliveries = self.max_deliveries
         return QueueCore(
             statements,
             server,
@@ -108,6 +117,7 @@ class Settings:
             origin=",".join(sorted(self.urls)),
             dedup_ttl=self.dedup_ttl,
             leader_clock=leader_clock,
+            on_dead_letter=self.on_dead_letter,
         )
 
 

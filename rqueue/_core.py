@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, TypeVar
 
-from . import _schema
+from . import _dlq, _schema
 from ._clock import MAX_SAMPLES, LeaderClock
 from ._exceptions import (
     LeaseLost,
@@ -39,7 +39,7 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._models import Call, Lease, Result, Stmt
+from ._models import Call, DeadLetter, Lease, Result, Stmt
 from ._statements import Statements
 from ._version import ServerInfo
 
@@ -79,6 +79,7 @@ class QueueCore:
         origin: str = "",
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         leader_clock: LeaderClock | None = None,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> None:
         if read_consistency not in ("strong", "linearizable"):
             raise ValueError(
@@ -96,6 +97,10 @@ class QueueCore:
         self.dedup_ttl = dedup_ttl
         #: the lease clock when the server cannot stamp time and the caller gave none
         self.leader_clock = leader_clock
+        #: the dead-letter statements (they move nothing without ``max_deliveries``)
+        self.dead = _dlq.DeadLetters(statements)
+        #: called with each message a claim moved to the dead-letter queue
+        self.on_dead_letter = on_dead_letter
 
     # -- calls --------------------------------------------------------------------------
     def write(
@@ -149,18 +154,24 @@ class QueueCore:
     def open(self) -> Op[None]:
         """Create the schema if absent and migrate a seed-era database."""
         yield self.write(_schema.TABLES, "create schema", idempotent=True)
-        (cols,) = yield self.read([_schema.table_columns("groups")], "read schema")
-        altered = False
-        for alter in _schema.missing_columns("groups", (row[0] for row in cols.rows)):
-            try:
-                yield self.write([alter], "migrate schema", idempotent=True)
-            except StatementError as exc:
-                if not _schema.is_duplicate_column(str(exc)):
-                    raise
-            altered = True
-        if altered:
+        tables = _schema.ALTERED_TABLES
+        *found, triggers = yield self.read(
+            [*(_schema.table_columns(t) for t in tables), _schema.COUNT_TRIGGERS], "read schema"
+        )
+        altered = set()
+        for table, cols in zip(tables, found, strict=True):
+            for alter in _schema.missing_columns(table, (row[0] for row in cols.rows)):
+                try:
+                    yield self.write([alter], "migrate schema", idempotent=True)
+                except StatementError as exc:
+                    if not _schema.is_duplicate_column(str(exc)):
+                        raise
+                altered.add(table)
+        if "groups" in altered:
             yield self.write(_schema.BACKFILL, "migrate schema", idempotent=True)
         yield self.write(_schema.INDEXES, "create indexes", idempotent=True)
+        if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
+            yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
 
     # -- publish ------------------------------------------------------------------------
     def publish(self, group_id: str, event: str, priority: int, dedup_id: str | None) -> Op[int]:
@@ -213,17 +224,36 @@ class QueueCore:
     @_uses_clock
     def claim(self, worker_id: str, visibility: float, min_priority: int) -> Op[Lease | None]:
         token = new_token(worker_id)
+        dead: dict[int, DeadLetter] = {}
         if self.server.one_request_claim:
-            return (yield from self._claim_one_request(token, visibility, min_priority))
-        return (yield from self._claim_three_requests(token, visibility, min_priority))
+            lease = yield from self._claim_one_request(token, visibility, min_priority, dead)
+        else:
+            lease = yield from self._claim_three_requests(token, visibility, min_priority, dead)
+        self._report_dead(dead)
+        return lease
 
-    def _claim_one_request(self, token: str, visibility: float, min_priority: int) -> Op:
-        """Lease (returning the row) and mark the group in one request (one Raft entry)."""
+    def _report_dead(self, dead: dict[int, DeadLetter]) -> None:
+        """Tell ``on_dead_letter`` what a claim that returned moved (in seq order)."""
+        if self.on_dead_letter is not None:
+            for seq in sorted(dead):
+                self.on_dead_letter(dead[seq])
+
+    def _claim_one_request(
+        self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
+    ) -> Op:
+        """Dead-letter exhausted heads (``max_deliveries``), lease (returning the row) and
+        mark the group, in one request (one Raft entry); read back what was moved."""
         s = self.statements
+        move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
         while True:
             call = self.request(
-                [s.claim_returning(token, visibility, min_priority), s.claim_mark_group(token)],
+                [
+                    *move,
+                    s.claim_returning(token, visibility, min_priority),
+                    s.claim_mark_group(token),
+                    *self.dead.moved_by(token),
+                ],
                 "claim",
                 mergeable=True,
             )
@@ -236,21 +266,30 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             else:
-                return (yield from self._leased(results, token))
+                _dlq.collect(dead, results[len(move) + 2 :])
+                return (yield from self._leased(results[: len(move) + 2], token))
             # The outcome is unknown: look the token up before trying again.
-            lease = yield from self._look_up_token(token, unknown)
+            lease = yield from self._look_up_token(token, unknown, dead)
             if lease is not None:
                 return lease
 
-    def _claim_three_requests(self, token: str, visibility: float, min_priority: int) -> Op:
-        """The seed's claim for servers without /db/request: lease, read back, mark."""
+    def _claim_three_requests(
+        self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
+    ) -> Op:
+        """The seed's claim for servers without /db/request: lease (after dead-lettering
+        exhausted heads, in the same transaction), read back, mark."""
         s = self.statements
+        move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
         while True:
             leased: bool | None
+            moved = False
             try:
-                (res,) = yield self.write([s.claim_lease(token, visibility, min_priority)], "claim")
-                leased = res.rows_affected > 0
+                results = yield self.write(
+                    [*move, s.claim_lease(token, visibility, min_priority)], "claim"
+                )
+                leased = results[-1].rows_affected > 0
+                moved = bool(move) and results[0].rows_affected > 0
             except OutcomeUnknown as exc:
                 unknown, leased = unknown or exc, None
             except (Unavailable, StatementError) as exc:
@@ -258,9 +297,13 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             if leased is False and unknown is None:
+                if moved:  # applied: a failed read-back leaves only the moves unknown
+                    yield from self._look_up_token(
+                        token, OutcomeUnknown("claim: dead-lettered, not read back"), dead
+                    )
                 return None
             lease = yield from self._look_up_token(
-                token, unknown or OutcomeUnknown("claim: leased but not read back")
+                token, unknown or OutcomeUnknown("claim: leased but not read back"), dead
             )
             if lease is not None:
                 break
@@ -286,11 +329,19 @@ class QueueCore:
             raise OutcomeUnknown(f"claim: applied, but the lease could not be read: {exc}") from exc
         return self._lease(res, token)
 
-    def _look_up_token(self, token: str, unknown: OutcomeUnknown) -> Op[Lease | None]:
+    def _look_up_token(
+        self, token: str, unknown: OutcomeUnknown, dead: dict[int, DeadLetter] | None = None
+    ) -> Op[Lease | None]:
+        """Read the lease of ``token`` (and what its claim dead-lettered, into ``dead``)."""
+        stmts = [self.statements.claim_read_back(token)]
+        if dead is not None:
+            stmts.extend(self.dead.moved_by(token))
         try:
-            (res,) = yield self.read([self.statements.claim_read_back(token)], "claim: look up")
+            res, *moved = yield self.read(stmts, "claim: look up")
         except (Unavailable, StatementError) as exc:
             raise OutcomeUnknown(f"{unknown}; the token could not be looked up: {exc}") from exc
+        if dead is not None:
+            _dlq.collect(dead, moved)
         return self._lease(res, token)
 
     def _lease(self, res: Result, token: str) -> Lease | None:
@@ -325,10 +376,13 @@ class QueueCore:
         it carry ``acked = True`` and are the claim's.
         """
         token = new_token(worker_id)
+        dead: dict[int, DeadLetter] = {}
         if not self.server.one_request_claim:
             yield from self.ack(lease)
-            claim = self._claim_three_requests(token, visibility, min_priority)
-            return (yield from _after_ack(claim))
+            claim = self._claim_three_requests(token, visibility, min_priority, dead)
+            found = yield from _after_ack(claim)
+            self._report_dead(dead)
+            return found
         stmts = self.statements.ack_and_claim(lease, token, visibility, min_priority)
         try:
             results = yield self.request(stmts, "ack_and_claim", mergeable=True)
@@ -347,12 +401,15 @@ class QueueCore:
             except ProtocolError as exc:
                 exc.acked = True
                 raise
-        claim = self._claim_one_request(token, visibility, min_priority)
-        return (yield from _after_ack(claim))
+        claim = self._claim_one_request(token, visibility, min_priority, dead)
+        found = yield from _after_ack(claim)
+        self._report_dead(dead)
+        return found
 
     @_uses_clock
-    def nack(self, lease: Lease, delay: float) -> Op[None]:
-        return (yield from self._fenced(lease, [self.statements.nack(lease, delay)], "nack"))
+    def nack(self, lease: Lease, delay: float, error: str | None = None) -> Op[None]:
+        stmts = [self.statements.nack(lease, delay, *(() if error is None else (error,)))]
+        return (yield from self._fenced(lease, stmts, "nack"))
 
     @_uses_clock
     def extend(self, lease: Lease, visibility: float) -> Op[None]:

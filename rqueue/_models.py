@@ -79,3 +79,74 @@ class Result:
     def dicts(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column name."""
         return [dict(zip(self.columns, row, strict=False)) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message moved to the dead-letter queue after ``max_deliveries`` claims.
+
+    ``seq`` is the seq it had in the queue (a redrive gives it a new one);
+    ``last_error`` the ``error`` of the last ``nack`` that gave one; ``dead_at`` the
+    server time of the claim that moved it.
+    """
+
+    seq: int
+    group_id: str
+    event: str
+    priority: int
+    deliveries: int
+    last_error: str | None = None
+    enqueued_at: float | None = None
+    dead_at: float | None = None
+
+
+@dataclass(frozen=True)
+class QueuedMessage:
+    """A message still in the queue, as ``peek`` shows it.
+
+    ``state``: ``"ready"``, ``"leased"`` or ``"parked"`` (a lapsed lease or park reads
+    as ready); ``deliveries``: how often it was claimed.
+    """
+
+    seq: int
+    group_id: str
+    event: str
+    state: str
+    deliveries: int
+    last_error: str | None = None
+    lock_expiry: float | None = None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The queue at one moment (see ``stats()``); counts by priority in ``by_priority``.
+
+    ``oldest_ready_age``: seconds since the oldest message that is not in flight was
+    published, approximately (None when unknown, e.g. on servers without a time stamp).
+    """
+
+    ready: int
+    leased: int
+    parked: int
+    dead_lettered: int
+    groups: int
+    oldest_ready_age: float | None
+    by_priority: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def queued(self) -> int:
+        """Messages in the queue: ready + leased + parked."""
+        return self.ready + self.leased + self.parked
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (priorities as string keys)."""
+        return {
+            "queued": self.queued,
+            "ready": self.ready,
+            "leased": self.leased,
+            "parked": self.parked,
+            "dead_lettered": self.dead_lettered,
+            "groups": self.groups,
+            "oldest_ready_age": self.oldest_ready_age,
+            "by_priority": {str(p): dict(c) for p, c in sorted(self.by_priority.items())},
+        }

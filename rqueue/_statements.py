@@ -54,6 +54,9 @@ STAMP = Stmt(f"INSERT OR REPLACE INTO rqueue_clock (id, ts) VALUES (1, {SERVER_N
 SERVER_CLOCK_STEP = 86400.0 / 1e6
 #: default bound on how far apart the clocks that stamp and check a lease may be
 DEFAULT_CLOCK_TOLERANCE = 0.25
+#: a new message's ``enqueued_at``: the queue's latest stamped time (replicated data, so
+#: every replica stores the same); NULL until a request was stamped (server clock only)
+ENQUEUED = "(SELECT max(ts) FROM rqueue_clock)"
 #: a leased row's columns, as a claim returns them (its ``RETURNING``) or reads them back
 LEASE_COLUMNS = "seq, group_id, event, lock_expiry"
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
@@ -84,8 +87,11 @@ class Statements:
         server_clock: bool,
         clock: Callable[[], float],
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
+        max_deliveries: int | None = None,
     ) -> None:
         self.server_clock = server_clock
+        #: claims a message may get before it is dead-lettered (None: no limit)
+        self.max_deliveries = max_deliveries
         self.clock = clock
         #: a lease (or park) counts as lapsed only this long after its stored expiry: the
         #: clocks that stamp and check it (nodes, or workers without server time) may
@@ -130,7 +136,11 @@ class Statements:
         The first result's ``last_insert_id`` is the message's ``seq``.
         """
         return [
-            self.stmt("INSERT INTO messages (group_id, event) VALUES (?, ?)", group_id, event),
+            self.stmt(
+                f"INSERT INTO messages (group_id, event, enqueued_at) VALUES (?, ?, {ENQUEUED})",
+                group_id,
+                event,
+            ),
             self.stmt(
                 "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
                 "VALUES (?, ?, last_insert_rowid())",
@@ -149,7 +159,7 @@ class Statements:
         return [
             self.stmt("DELETE FROM rqueue_dedup WHERE created_at < {now} - ?", NOW, dedup_ttl),
             self.stmt(
-                "INSERT INTO messages (group_id, event) SELECT ?, ? "
+                f"INSERT INTO messages (group_id, event, enqueued_at) SELECT ?, ?, {ENQUEUED} "
                 "WHERE NOT EXISTS (SELECT 1 FROM rqueue_dedup WHERE dedup_id = ?)",
                 group_id,
                 event,
@@ -185,14 +195,21 @@ class Statements:
         through an index: the cost does not grow with the number of queued messages.
         The UPDATE does nothing when a row already carries ``token`` (a retried claim).
         A lease lapses :attr:`lapse_margin` after its stored expiry (server-clock rounding).
+        Each claim counts a delivery; with :attr:`max_deliveries`, a head claimed that
+        often is skipped (the claim's dead-lettering moves it out, see rqueue._dlq).
         ``"groups"`` is quoted so that rqlite's parser accepts the statement, which it must
         for :meth:`claim_returning`.
         """
+        exhausted, limit = "", ()
+        if self.max_deliveries is not None:
+            exhausted, limit = "AND m.deliveries < ? ", (self.max_deliveries,)
         return self.stmt(
-            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? "
+            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ?, "
+            "deliveries = deliveries + 1 "
             "WHERE seq = ("
             'SELECT g.head_seq FROM "groups" g JOIN messages m ON m.seq = g.head_seq '
             "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now} - ?) "
+            f"{exhausted}"
             "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
             "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
             token,
@@ -201,6 +218,7 @@ class Statements:
             min_priority,
             NOW,
             self.lapse_margin,
+            *limit,
             token,
         )
 
@@ -288,22 +306,26 @@ class Statements:
         )
         return [delete, advance, guarded, drop_group, self.claim_mark_group(token)]
 
-    def nack(self, lease: Lease, delay: float) -> Stmt:
-        """Release (``delay == 0``) or park until ``now + delay`` if still leased."""
+    def nack(self, lease: Lease, delay: float, error: str | None = None) -> Stmt:
+        """Release (``delay == 0``) or park until ``now + delay`` if still leased;
+        ``error`` (the worker's reason) is kept for the dead-letter queue."""
+        noted, why = ("", ()) if error is None else (", last_error = ?", (error,))
         if delay > 0:
             return self.stmt(
-                "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? "
+                f"UPDATE messages SET locked_by = ?, lock_expiry = {{now}} + ?{noted} "
                 "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
                 PARKED,
                 NOW,
                 delay,
+                *why,
                 lease.seq,
                 lease.token,
                 NOW,
             )
         return self.stmt(
-            "UPDATE messages SET locked_by = NULL, lock_expiry = 0 "
+            f"UPDATE messages SET locked_by = NULL, lock_expiry = 0{noted} "
             "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+            *why,
             lease.seq,
             lease.token,
             NOW,

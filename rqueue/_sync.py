@@ -11,13 +11,13 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from . import _batch, _validate
+from . import _admin, _batch, _validate
 from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
-from ._models import Call, Lease, Result
+from ._models import Call, DeadLetter, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
@@ -138,7 +138,7 @@ class _Merger:
         return settled[batch.index(item)]
 
 
-class RqliteTransport:
+class RqliteTransport(_admin.Admin):
     """A FIFO queue with per-group exclusivity on an rqlite cluster (blocking API).
 
     Create it with :meth:`from_url`. ``statements_class`` is the hook for mutant
@@ -172,6 +172,8 @@ class RqliteTransport:
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
+        max_deliveries: int | None = None,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> RqliteTransport:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
@@ -187,7 +189,10 @@ class RqliteTransport:
         server version (to exercise older protocols). ``clock_tolerance`` (seconds,
         default 0.25) bounds how far apart the clocks that stamp and check a lease may be;
         a lapsed lease is claimable again only that long (plus one server-clock step of
-        86.4 ms) after it expired.
+        86.4 ms) after it expired. ``max_deliveries`` (off by default): a message claimed
+        that many times without an ack moves to the dead-letter queue at the next claim
+        that reaches it, and its group moves on; ``on_dead_letter`` is called with each
+        :class:`~rqueue.DeadLetter` a claim of this transport moved.
         """
         settings = Settings.build(
             url,
@@ -202,6 +207,8 @@ class RqliteTransport:
             clock_tolerance=clock_tolerance,
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
+            max_deliveries=max_deliveries,
+            on_dead_letter=on_dead_letter,
         )
         session = _Session(settings)
         try:
@@ -264,12 +271,13 @@ class RqliteTransport:
         )
         return self._drive(core.ack_and_claim(lease, worker_id, visibility, min_priority))
 
-    def nack(self, lease: Lease, delay: float = 0) -> None:
-        """Give the message back now (``delay == 0``) or park it for ``delay`` seconds."""
+    def nack(self, lease: Lease, delay: float = 0, error: str | None = None) -> None:
+        """Give the message back now (``delay == 0``) or park it for ``delay`` seconds;
+        ``error`` (why) is shown by the dead-letter queue if the message ends there."""
         core = self._open()
         lease = check_lease(lease, core)
         delay = _validate.seconds("delay", delay, allow_zero=True)
-        self._drive(core.nack(lease, delay))
+        self._drive(core.nack(lease, delay, _admin.error_text(error)))
 
     def extend(self, lease: Lease, visibility: float) -> None:
         """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""

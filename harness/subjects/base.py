@@ -120,8 +120,8 @@ def checked(subject: Subject, where: str) -> Subject:
     """
     open_sync, open_async = subject.open_sync, subject.open_async
 
-    def checked_sync(urls: Sequence[str], clock: Clock, timeout: float) -> Any:
-        client = open_sync(urls, clock, timeout)
+    def checked_sync(urls: Sequence[str], clock: Clock, timeout: float, **options: Any) -> Any:
+        client = open_sync(urls, clock, timeout, **options)
         problem = client_problem(client, is_async=False)
         if problem is not None:
             if callable(getattr(client, "close", None)):
@@ -129,8 +129,10 @@ def checked(subject: Subject, where: str) -> Subject:
             raise SubjectError(f"{where}: open_sync returned a client that does not fit: {problem}")
         return client
 
-    async def checked_async(urls: Sequence[str], clock: Clock, timeout: float) -> Any:
-        opened = open_async(urls, clock, timeout)
+    async def checked_async(
+        urls: Sequence[str], clock: Clock, timeout: float, **options: Any
+    ) -> Any:
+        opened = open_async(urls, clock, timeout, **options)
         if not inspect.isawaitable(opened):
             raise SubjectError(f"{where}: open_async must be an async function; it returned "
                                f"{type(opened).__name__}")  # fmt: skip

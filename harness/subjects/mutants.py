@@ -15,6 +15,11 @@ catches each bug:
                            rqlite (>= 8.33) does not rewrite to a literal: each replica
                            evaluates its own clock when it applies the entry (and again
                            on replay) → ``replica-divergence`` on real rqlite
+
+Not registered by name (run it as ``harness.subjects.mutants:EARLY_DEAD_LETTER``):
+
+``EARLY_DEAD_LETTER``      max_deliveries one below the one asked for: dead-letters a
+                           message one claim early → ``early-dead-letter`` (poison runs)
 """
 
 from __future__ import annotations
@@ -160,4 +165,40 @@ SUBQUERY_NOW = _mutant(
     SubqueryNowStatements,
     "rqueue whose claim reads the server clock in a subquery rqlite does not rewrite "
     "(expect replica-divergence on real rqlite)",
+)
+
+
+class EarlyDeadLetterStatements(Statements):
+    """Use one delivery fewer than the transport's ``max_deliveries``."""
+
+    @property
+    def max_deliveries(self) -> int | None:
+        limit = self.__dict__.get("_asked")
+        return None if limit is None else max(1, limit - 1)
+
+    @max_deliveries.setter
+    def max_deliveries(self, value: int | None) -> None:
+        self.__dict__["_asked"] = value
+
+
+def _with_options(name: str, statements: type[Statements], description: str) -> Subject:
+    """A mutant whose clients take the workload's options (``max_deliveries``)."""
+    sync_cls = type(f"{statements.__name__}Transport", (RqliteTransport,), {})
+    sync_cls.statements_class = statements
+    async_cls = type(f"Async{statements.__name__}Transport", (AsyncRqliteTransport,), {})
+    async_cls.statements_class = statements
+
+    def open_sync(urls: Sequence[str], clock: Clock, timeout: float, **options: Any) -> Any:
+        return rqueue_subject.open_sync(urls, clock, timeout, sync_cls, **options)
+
+    async def open_async(urls: Sequence[str], clock: Clock, timeout: float, **options: Any) -> Any:
+        return await rqueue_subject.open_async(urls, clock, timeout, async_cls, **options)
+
+    return Subject(name, description, open_sync, open_async, expected_valid=False)
+
+
+EARLY_DEAD_LETTER = _with_options(
+    "mutant-early-dead-letter",
+    EarlyDeadLetterStatements,
+    "rqueue dead-lettering one claim before max_deliveries (expect early-dead-letter)",
 )

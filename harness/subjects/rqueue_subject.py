@@ -20,16 +20,30 @@ def transport_timeouts(request_timeout: float) -> dict[str, float]:
     return {"request_timeout": request_timeout, "timeout": 2 * request_timeout}
 
 
-def open_sync(urls: Sequence[str], clock: Clock, timeout: float, cls: Any = None) -> Any:
+def queue_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The workload's queue options as rqueue's: ``max_deliveries`` reports each dead
+    letter to the history (through :func:`harness.deadletters.note`)."""
+    if options.get("max_deliveries"):
+        from ..deadletters import note
+
+        return {"max_deliveries": options["max_deliveries"], "on_dead_letter": note}
+    return {}
+
+
+def open_sync(
+    urls: Sequence[str], clock: Clock, timeout: float, cls: Any = None, **options: Any
+) -> Any:
     if cls is None:
         from rqueue import RqliteTransport as cls
-    return cls.from_url(list(urls), **transport_timeouts(timeout))
+    return cls.from_url(list(urls), **transport_timeouts(timeout), **queue_options(options))
 
 
-async def open_async(urls: Sequence[str], clock: Clock, timeout: float, cls: Any = None) -> Any:
+async def open_async(
+    urls: Sequence[str], clock: Clock, timeout: float, cls: Any = None, **options: Any
+) -> Any:
     if cls is None:
         from rqueue import AsyncRqliteTransport as cls
-    return await cls.from_url(list(urls), **transport_timeouts(timeout))
+    return await cls.from_url(list(urls), **transport_timeouts(timeout), **queue_options(options))
 
 
 SUBJECT = Subject(

@@ -19,6 +19,7 @@ from harness.history import pairs
 MSGS = [f"m{i}" for i in range(4)]
 GROUP = {m: f"g{i % 2}" for i, m in enumerate(MSGS)}
 INF = float("inf")
+LIMIT = 2  # the claims' max_deliveries
 
 
 @st.composite
@@ -48,13 +49,17 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                 done = {**inv, "seq": 1}
             elif f == "claim":
                 vis = draw(st.sampled_from([0.3, 0.5, 1.0]))
-                inv = {"visibility": vis, "min_priority": 0}
+                inv = {"visibility": vis, "min_priority": 0, "max_deliveries": LIMIT}
                 m = draw(st.sampled_from([*MSGS, *MSGS, "ghost", None]))
                 token += 1
                 g = GROUP.get(m, "g0")  # type: ignore[arg-type]
                 lease = {"group": g, "msg": m, "seq": 1, "token": f"t{token}", "visibility": vis}
                 lease = None if m is None else lease
                 done = lease
+                if draw(st.integers(0, 3)) == 0:  # the claim also dead-lettered a message
+                    d = draw(st.sampled_from(MSGS))
+                    dead = [{"group": GROUP[d], "msg": d, "seq": 1, "deliveries": LIMIT}]
+                    done = {**(lease or {}), "dead_lettered": dead}
                 if outcome == "ok" and lease is not None:
                     held = lease
             elif f == "dead-letter":
@@ -94,9 +99,22 @@ def reference(events: list[dict]) -> dict[str, int]:
         for inv, c in pairs(events)
     ]  # fmt: skip
     pubs = [o for o in ops if o["f"] == "publish"]
+    claims = [o for o in ops if o["f"] == "claim"]
+    # what a claim dead-lettered: an ok dead-letter spanning the claim, by no holder
+    dead = [
+        {"f": "dead-letter", "p": None, "by": c["p"], "inv": c["inv"], "done": c["done"],
+         "v": {"msg": d["msg"]}, "type": "ok"}
+        for c in claims if c["type"] == "ok" and c["out"]
+        for d in c["out"].get("dead_lettered", ())
+    ]  # fmt: skip
     settles = [o for o in ops if o["f"] in ("ack", "dead-letter") and o["type"] != "fail"]
     acks_ok = [o for o in ops if o["f"] in ("ack", "dead-letter") and o["type"] == "ok"]
-    leases = [o for o in ops if o["f"] == "claim" and o["type"] == "ok" and o["out"]]
+    settles, acks_ok = settles + dead, acks_ok + dead
+    leases = [c for c in claims if c["type"] == "ok" and c["out"] and "group" in c["out"]]
+    unknown = [  # may have delivered unseen: unknown outcome, or outlasted its visibility
+        c for c in claims if c["type"] in ("info", "open")
+        or (c["type"] == "ok" and c["done"] - c["inv"] >= c["v"]["visibility"])
+    ]  # fmt: skip
 
     def holder_of(o: dict) -> dict | None:
         """The lease an ack/nack/extend/dead-letter acts on: its process's latest lease of
@@ -161,6 +179,17 @@ def reference(events: list[dict]) -> dict[str, int]:
             o["p"] != lease["p"] and msg(o) == msg(lease)
             and o["inv"] >= expiry(lease) and o["done"] <= a["inv"] for o in leases)
     ]  # fmt: skip
+    early = [
+        d for d in dead
+        if len([x for x in leases if msg(x) == d["v"]["msg"] and x["inv"] < d["done"]])
+        + len([c for c in unknown if c["inv"] < d["done"]]) < LIMIT
+    ]  # fmt: skip
+    over = {msg(x) for x in leases if len([y for y in leases if msg(y) == msg(x)]) > LIMIT}
+    while_leased = [
+        (d, x) for d in dead for x in leases
+        if msg(x) == d["v"]["msg"] and x["p"] != d["by"]
+        and d["inv"] >= x["done"] and d["done"] <= end(x)
+    ]  # fmt: skip
     return {
         "lost": len(lost),
         "duplicate-group-lease": len(dup),
@@ -168,6 +197,9 @@ def reference(events: list[dict]) -> dict[str, int]:
         "delivered-after-ack": len(dal),
         "unexpected": len(unexpected),
         "stale-ack-accepted": len(stale),
+        "early-dead-letter": len(early),
+        "over-delivered": len(over),
+        "dead-letter-while-leased": len(while_leased),
         "replica-divergence": 0,  # compared from replicas.json, never from a history
     }
 

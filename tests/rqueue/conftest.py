@@ -63,7 +63,12 @@ def connect(request: pytest.FixtureRequest) -> Iterator[Connect]:
 
 def clear_queue(urls: list[str]) -> None:
     """Delete every row of rqueue's tables (the schema must exist)."""
-    stmts = ["DELETE FROM messages", "DELETE FROM groups", "DELETE FROM rqueue_dedup"]
+    stmts = [
+        "DELETE FROM messages",
+        "DELETE FROM groups",
+        "DELETE FROM rqueue_dedup",
+        "DELETE FROM rqueue_dead",
+    ]
     for url in urls:
         try:
             r = requests.post(f"{url}/db/execute?transaction=true", json=stmts, timeout=10)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import pytest
 
 from harness.node.rewrite import rqlite_process
-from rqueue import Lease, Statements
+from rqueue import Lease, Statements, _dlq, _stats
 from rqueue._clock import LeaderClock
 from rqueue._core import QueueCore
 from rqueue._version import ServerInfo
@@ -76,6 +76,27 @@ def every_operation(core: QueueCore, ex: SqliteExecutor) -> None:
     stale = Lease(fourth.seq, fourth.group_id, "{}", "w:gone")
     with pytest.raises(Exception, match="no longer leased"):
         run(core.ack(stale))
+    dead_letter_operations(core, ex)
+
+
+def dead_letter_operations(core: QueueCore, ex: SqliteExecutor) -> None:
+    """max_deliveries: a claim that dead-letters (both claim paths), redrive and purge."""
+    run = lambda op: drive(op, ex)  # noqa: E731
+    core.statements.max_deliveries = 1
+    moved: list = []
+    core.on_dead_letter = moved.append
+    run(core.publish_many([("p", '"poison"', 2), ("p", '"next"', 2)]))
+    for _ in range(3):  # bounded: a mutant's claim may not count deliveries
+        lease = run(core.claim("w", 30.0, 0))
+        if lease is not None:
+            run(core.nack(lease, 0, "boom"))
+    if type(core.statements) is Statements:
+        assert [d.event for d in moved] == ['"poison"', '"next"']
+    run(_dlq.redrive(core, None, "p"))
+    assert run(_dlq.purge(core, None, None)) == 0
+    run(_dlq.list_dead(core, None, 0, 10))
+    run(_dlq.peek(core, "p", 10))
+    run(_stats.stats(core))
 
 
 def writes(ex: SqliteExecutor) -> list[str]:

@@ -1,0 +1,7 @@
+"""``python -m rqueue``: see :mod:`rqueue._cli`."""
+
+import sys
+
+from ._cli import run
+
+sys.exit(run())

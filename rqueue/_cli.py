@@ -1,0 +1,198 @@
+"""``python -m rqueue``: the operator's command line over any list of node URLs.
+
+Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
+``dlq redrive``, ``dlq purge``, ``peek GROUP``. Nodes come from ``--url`` or the
+``RQUEUE_URL`` environment variable (comma-separated, as ``from_url`` takes them);
+credentials as in ``from_url``: user info in a URL, or ``--user`` with the password
+in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They are never printed: output
+and errors name the nodes by their URLs without user info.
+
+The CLI does not create or migrate the schema (a transport's ``from_url`` does): it
+only reads, and writes the dead-letter queue when told to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, TextIO
+
+from ._exceptions import RqueueError, StatementError
+from ._models import Stats
+
+#: the environment variables the CLI reads
+URL_ENV, PASSWORD_ENV = "RQUEUE_URL", "RQUEUE_PASSWORD"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m rqueue", description="Inspect and operate an rqueue queue."
+    )
+    p.add_argument("--url", help=f"node URLs, comma-separated (default: ${URL_ENV})")
+    p.add_argument("--user", help=f"basic-auth user (password from ${PASSWORD_ENV} or a prompt)")
+    p.add_argument("--ca-bundle", help="CA file for https nodes")
+    p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds for each command")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    stats = sub.add_parser("stats", help="depth: ready, leased, parked, dead-lettered, groups")
+    stats.add_argument("--json", action="store_true", help="one JSON object per reading")
+    stats.add_argument(
+        "--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",
+        help="read again every SECONDS (default 2), refreshing in place; Ctrl-C ends",
+    )  # fmt: skip
+    stats.add_argument("--count", type=int, help="with --watch: stop after this many readings")
+
+    peek = sub.add_parser("peek", help="the first messages of a group, with their state")
+    peek.add_argument("group")
+    peek.add_argument("--limit", type=int, default=20)
+    peek.add_argument("--json", action="store_true")
+
+    dlq = sub.add_parser("dlq", help="the dead-letter queue").add_subparsers(
+        dest="action", required=True
+    )
+    listing = dlq.add_parser("list", help="dead-lettered messages in seq order")
+    listing.add_argument("--group")
+    listing.add_argument("--after", type=int, default=0, help="only seqs above this")
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--json", action="store_true")
+    for name, what in (
+        ("redrive", "put back at the tail of their groups"),
+        ("purge", "delete for good"),
+    ):
+        act = dlq.add_parser(name, help=f"dead letters: {what} (one, a group, or --all)")
+        act.add_argument("seq", type=int, nargs="?")
+        act.add_argument("--group")
+        act.add_argument("--all", action="store_true")
+    return p
+
+
+def connect(args: argparse.Namespace) -> Any:
+    """The operator's API over the nodes (standard-library HTTP; no schema created)."""
+    from ._cli_http import CliQueue
+    from ._config import Settings
+
+    url = args.url or os.environ.get(URL_ENV)
+    if not url:
+        raise SystemExit(f"error: no nodes: give --url or set {URL_ENV}")
+    auth = None
+    if args.user:
+        password = os.environ.get(PASSWORD_ENV)
+        if password is None:
+            if not sys.stdin.isatty():
+                raise SystemExit(f"error: --user needs ${PASSWORD_ENV} (no terminal to ask on)")
+            password = getpass.getpass(f"password for {args.user}: ")
+        auth = (args.user, password)
+    settings = Settings.build(
+        url,
+        timeout=args.timeout,
+        request_timeout=min(args.timeout, 10.0),
+        auth=auth,
+        verify=not args.insecure,
+        ca_bundle=args.ca_bundle,
+    )
+    return CliQueue(settings)
+
+
+def render_stats(s: Stats, nodes: Sequence[str]) -> str:
+    """A small table of :class:`Stats` for people."""
+    age = "-" if s.oldest_ready_age is None else f"{s.oldest_ready_age:.1f} s"
+    lines = [
+        f"rqueue at {', '.join(nodes)}",
+        f"  ready {s.ready}   leased {s.leased}   parked {s.parked}   "
+        f"dead-lettered {s.dead_lettered}   groups {s.groups}   oldest ready {age}",
+        "  priority     ready    leased    parked      dead    groups",
+    ]
+    for p, c in sorted(s.by_priority.items(), reverse=True):
+        lines.append(
+            f"  {p:>8} {c['ready']:>9} {c['leased']:>9} {c['parked']:>9} "
+            f"{c['dead']:>9} {c['groups']:>9}"
+        )
+    return "\n".join(lines)
+
+
+def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
+    nodes = list(t.settings.urls)
+    if args.watch is None:
+        s = t.stats()
+        out.write((json.dumps(s.as_dict()) if args.json else render_stats(s, nodes)) + "\n")
+        return
+    in_place = out.isatty() and not args.json
+    n = 0
+    while args.count is None or n < args.count:
+        s = t.stats()
+        text = json.dumps(s.as_dict()) if args.json else render_stats(s, nodes)
+        stamp = time.strftime("%H:%M:%S")
+        if in_place:
+            out.write("\x1b[H\x1b[J")  # home, clear: the table is redrawn in place
+        out.write(text + ("" if args.json else f"\n  at {stamp}, every {args.watch:g} s") + "\n")
+        out.flush()
+        n += 1
+        if args.count is None or n < args.count:
+            time.sleep(args.watch)  # the polling period the operator asked for
+
+
+def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[str]) -> None:
+    if as_json:
+        out.write(json.dumps([asdict(i) for i in items]) + "\n")
+        return
+    for i in items:
+        d = asdict(i)
+        out.write("  ".join(f"{c}={d[c]!r}" if c != "seq" else f"{d[c]:>8}" for c in columns))
+        out.write("\n")
+    if not items:
+        out.write("(none)\n")
+
+
+def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+    """Run one command; returns the exit status (0 ok, 1 the queue refused, 2 usage)."""
+    args = build_parser().parse_args(argv)
+    if args.command == "dlq" and args.action in ("redrive", "purge"):
+        chosen = (args.seq is not None) + (args.group is not None) + bool(args.all)
+        if chosen != 1:
+            print("error: give exactly one of SEQ, --group GROUP or --all", file=sys.stderr)
+            return 2
+    try:
+        t = connect(args)
+    except (RqueueError, ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.command == "stats":
+            _stats(t, args, out)
+        elif args.command == "peek":
+            columns = ("seq", "state", "deliveries", "event", "last_error")
+            _rows(t.peek(args.group, args.limit), args.json, out, columns)
+        elif args.action == "list":
+            found = t.dead_letters(args.group, after=args.after, limit=args.limit)
+            columns = ("seq", "group_id", "deliveries", "event", "last_error")
+            _rows(found, args.json, out, columns)
+        else:
+            act = t.redrive if args.action == "redrive" else t.purge
+            n = act(args.seq, group_id=args.group, all=args.all)
+            done = "redriven (back at the tail of their groups)" if act == t.redrive else "purged"
+            out.write(f"{n} {done}\n")
+    except KeyboardInterrupt:
+        return 0
+    except StatementError as exc:
+        if "no such table" in str(exc):
+            print(
+                f"error: {exc}: no rqueue schema of this version on these nodes; open the "
+                "queue once with this rqueue's from_url, which creates or migrates it",
+                file=sys.stderr,
+            )
+        else:
+            print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (RqueueError, ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        t.close()
+    return 0

@@ -1,0 +1,205 @@
+"""The admin CLI's transport: the core's operations over a plain socket.
+
+``python -m rqueue stats`` should answer fast as a whole command, and the HTTP clients
+cost more to import than everything else the command does (``requests`` ~80 ms,
+``http.client`` with the ``email`` package ~35 ms, against ~7 ms for connecting and
+asking). The core is sans-IO, so the CLI drives the same operations, the same failover
+(:class:`~rqueue._attempts.Attempts`) and the same answer classification over the
+simplest HTTP there is: one HTTP/1.0 request per connection (the server closes it after
+the answer, so the answer ends at ``Content-Length`` or at the close: no chunking, no
+keep-alive), TLS from :mod:`ssl` for https nodes. The CLI makes a handful of calls, one
+at a time, so nothing here needs more.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import _batch
+from ._admin import Admin
+from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
+from ._config import STATUS_CALL, Settings
+from ._core import Op, QueueCore
+from ._exceptions import RqueueError
+from ._models import Call, Result
+from ._statements import Statements
+from ._version import ServerInfo
+
+#: the most an answer may hold (a dead-letter page of 10,000 large events fits)
+MAX_ANSWER = 256 * 1024 * 1024
+
+
+class _Headers(dict):
+    """Response headers, looked up without regard to case."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
+class SocketSession:
+    """``request(method, url, path, body, timeout) -> Reply``: one HTTP/1.0 exchange."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._auth = ""
+        if settings.credentials is not None:
+            pair = ":".join(settings.credentials.as_tuple()).encode()
+            self._auth = f"Authorization: Basic {base64.b64encode(pair).decode()}\r\n"
+        self._settings = settings
+        self._tls: Any = None
+
+    def _context(self) -> Any:
+        if self._tls is None:
+            import ssl  # only for https nodes
+
+            s = self._settings
+            self._tls = ssl.create_default_context(cafile=s.ca_bundle)
+            if not s.verify:
+                self._tls.check_hostname = False
+                self._tls.verify_mode = ssl.CERT_NONE
+        return self._tls
+
+    def request(
+        self, method: str, url: str, path: str, body: bytes | None, timeout: float
+    ) -> Reply:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:  # a failure here: certainly nothing was sent
+            sock = socket.create_connection((host, port), timeout=min(CONNECT_TIMEOUT, timeout))
+            if parts.scheme == "https":
+                sock = self._context().wrap_socket(sock, server_hostname=host)
+        except OSError as exc:
+            raise SendError(describe_error(exc), sent=False) from exc
+        payload = body or b""
+        head = (
+            f"{method} {path} HTTP/1.0\r\nHost: {parts.netloc.rpartition('@')[2]}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+            f"{self._auth}\r\n"
+        )
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(head.encode("latin-1") + payload)
+            return _read_answer(sock)
+        except (OSError, ValueError) as exc:
+            raise SendError(describe_error(exc), sent=True) from exc
+        finally:
+            sock.close()
+
+    def close(self) -> None:
+        """Nothing is kept open between calls."""
+
+
+def _read_answer(sock: socket.socket) -> Reply:
+    """Read one HTTP answer: status line, headers, then the body to its length or EOF."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ValueError("the server closed the connection before answering")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    version, _, status = lines[0].partition(" ")
+    if not version.startswith("HTTP/"):
+        raise ValueError(f"not an HTTP answer: {lines[0][:80]!r}")
+    headers = _Headers()
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        raise ValueError("the server chunked its answer to an HTTP/1.0 request")
+    length = headers.get("content-length")
+    want = int(length) if length is not None else MAX_ANSWER
+    chunks = [rest]
+    got = len(rest)
+    while got < want:
+        chunk = sock.recv(min(1 << 20, want - got))
+        if not chunk:
+            if length is not None:
+                raise ValueError(f"the answer ended after {got} of {want} bytes")
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return Reply(int(status.split()[0]), text, headers)
+
+
+class CliQueue(Admin):
+    """The operator's API (:class:`~rqueue._admin.Admin`) driven over :class:`SocketSession`.
+
+    Connecting reads ``/status`` (the version decides the protocol) and creates nothing.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._session = SocketSession(settings)
+        self._endpoints = settings.endpoints()
+        try:
+            server = self._detect(time.monotonic() + settings.timeout)
+            self._core = settings.core(server, Statements)
+        except BaseException:
+            self._session.close()
+            raise
+
+    def _open(self) -> QueueCore:
+        return self._core
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _detect(self, deadline: float) -> ServerInfo:
+        s = self.settings
+        limit = s.timeout
+        attempts = Attempts(STATUS_CALL, self._endpoints, deadline, s.request_timeout, limit=limit)
+        while True:
+            url, timeout = attempts.next()
+            try:
+                reply = self._session.request("GET", url, "/status", None, timeout)
+                body = json.loads(reply.text) if reply.status == 200 else None
+            except SendError as exc:
+                attempts.not_sent(url, str(exc))
+            except ValueError as exc:
+                attempts.not_sent(url, describe_error(exc))
+            else:
+                server = attempts.status_answered(url, reply.status, reply.headers, body)
+                if server is not None:
+                    return server
+            time.sleep(attempts.pause())
+
+    def _drive(self, op: Op[Any]) -> Any:
+        deadline = time.monotonic() + self.settings.timeout
+        try:
+            call = next(op)
+            while True:
+                try:
+                    results = self._send(call, deadline)
+                except RqueueError as exc:
+                    call = op.throw(exc)
+                else:
+                    call = op.send(call.for_caller(results))
+        except StopIteration as stop:
+            return stop.value
+
+    def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+        s = self.settings
+        attempts = Attempts(call, self._endpoints, deadline, s.request_timeout, limit=s.timeout)
+        path, body = _batch.request_target(call)
+        while True:
+            url, timeout = attempts.next()
+            try:
+                reply = self._session.request("POST", url, path, body, timeout)
+            except SendError as exc:
+                if exc.sent:
+                    attempts.maybe_sent(url, str(exc))
+                else:
+                    attempts.not_sent(url, str(exc))
+            else:
+                results = attempts.answered(url, reply.status, reply.text)
+                if results is not None:
+                    return results
+            time.sleep(attempts.pause())

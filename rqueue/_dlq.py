@@ -1,0 +1,217 @@
+"""The dead-letter queue: moving exhausted messages out, and listing, redriving, purging.
+
+With ``max_deliveries`` set, every claim request starts with :meth:`DeadLetters.move`:
+the heads of groups that were claimed ``max_deliveries`` times and are free again (the
+last lease lapsed, was nacked, or its park ran out, by the claim's own lapse margin)
+move to ``rqueue_dead``, tagged with the claim's token, and their groups point at their
+next message. The move reads only replicated data and the request's stamp, so every
+replica moves the same rows; it is fenced like an ack: a live lease or park is never
+moved, and the late ack of a lease that lapsed finds its row gone (``LeaseLost``). The
+claim then leases as before, in the same transaction (one request, one Raft entry), and
+reads back what it moved by its token (also after an unknown outcome).
+
+A redrive puts messages back at the *tail* of their group, as new messages (new seq,
+delivery count 0). The head would need a seq below the group's current head, which may
+be leased at that moment: a group's head is what the claim checks for exclusivity, so
+slipping a message in front of a leased one would let a second message of the group be
+leased. The tail keeps that invariant and the order of everything still queued; the
+group had moved on past the message anyway (like a redrive from an SQS dead-letter queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._exceptions import ProtocolError
+from ._models import DeadLetter, QueuedMessage, Result, Stmt
+from ._statements import ENQUEUED, NOW, PARKED, SERVER_NOW, Statements
+
+if TYPE_CHECKING:
+    from ._core import Op, QueueCore
+
+_DEAD_COLUMNS = "seq, group_id, event, priority, deliveries, last_error, enqueued_at, dead_at"
+
+
+class DeadLetters:
+    """The dead-letter statements, rendered by a queue's :class:`Statements`."""
+
+    def __init__(self, statements: Statements) -> None:
+        self.s = statements
+
+    @property
+    def enabled(self) -> bool:
+        return self.s.max_deliveries is not None
+
+    def move(self, token: str) -> list[Stmt]:
+        """Move every exhausted free head to ``rqueue_dead`` (tagged ``token``); advance
+        and drop their groups. Empty without ``max_deliveries``. The first result's
+        ``rows_affected`` is the number moved.
+
+        The exhausted heads are found through the partial index on ``deliveries > 0``
+        (only heads are ever claimed), so the cost does not grow with the queue.
+        """
+        limit = self.s.max_deliveries
+        if limit is None:
+            return []
+        s = self.s
+        mine = "(SELECT group_id FROM rqueue_dead WHERE dead_by = ?)"
+        return [
+            s.stmt(
+                "INSERT INTO rqueue_dead (seq, group_id, event, priority, deliveries, "
+                "last_error, enqueued_at, dead_at, dead_by) "
+                "SELECT m.seq, m.group_id, m.event, g.priority, m.deliveries, m.last_error, "
+                "m.enqueued_at, {now}, ? FROM messages m "
+                "JOIN groups g ON g.group_id = m.group_id AND g.head_seq = m.seq "
+                "WHERE m.deliveries > 0 AND m.deliveries >= ? "
+                "AND (m.locked_by IS NULL OR m.lock_expiry < {now} - ?)",
+                NOW,
+                token,
+                limit,
+                NOW,
+                s.lapse_margin,
+            ),
+            s.stmt(
+                "DELETE FROM messages WHERE seq IN (SELECT seq FROM rqueue_dead WHERE dead_by = ?)",
+                token,
+            ),
+            s.stmt(
+                "UPDATE groups SET head_seq = "
+                "(SELECT min(seq) FROM messages WHERE group_id = groups.group_id) "
+                f"WHERE group_id IN {mine}",
+                token,
+            ),
+            s.stmt(f"DELETE FROM groups WHERE head_seq IS NULL AND group_id IN {mine}", token),
+        ]
+
+    def moved_by(self, token: str) -> list[Stmt]:
+        """Read what the claim with ``token`` moved (empty without ``max_deliveries``)."""
+        if not self.enabled:
+            return []
+        return [self.s.stmt(f"SELECT {_DEAD_COLUMNS} FROM rqueue_dead WHERE dead_by = ?", token)]
+
+    def list(self, group_id: str | None, after: int, limit: int) -> Stmt:
+        where, params = _selection(None, group_id)
+        return self.s.stmt(
+            f"SELECT {_DEAD_COLUMNS} FROM rqueue_dead WHERE {where} AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            *params,
+            after,
+            limit,
+        )
+
+    def redrive(self, seq: int | None, group_id: str | None) -> list[Stmt]:
+        """Back at the tail of each group as new messages; the first result's
+        ``rows_affected`` is how many."""
+        where, params = _selection(seq, group_id)
+        return [
+            self.s.stmt(
+                f"INSERT INTO messages (group_id, event, enqueued_at) "
+                f"SELECT group_id, event, {ENQUEUED} FROM rqueue_dead WHERE {where} "
+                "ORDER BY seq",
+                *params,
+            ),
+            self.s.stmt(
+                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+                "SELECT d.group_id, max(d.priority), "
+                "(SELECT min(m.seq) FROM messages m WHERE m.group_id = d.group_id) "
+                f"FROM rqueue_dead d WHERE {where} GROUP BY d.group_id",
+                *params,
+            ),
+            self.s.stmt(f"DELETE FROM rqueue_dead WHERE {where}", *params),
+        ]
+
+    def purge(self, seq: int | None, group_id: str | None) -> Stmt:
+        where, params = _selection(seq, group_id)
+        return self.s.stmt(f"DELETE FROM rqueue_dead WHERE {where}", *params)
+
+    def peek(self, group_id: str, limit: int) -> Stmt:
+        """A group's queued messages in order, with their state (a read on the answering
+        node's clock, which any rqlite accepts in a read)."""
+        return self.s.stmt(
+            "SELECT seq, group_id, event, CASE "
+            f"WHEN locked_by IS NULL OR lock_expiry < {SERVER_NOW} THEN 'ready' "
+            "WHEN locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
+            "deliveries, last_error, lock_expiry FROM messages WHERE group_id = ? "
+            "ORDER BY seq LIMIT ?",
+            PARKED,
+            group_id,
+            limit,
+        )
+
+
+def _selection(seq: int | None, group_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause for one message (``seq``), a group, or everything (neither)."""
+    if seq is not None:
+        return "seq = ?", (seq,)
+    if group_id is not None:
+        return "group_id = ?", (group_id,)
+    return "1 = 1", ()
+
+
+def dead_letters_of(res: Result) -> list[DeadLetter]:
+    """Rows of ``rqueue_dead`` (in :data:`_DEAD_COLUMNS` order) as :class:`DeadLetter`."""
+    try:
+        return [
+            DeadLetter(
+                seq=int(r["seq"]),
+                group_id=str(r["group_id"]),
+                event=str(r["event"]),
+                priority=int(r["priority"]),
+                deliveries=int(r["deliveries"]),
+                last_error=r.get("last_error"),
+                enqueued_at=_num(r.get("enqueued_at")),
+                dead_at=_num(r.get("dead_at")),
+            )
+            for r in res.dicts()
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"dead letters: unreadable row: {exc}") from exc
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+# -- operations (generators the twins drive, like QueueCore's) ---------------------------
+def list_dead(core: QueueCore, group_id: str | None, after: int, limit: int) -> Op[list]:
+    (res,) = yield core.read([core.dead.list(group_id, after, limit)], "dead letters")
+    return dead_letters_of(res)
+
+
+def redrive(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
+    """Redrive; idempotent in effect: a repeat (after an unknown outcome) redrives what is
+    in the dead-letter queue then, and nothing twice."""
+    results = yield core.write(core.dead.redrive(seq, group_id), "redrive", idempotent=True)
+    return results[0].rows_affected
+
+
+def purge(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
+    (res,) = yield core.write([core.dead.purge(seq, group_id)], "purge", idempotent=True)
+    return res.rows_affected
+
+
+def peek(core: QueueCore, group_id: str, limit: int) -> Op[list]:
+    (res,) = yield core.read([core.dead.peek(group_id, limit)], "peek")
+    try:
+        return [
+            QueuedMessage(
+                seq=int(r["seq"]),
+                group_id=str(r["group_id"]),
+                event=str(r["event"]),
+                state=str(r["state"]),
+                deliveries=int(r["deliveries"] or 0),
+                last_error=r.get("last_error"),
+                lock_expiry=_num(r.get("lock_expiry")),
+            )
+            for r in res.dicts()
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"peek: unreadable row: {exc}") from exc
+
+
+def collect(into: dict[int, DeadLetter], results: Sequence[Result]) -> None:
+    """Add the dead letters read back by :meth:`DeadLetters.moved_by` to ``into``."""
+    for res in results:
+        for d in dead_letters_of(res):
+            into[d.seq] = d
