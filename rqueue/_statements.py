@@ -21,8 +21,9 @@ entry at its own moment (and a restarted node replays its log much later), so a 
 function evaluated at apply time makes the replicas disagree. rqlite >= 8.33 rewrites
 ``'now'`` to a literal on the node that receives the request, but only where its own
 SQL parser accepts the statement and its tree walk reaches the call: not inside a scalar
-subquery, not in a ``WITH`` clause, not in any statement on a table named ``groups``
-(a keyword to that parser). So ``{now}`` in a write never becomes a time function:
+subquery, not in a ``WITH`` clause, not where an unquoted table name ``groups`` stands
+where that parser rejects it as a keyword (``UPDATE groups``, ``DELETE FROM groups``,
+``FROM groups``). So ``{now}`` in a write never becomes a time function:
 
 - *server clock* (rqlite >= 8.33): a request whose statements need the time starts with
   :meth:`Statements.stamp`, one top-level ``INSERT ... VALUES`` that rqlite rewrites,
