@@ -14,19 +14,16 @@ at a time, so nothing here needs more.
 from __future__ import annotations
 
 import base64
-import json
 import socket
 import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import _batch
+from . import _blocking
 from ._admin import Admin
-from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
-from ._config import STATUS_CALL, Settings
+from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
+from ._config import Settings
 from ._core import Op, QueueCore
-from ._exceptions import RqueueError
-from ._models import Call, Result
 from ._statements import Statements
 from ._version import ServerInfo
 
@@ -154,52 +151,16 @@ class CliQueue(Admin):
 
     def _detect(self, deadline: float) -> ServerInfo:
         s = self.settings
-        limit = s.timeout
-        attempts = Attempts(STATUS_CALL, self._endpoints, deadline, s.request_timeout, limit=limit)
-        while True:
-            url, timeout = attempts.next()
-            try:
-                reply = self._session.request("GET", url, "/status", None, timeout)
-                body = json.loads(reply.text) if reply.status == 200 else None
-            except SendError as exc:
-                attempts.not_sent(url, str(exc))
-            except ValueError as exc:
-                attempts.not_sent(url, describe_error(exc))
-            else:
-                server = attempts.status_answered(url, reply.status, reply.headers, body)
-                if server is not None:
-                    return server
-            time.sleep(attempts.pause())
+        return _blocking.detect(
+            self._session, self._endpoints, deadline, s.request_timeout, s.timeout
+        )
 
     def _drive(self, op: Op[Any]) -> Any:
         deadline = time.monotonic() + self.settings.timeout
-        try:
-            call = next(op)
-            while True:
-                try:
-                    results = self._send(call, deadline)
-                except RqueueError as exc:
-                    call = op.throw(exc)
-                else:
-                    call = op.send(call.for_caller(results))
-        except StopIteration as stop:
-            return stop.value
-
-    def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
         s = self.settings
-        attempts = Attempts(call, self._endpoints, deadline, s.request_timeout, limit=s.timeout)
-        path, body = _batch.request_target(call)
-        while True:
-            url, timeout = attempts.next()
-            try:
-                reply = self._session.request("POST", url, path, body, timeout)
-            except SendError as exc:
-                if exc.sent:
-                    attempts.maybe_sent(url, str(exc))
-                else:
-                    attempts.not_sent(url, str(exc))
-            else:
-                results = attempts.answered(url, reply.status, reply.text)
-                if results is not None:
-                    return results
-            time.sleep(attempts.pause())
+        return _blocking.drive(
+            op,
+            lambda call: _blocking.send_alone(
+                self._session, call, self._endpoints, deadline, s.request_timeout, s.timeout
+            ),
+        )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -11,12 +10,11 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from . import _admin, _batch, _validate
-from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
-from ._config import STATUS_CALL, Settings, check_lease, publish_items
+from . import _admin, _batch, _blocking, _validate
+from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
+from ._config import Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
-from ._endpoints import Endpoints
-from ._exceptions import RqueueError, TransportClosed
+from ._exceptions import TransportClosed
 from ._models import Call, DeadLetter, Lease, Result
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
@@ -214,7 +212,7 @@ class RqliteTransport(_admin.Admin):
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
-            server = _detect(
+            server = _blocking.detect(
                 session, endpoints, deadline, settings.request_timeout, settings.timeout
             )
             core = settings.core(server, cls.statements_class)
@@ -319,17 +317,8 @@ class RqliteTransport(_admin.Admin):
     def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
         if deadline is None:
             deadline = time.monotonic() + self._settings.timeout
-        try:
-            call = next(op)
-            while True:
-                try:
-                    results = self._send(call, deadline)
-                except RqueueError as exc:
-                    call = op.throw(exc)
-                else:
-                    call = op.send(call.for_caller(results))
-        except StopIteration as stop:
-            return stop.value
+        until = deadline
+        return _blocking.drive(op, lambda call: self._send(call, until))
 
     def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
         if call.mergeable:
@@ -354,69 +343,7 @@ class RqliteTransport(_admin.Admin):
         return ex.answered(reply.status, reply.text)
 
     def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
-        attempts = Attempts(
-            call,
-            self._endpoints,
-            deadline,
-            self._settings.request_timeout,
-            limit=self._settings.timeout,
+        s = self._settings
+        return _blocking.send_alone(
+            self._session, call, self._endpoints, deadline, s.request_timeout, s.timeout
         )
-        path, body = _batch.request_target(call)
-        while True:
-            url, timeout = attempts.next()
-            probe = attempts.probe(url)
-            if probe is not None and not self._probe(attempts, url, probe):
-                pause = attempts.pause()
-                if pause:
-                    time.sleep(pause)
-                continue
-            try:
-                response = self._session.request("POST", url, path, body, timeout)
-            except SendError as exc:
-                if exc.sent:
-                    attempts.maybe_sent(url, str(exc))
-                else:
-                    attempts.not_sent(url, str(exc))
-            else:
-                results = attempts.answered(url, response.status, response.text)
-                if results is not None:
-                    return results
-            pause = attempts.pause()
-            if pause:
-                time.sleep(pause)
-
-    def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
-        """Ask a node we fail over to whether it is ready, before sending it the call."""
-        try:
-            response = self._session.request("GET", url, "/readyz", None, timeout)
-        except SendError as exc:
-            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
-            return False
-        return attempts.probe_answered(url, response.status, response.text)
-
-
-def _detect(
-    session: _Session,
-    endpoints: Endpoints,
-    deadline: float,
-    request_timeout: float,
-    limit: float,
-) -> ServerInfo:
-    """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
-    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout, limit=limit)
-    while True:
-        url, timeout = attempts.next()
-        try:
-            response = session.request("GET", url, "/status", None, timeout)
-            body = json.loads(response.text) if response.status == 200 else None
-        except SendError as exc:
-            attempts.not_sent(url, str(exc))
-        except ValueError as exc:
-            attempts.not_sent(url, describe_error(exc))
-        else:
-            server = attempts.status_answered(url, response.status, response.headers, body)
-            if server is not None:
-                return server
-        pause = attempts.pause()
-        if pause:
-            time.sleep(pause)
