@@ -59,7 +59,7 @@ def token_of(call: Call) -> str:
 
 def test_claim_unknown_then_token_found_returns_that_lease() -> None:
     s = Script(core().claim("w", 30.0, 0))
-    assert s.call.path == "/db/request"
+    assert s.call.path == "/db/execute"
     token = token_of(s.call)
     s.throw(OutcomeUnknown("leadership lost"))
     assert s.call.path == "/db/query" and s.call.statements[0].params == (token,)
@@ -71,7 +71,7 @@ def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
     s = Script(core().claim("w", 30.0, 0))
     token = token_of(s.call)
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
-    assert s.call.path == "/db/request" and token_of(s.call) == token
+    assert s.call.path == "/db/execute" and token_of(s.call) == token
     # the retried lease UPDATE is a no-op for a token already in use
     assert "NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)" in own(s.call)[0].sql
     s.send(Result(READ_BACK, ()), Result())
@@ -80,7 +80,7 @@ def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
 
 def test_claim_is_one_request_whose_update_returns_the_leased_row() -> None:
     s = Script(core().claim("w", 30.0, 0))
-    assert s.call.path == "/db/request" and s.call.mergeable and len(own(s.call)) == 2
+    assert s.call.path == "/db/execute" and s.call.mergeable and len(own(s.call)) == 2
     lease_sql = own(s.call)[0].sql
     assert lease_sql.endswith("RETURNING seq, group_id, event, lock_expiry")
     assert 'FROM "groups" g' in lease_sql  # quoted: rqlite's parser must accept it
@@ -240,7 +240,7 @@ def fused_results(acked: int, rows: tuple) -> tuple[Result, ...]:
 
 def test_ack_and_claim_is_one_request_whose_claim_is_chained_to_the_ack() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 2))
-    assert s.call.path == "/db/request" and s.call.mergeable and len(own(s.call)) == 5
+    assert s.call.path == "/db/execute" and s.call.mergeable and len(own(s.call)) == 5
     assert own(s.call)[0].params[:2] == (LEASE.seq, LEASE.token)
     assert all("changes() > 0" in st.sql for st in own(s.call)[1:3])
     assert own(s.call)[2].sql.endswith(
@@ -286,7 +286,7 @@ def test_ack_and_claim_unknown_then_token_absent_settles_the_ack_then_claims() -
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
     assert s.call.path == "/db/execute" and own(s.call)[0].sql.startswith("DELETE")
     s.send(Result(rows_affected=1), Result(), Result())
-    assert s.call.path == "/db/request" and token_of(s.call) == token  # the same token
+    assert s.call.path == "/db/execute" and token_of(s.call) == token  # the same token
     s.send(Result(READ_BACK, ((9, "h", "[]", None),)), Result())
     assert s.done and s.value == Lease(9, "h", "[]", token)
 

@@ -189,7 +189,7 @@ def test_claim_is_one_request_on_new_servers(executor: SqliteExecutor) -> None:
     q.publish("g")
     before = len(executor.calls)
     assert q.claim() is not None
-    assert [c[0] for c in executor.calls[before:]] == ["/db/request"]
+    assert [c[0] for c in executor.calls[before:]] == ["/db/execute"]
 
 
 def test_claim_is_the_seeds_three_requests_on_old_servers(executor: SqliteExecutor) -> None:

@@ -134,7 +134,7 @@ def test_gives_up_in_time_naming_urls_and_last_failure(connect, fake_node) -> No
 def test_claim_applied_but_answer_lost_returns_the_lease(connect, fake_node, executor) -> None:
     t = connect(fake_node.url)
     seq = t.publish("g", "{}")
-    fake_node.inject("/db/request", "lost")
+    fake_node.inject("/db/execute", "lost")
     lease = t.claim("w", 30)
     assert lease is not None and lease.seq == seq
     assert executor.sql("SELECT locked_by FROM messages") == [(lease.token,)]
@@ -144,7 +144,7 @@ def test_claim_applied_but_answer_lost_returns_the_lease(connect, fake_node, exe
 def test_claim_connection_dropped_after_apply_returns_the_lease(connect, fake_node, executor):
     t = connect(fake_node.url)
     t.publish("g", "{}")
-    fake_node.inject("/db/request", "drop")
+    fake_node.inject("/db/execute", "drop")
     lease = t.claim("w", 30)
     assert lease is not None
     assert executor.sql("SELECT locked_by FROM messages") == [(lease.token,)]
