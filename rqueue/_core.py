@@ -40,7 +40,7 @@ from ._exceptions import (
     Unavailable,
 )
 from ._models import Call, DeadLetter, Lease, Result, Stmt
-from ._statements import Statements
+from ._statements import BATCH_ITEMS, Statements
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
@@ -228,12 +228,14 @@ class QueueCore:
         """Publish validated ``(group_id, event, priority)`` items in one request."""
         if not items:
             return []
-        stmts: list[Stmt] = []
-        for group_id, event, priority in items:
-            stmts.extend(self.statements.publish(group_id, event, priority))
-        per_item = len(stmts) // len(items)
+        chunks = [items[i : i + BATCH_ITEMS] for i in range(0, len(items), BATCH_ITEMS)]
+        stmts = [s for chunk in chunks for s in self.statements.publish_batch(chunk)]
         results = yield self.write(stmts, f"publish_many({len(items)})")
-        return [_insert_id(results[i * per_item]) for i in range(len(items))]
+        seqs: list[int] = []
+        for k, chunk in enumerate(chunks):  # each chunk's seqs are consecutive
+            last = _insert_id(results[2 * k])
+            seqs.extend(range(last - len(chunk) + 1, last + 1))
+        return seqs
 
     # -- claim --------------------------------------------------------------------------
     @_uses_clock

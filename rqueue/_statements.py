@@ -60,6 +60,11 @@ DEFAULT_CLOCK_TOLERANCE = 0.25
 ENQUEUED = "(SELECT max(ts) FROM rqueue_clock)"
 #: a leased row's columns, as a claim returns them (its ``RETURNING``) or reads them back
 LEASE_COLUMNS = "seq, group_id, event, lock_expiry"
+#: the highest seq ever given to a message (``messages`` is ``AUTOINCREMENT``)
+LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
+#: most items in one :meth:`Statements.publish_batch`: 2 parameters per message and 3 per
+#: group stay within the 999 that SQLite binds before 3.32
+BATCH_ITEMS = 199
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
 PARKED = "__parked__"
 
@@ -149,6 +154,36 @@ class Statements:
                 priority,
             ),
         ]
+
+    def publish_batch(self, items: Sequence[tuple[str, str, int]]) -> list[Stmt]:
+        """Insert the ``(group_id, event, priority)`` items in order with one statement, then
+        create the group rows they need with one more (a group's first item in the batch
+        sets its priority and head, as a run of :meth:`publish` would).
+
+        The messages' seqs are consecutive (one INSERT on an ``AUTOINCREMENT`` table): the
+        first result's ``last_insert_id`` is the last item's, so item ``i`` of ``n`` got
+        ``last_insert_id - (n - 1 - i)``. The group rows read that last seq from
+        ``sqlite_sequence``, which nothing else in the statement writes (each row's
+        ``last_insert_rowid()`` would see the previous group row's insert). At most
+        :data:`BATCH_ITEMS` items: SQLite before 3.32 binds at most 999 parameters.
+        """
+        n = len(items)
+        if not 1 <= n <= BATCH_ITEMS:
+            raise ValueError(f"publish_batch: 1 to {BATCH_ITEMS} items, got {n}")
+        rows = ", ".join([f"(?, ?, {ENQUEUED})"] * n)
+        inserted = self.stmt(
+            f"INSERT INTO messages (group_id, event, enqueued_at) VALUES {rows}",
+            *(v for group_id, event, _ in items for v in (group_id, event)),
+        )
+        firsts: dict[str, tuple[int, int]] = {}
+        for i, (group_id, _, priority) in enumerate(items):
+            firsts.setdefault(group_id, (priority, n - 1 - i))
+        heads = ", ".join([f"(?, ?, {LAST_SEQ} - CAST(? AS INTEGER))"] * len(firsts))
+        grouped = self.stmt(
+            f"INSERT OR IGNORE INTO groups (group_id, priority, head_seq) VALUES {heads}",
+            *(v for g, (prio, back) in firsts.items() for v in (g, prio, back)),
+        )
+        return [inserted, grouped]
 
     def publish_dedup(
         self, group_id: str, event: str, priority: int, dedup_id: str, dedup_ttl: float

@@ -9,6 +9,7 @@ import pytest
 
 from rqueue import Lease, LeaseLost, Statements
 from rqueue._core import QueueCore
+from rqueue._statements import BATCH_ITEMS
 from rqueue._version import ServerInfo
 
 from .fakes import SqliteExecutor, drive
@@ -182,6 +183,19 @@ def test_publish_many_is_one_request_in_order(q: Queue) -> None:
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
     rows = q.ex.sql("SELECT group_id, priority, head_seq FROM groups ORDER BY group_id")
     assert rows == [("a", 0, seqs[0]), ("b", 3, seqs[1])]
+
+
+def test_publish_many_is_two_statements_per_chunk(q: Queue) -> None:
+    items = [(f"g{i % 3}", str(i), 0) for i in range(BATCH_ITEMS + 1)]
+    before = len(q.ex.calls)
+    seqs = drive(q.core.publish_many(items), q.ex)
+    assert len(q.ex.calls) == before + 1
+    assert len(q.ex.calls[-1][1]) == 4  # two chunks: messages, then their groups
+    assert q.ex.sql("SELECT seq, event FROM messages ORDER BY seq") == [
+        (seq, str(i)) for i, seq in enumerate(seqs)
+    ]
+    with pytest.raises(ValueError, match="1 to 199 items"):
+        q.core.statements.publish_batch(items)
 
 
 def test_claim_is_one_request_on_new_servers(executor: SqliteExecutor) -> None:

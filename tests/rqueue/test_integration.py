@@ -7,6 +7,7 @@ polls on the condition under test.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
@@ -14,7 +15,7 @@ import pytest
 import requests
 
 from rqueue import LeaseLost
-from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
+from rqueue._statements import BATCH_ITEMS, DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
 from rqueue._version import LINEARIZABLE_READS
 
 from .polling import wait_for
@@ -116,6 +117,45 @@ def test_publish_many(connect, queue_urls) -> None:
     assert len(seqs) == 51 and seqs == sorted(seqs)
     lease = t.claim("w", VIS, min_priority=2)
     assert (lease.seq, lease.event) == (seqs[0], '{"i": 0}')
+
+
+def test_publish_many_in_chunks_keeps_order_heads_and_counts(connect, queue_urls) -> None:
+    """More items than one batch statement takes: seqs come back in item order and name
+    the rows stored; each new group's head and priority are its first item's; a group
+    that already exists keeps its own; the counters behind stats() stay exact."""
+    t = connect(",".join(queue_urls))
+    old = t.publish("old", '"first"', priority=4)
+    items = [(f"g{i % 7}", {"i": i}, i % 3) for i in range(BATCH_ITEMS * 2 + 3)]
+    items[10] = ("old", {"i": 10}, 1)
+    seqs = t.publish_many(items)
+    assert len(seqs) == len(items) and seqs == sorted(seqs) and seqs[0] > old
+    session = requests.Session()
+    stored = dict(_rows(session, queue_urls, "SELECT seq, event FROM messages WHERE seq > ?", old))
+    assert stored == {seq: json.dumps(item[1]) for seq, item in zip(seqs, items, strict=True)}
+    heads = _rows(session, queue_urls, "SELECT group_id, priority, head_seq FROM groups")
+    want = {"old": (4, old)}
+    for seq, (group, _, prio) in zip(seqs, items, strict=True):
+        want.setdefault(group, (prio, seq))
+    assert {g: (p, h) for g, p, h in heads} == want
+    s = t.stats()
+    assert (s.ready, s.groups) == (len(items) + 1, 8)
+    # FIFO per group follows the returned seqs
+    lease = t.claim("w", VIS, min_priority=4)
+    assert (lease.group_id, lease.seq) == ("old", old)
+    t.ack(lease)
+    nxt = t.claim("w", VIS, min_priority=4)
+    assert (nxt.group_id, nxt.seq) == ("old", seqs[10])
+
+
+def _rows(session: requests.Session, urls: list[str], sql: str, *params) -> list[list]:
+    """Rows of a strong read (through whichever node leads)."""
+    for url in urls:
+        r = session.post(
+            f"{url}/db/query?level=strong", json=[[sql, *params]], timeout=10, allow_redirects=True
+        )
+        if r.status_code == 200:
+            return r.json()["results"][0].get("values", [])
+    raise AssertionError(f"no node answered {sql!r}")
 
 
 def test_old_protocol_on_the_same_cluster(connect, queue_urls, monkeypatch) -> None:
