@@ -261,8 +261,8 @@ class Statements:
     def claim_returning(self, token: str, visibility: float, min_priority: int) -> Stmt:
         """:meth:`claim_lease` returning the leased row (``RETURNING``): no read-back.
 
-        rqlite >= 8.23 returns the rows of a write on ``/db/request`` only when its own
-        parser accepts the statement and finds the ``RETURNING`` clause; otherwise it runs
+        rqlite >= 8.23 returns the rows of a write (on ``/db/execute`` as on
+        ``/db/request``) only when its own parser accepts the statement and finds the ``RETURNING`` clause; otherwise it runs
         it as a plain write and answers without ``columns`` (the core then reads the row
         back by token). A subclass whose ``claim_lease`` names ``groups`` unquoted gets
         that slower path, never a wrong one.
