@@ -262,10 +262,10 @@ class Statements:
         """:meth:`claim_lease` returning the leased row (``RETURNING``): no read-back.
 
         rqlite >= 8.23 returns the rows of a write (on ``/db/execute`` as on
-        ``/db/request``) only when its own parser accepts the statement and finds the ``RETURNING`` clause; otherwise it runs
-        it as a plain write and answers without ``columns`` (the core then reads the row
-        back by token). A subclass whose ``claim_lease`` names ``groups`` unquoted gets
-        that slower path, never a wrong one.
+        ``/db/request``) only when its own parser accepts the statement and finds the
+        ``RETURNING`` clause; otherwise it runs it as a plain write and answers without
+        ``columns`` (the core then reads the row back by token). A subclass whose
+        ``claim_lease`` names ``groups`` unquoted gets that slower path, never a wrong one.
         """
         lease = self.claim_lease(token, visibility, min_priority)
         return Stmt(f"{lease.sql} RETURNING {LEASE_COLUMNS}", lease.params)
