@@ -125,8 +125,8 @@ class QueueCore:
         Writes alone go to ``/db/execute``, which returns a ``RETURNING`` write's rows just
         as ``/db/request`` does (rqlite >= 8.23), at a lower cost: on ``/db/request``
         rqlite prepares every statement once more on the receiving node and once more on
-        every replica, only to learn whether it reads (docs/performance.md measured a
-        claim's node CPU falling by a third to a half). A request holding a ``SELECT``
+        every replica, only to learn whether it reads (docs/performance.md: 10-20 % of a
+        claim's node CPU in alternating A/B windows). A request holding a ``SELECT``
         goes to ``/db/request``, the one endpoint that answers a read inside a write.
         """
         path = "/db/request" if any(_reads(s) for s in stmts) else "/db/execute"
@@ -228,13 +228,17 @@ class QueueCore:
         """Publish validated ``(group_id, event, priority)`` items in one request."""
         if not items:
             return []
-        chunks = [items[i : i + BATCH_ITEMS] for i in range(0, len(items), BATCH_ITEMS)]
-        stmts = [s for chunk in chunks for s in self.statements.publish_batch(chunk)]
+        stmts: list[Stmt] = []
+        firsts: list[tuple[int, int]] = []  # (index of the chunk's INSERT, its item count)
+        for i in range(0, len(items), BATCH_ITEMS):
+            chunk = items[i : i + BATCH_ITEMS]
+            firsts.append((len(stmts), len(chunk)))
+            stmts.extend(self.statements.publish_batch(chunk))
         results = yield self.write(stmts, f"publish_many({len(items)})")
         seqs: list[int] = []
-        for k, chunk in enumerate(chunks):  # each chunk's seqs are consecutive
-            last = _insert_id(results[2 * k])
-            seqs.extend(range(last - len(chunk) + 1, last + 1))
+        for at, n in firsts:  # a chunk's seqs are consecutive, ending at its INSERT's id
+            last = _insert_id(results[at])
+            seqs.extend(range(last - n + 1, last + 1))
         return seqs
 
     # -- claim --------------------------------------------------------------------------
