@@ -19,8 +19,15 @@ Nothing else of the host's routing is touched.
 Every network is recorded in ``/run/rqueue-netns/<cid>.json`` (with the ``RQUEUE_REAP_TAG``
 of the process that made it) so that :func:`reap_networks` can remove what a crashed run
 left behind. :meth:`NetnsNetwork.teardown` is idempotent and copes with half-built
-networks. Note: bridged traffic passes the root namespace's iptables ``FORWARD`` chain when
-``br_netfilter`` is loaded; a ``DROP`` policy there (as Docker sets) would cut the nodes off.
+networks.
+
+Bridged traffic between the namespaces passes the root namespace's iptables ``FORWARD``
+chain whenever ``br_netfilter`` is loaded, and a running Docker daemon loads it and sets
+that chain's policy to ``DROP``: the nodes would be cut off from each other. Each network
+therefore adds one rule of its own at the head of ``FORWARD`` that accepts packets from its
+bridge to its bridge, tagged with a comment naming the network (:func:`forward_rule`), and
+removes exactly that rule on teardown. Nothing else in the host's firewall is touched, and
+the rule matches only the network's own bridge.
 """
 
 from __future__ import annotations
@@ -46,6 +53,25 @@ SUBNET_PREFIX = "127.77"
 REGISTRY = Path("/run/rqueue-netns")
 #: environment variable whose value tags what a test session or run started
 REAP_TAG_ENV = "RQUEUE_REAP_TAG"
+#: the comment that tags each network's rule in the host's FORWARD chain
+FORWARD_COMMENT_PREFIX = "rqueue-netns:"
+
+
+def forward_rule(bridge: str, cid: str) -> list[str]:
+    """The match and target of a network's ``FORWARD`` rule (after ``-I FORWARD 1``/``-D``).
+
+    It accepts what the bridge forwards between its own ports, nothing else, so the
+    namespaces reach each other whatever the chain's policy (Docker sets ``DROP``).
+    """
+    return [
+        "-i", bridge, "-o", bridge,
+        "-m", "comment", "--comment", f"{FORWARD_COMMENT_PREFIX}{cid}",
+        "-j", "ACCEPT",
+    ]  # fmt: skip
+
+
+def _iptables() -> list[str]:
+    return ["iptables", "-w", "5"]
 
 
 def require_root() -> None:
@@ -152,6 +178,7 @@ class NetnsNetwork:
         route = ["ip", "route", "add", "table", "local", self.subnet, "dev", br]
         run([*route, "proto", "kernel", "scope", "link", "src", self.gateway])
         run(["ip", "addr", "add", f"{self.gateway}/24", "dev", br])
+        run([*_iptables(), "-I", "FORWARD", "1", *forward_rule(br, self.cid)])
 
     def _build_member(self, m: Member) -> None:
         run(["ip", "netns", "add", m.netns])
@@ -180,6 +207,7 @@ class NetnsNetwork:
             run(["ip", "netns", "del", m.netns], check=False)
             run(["ip", "link", "del", m.veth], check=False)
         run(["ip", "link", "del", self.bridge], check=False)
+        _delete_forward_rules(self.cid)
         (REGISTRY / f"{self.cid}.json").unlink(missing_ok=True)
 
     # -- persistence ----------------------------------------------------------------------
@@ -244,7 +272,34 @@ def reap_networks(tag: str | None = None, owner: str | None = None) -> list[str]
             if link.startswith((BRIDGE_PREFIX, VETH_PREFIX)):
                 run(["ip", "link", "del", link], check=False)
                 removed.append(link)
+        if shutil.which("iptables"):
+            for cid in forward_rule_cids():
+                _delete_forward_rules(cid)
+                removed.append(f"FORWARD rule {FORWARD_COMMENT_PREFIX}{cid}")
     return removed
+
+
+def forward_rule_cids() -> list[str]:
+    """The network ids whose ``FORWARD`` rule is in the host's firewall now."""
+    proc = subprocess.run(
+        [*_iptables(), "-S", "FORWARD"], capture_output=True, text=True, timeout=15
+    )
+    cids = []
+    for line in proc.stdout.splitlines():
+        for word in line.replace('"', " ").split():
+            if word.startswith(FORWARD_COMMENT_PREFIX):
+                cids.append(word[len(FORWARD_COMMENT_PREFIX) :])
+    return cids
+
+
+def _delete_forward_rules(cid: str) -> None:
+    """Delete the network's ``FORWARD`` rule (every copy of it; none is fine)."""
+    if shutil.which("iptables") is None or os.geteuid() != 0:
+        return
+    rule = forward_rule(f"{BRIDGE_PREFIX}{cid}", cid)
+    for _ in range(16):  # a bound: a rule is added once per network
+        if not run([*_iptables(), "-D", "FORWARD", *rule], check=False):
+            return
 
 
 def _list_netns() -> list[str]:
