@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 
 from . import RQLITE_COMPAT_VERSION, VERSION
+from .config import Peer
 from .dump import dump_sql
 from .raft import LOAD, NotApplied, OutcomeUnknown
 from .replies import Reply, json_reply, text_reply
@@ -110,10 +111,11 @@ class ClusterEndpoints:
         lead = self.leader()
         timeout = params.duration("timeout", 1.0)
 
-        def probe(http_addr: str) -> tuple[bool, float, str, str]:
+        def probe(member: Peer) -> tuple[bool, float, str, str]:
             t0 = time.perf_counter()
-            if http_addr == self.cfg.http_addr:
+            if member.node_id == self.cfg.node_id:
                 return True, time.perf_counter() - t0, VERSION, ""
+            http_addr = member.reach
             conn = None
             try:
                 host, _, port = http_addr.rpartition(":")
@@ -130,7 +132,7 @@ class ClusterEndpoints:
 
         members = sorted(self.cfg.members, key=lambda m: m.node_id)
         with ThreadPoolExecutor(max_workers=len(members)) as pool:
-            probes = list(pool.map(probe, [m.http_addr for m in members]))
+            probes = list(pool.map(probe, members))
         listed: list[dict[str, Any]] = []
         for m, (ok, took, version, err) in zip(members, probes, strict=True):
             entry: dict[str, Any] = {

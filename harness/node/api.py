@@ -14,7 +14,7 @@ from typing import Any
 from .admin import ClusterEndpoints
 from .body import parse as parse_body
 from .clock import OffsetClock
-from .config import NodeConfig
+from .config import NodeConfig, Peer
 from .database import Database, render
 from .forward import FORWARDED_HEADER, Forwarder, ForwardError
 from .raft import BARRIER, EXECUTE, QUERY, REQUEST, NotApplied, OutcomeUnknown, RaftStore
@@ -51,6 +51,11 @@ class NodeService(ClusterEndpoints):
         peer = self.cfg.by_raft_addr(addr)
         return (peer.node_id, peer.raft_addr, peer.http_addr) if peer else None
 
+    def leader_peer(self) -> Peer | None:
+        """The leader this node knows, as a member (with the address it reaches it at)."""
+        addr = self.store.leader_raft_addr()
+        return None if addr is None else self.cfg.by_raft_addr(addr)
+
     def _not_leader(
         self,
         method: str,
@@ -63,12 +68,12 @@ class NodeService(ClusterEndpoints):
     ) -> Reply:
         """Answer a request this node cannot serve itself: redirect or forward (the
         statements, already rewritten, or else the ``raw`` body as it came)."""
-        lead = self.leader()
-        if lead is None or lead[0] == self.cfg.node_id or headers.get(FORWARDED_HEADER):
+        lead = self.leader_peer()
+        if lead is None or lead.node_id == self.cfg.node_id or headers.get(FORWARDED_HEADER):
             return text_reply(503, LEADER_NOT_FOUND)
         target = f"{path}?{query}" if query else path
         if params.flag("redirect"):
-            return Reply(301, b"", "text/html; charset=utf-8", f"http://{lead[2]}{target}")
+            return Reply(301, b"", "text/html; charset=utf-8", f"http://{lead.http_addr}{target}")
         body = raw
         if stmts is not None:
             wire = [_wire_json(s) for s in stmts]
@@ -77,11 +82,11 @@ class NodeService(ClusterEndpoints):
             sep = "&" if query else ""
             target = f"{path}?{query}{sep}norwrandom&norwtime"
             method = "POST"
-        leader_http = lead[2]
+        leader_http = lead.reach
 
         def still_leader() -> bool:
-            now = self.leader()
-            return now is not None and now[2] == leader_http
+            now = self.leader_peer()
+            return now is not None and now.reach == leader_http
 
         try:
             # wait a little longer than the leader will wait for the log, but no longer
@@ -94,7 +99,7 @@ class NodeService(ClusterEndpoints):
             if not exc.sent:
                 return text_reply(503, LEADER_NOT_FOUND)
             return json_reply({"results": [], "error": str(exc)})
-        return Reply(status, data, ctype, served_by=lead[1])
+        return Reply(status, data, ctype, served_by=lead.raft_addr)
 
     # -- /db/* ------------------------------------------------------------------------------
     def _rewrite(self, stmts: list[Statement], params: QueryParams, execute: bool = False) -> None:

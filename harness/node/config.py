@@ -14,7 +14,13 @@ class Peer:
 
     node_id: str
     raft_addr: str  # host:port
-    http_addr: str  # host:port
+    http_addr: str  # host:port, as it advertises it (API addresses, redirects)
+    reach_addr: str = ""  # host:port this node reaches its HTTP API at, if not http_addr
+
+    @property
+    def reach(self) -> str:
+        """Where to forward requests and send probes to."""
+        return self.reach_addr or self.http_addr
 
 
 @dataclass(frozen=True)
@@ -28,11 +34,13 @@ class NodeConfig:
     apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
     compaction_entries: int = 20000  # snapshot the database once the log holds this many
     compaction_bytes: int = 64 * 1024 * 1024  # ... or once its journal holds this many bytes
+    http_adv_addr: str = ""  # the HTTP address others are told, if not http_addr (bound)
 
     @property
     def members(self) -> tuple[Peer, ...]:
-        """Every member, this node included."""
-        return (Peer(self.node_id, self.raft_addr, self.http_addr), *self.peers)
+        """Every member, this node included (as advertised)."""
+        advertised = self.http_adv_addr or self.http_addr
+        return (Peer(self.node_id, self.raft_addr, advertised, self.http_addr), *self.peers)
 
     def by_raft_addr(self, raft_addr: str) -> Peer | None:
         return next((p for p in self.members if p.raft_addr == raft_addr), None)
