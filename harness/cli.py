@@ -260,6 +260,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
         "write docs/analysis.md from matrix and shrink folders",
         _external("harness.analysis"),
     ),
+    "image": ("build the node image for Docker (nothing pulled)", _external("harness.image")),
 }
 
 

@@ -23,6 +23,12 @@ dials) and calls a connection dead when nothing was *read* from it for
   socket: it is declared connected before its handshake is done. Here reconnects only
   happen from the transport's tick.
 
+- **Names are resolved once per ten minutes.** PySyncObj caches a peer's address for
+  600 s, so a peer whose address changed (a container started again gets a new one on
+  its network) stays unreachable that long. Here names are looked up again when a
+  link is redialled, at most every :data:`DNS_CACHE_TIME` seconds (lookups happen only
+  when dialling; a live link never looks its peer up).
+
 An incoming connection whose first message is not a node address (a Raft message on a
 link whose handshake went wrong) is closed with a warning; PySyncObj raised a
 ``TypeError`` out of its poll loop on every message of it, skipping the other sockets'
@@ -35,6 +41,7 @@ import logging
 import select
 from typing import Any
 
+from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
@@ -47,6 +54,8 @@ KEEPALIVE_PERIOD = 1.0
 #: give up a connect attempt that has not completed after this long (s); a handshake
 #: with a live peer takes milliseconds, even with the peer's process stopped
 CONNECT_TIMEOUT = 1.0
+#: how long a peer's looked-up address is used before its name is looked up again (s)
+DNS_CACHE_TIME = 2.0
 #: the keepalive message; never handed to Raft
 KEEPALIVE = {"type": "rqueue_keepalive"}
 
@@ -68,6 +77,8 @@ class LinkTransport(TCPTransport):
         self._last_sent: dict[Any, float] = {}
         self._links_up: set[Any] = set()
         self._in_tick = False
+        # SyncObj set its 600 s from its configuration just before making its transport
+        globalDnsResolver().setTimeouts(DNS_CACHE_TIME, DNS_CACHE_TIME)
         super().__init__(syncObj, selfNode, otherNodes)
 
     # -- reconnects from the tick only ------------------------------------------------------
