@@ -30,11 +30,11 @@ class NodeConfig:
     raft_addr: str
     data_dir: Path
     peers: tuple[Peer, ...] = field(default_factory=tuple)
+    http_adv_addr: str = ""  # the HTTP address others are told, if not http_addr (bound)
     clock_offset_file: Path | None = None
     apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
     compaction_entries: int = 20000  # snapshot the database once the log holds this many
     compaction_bytes: int = 64 * 1024 * 1024  # ... or once its journal holds this many bytes
-    http_adv_addr: str = ""  # the HTTP address others are told, if not http_addr (bound)
 
     @property
     def members(self) -> tuple[Peer, ...]:

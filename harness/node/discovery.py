@@ -90,7 +90,7 @@ def read_secret(secret_file: str | None, env: dict[str, str] | None = None) -> b
                 f"cannot read the cluster secret file {secret_file}: {exc}"
             ) from None
     value = (os.environ if env is None else env).get(SECRET_ENV, "")
-    return value.encode() or None
+    return value.strip().encode("utf-8", "surrogateescape") or None
 
 
 def encode(card: NodeCard, secret: bytes | None) -> bytes:

@@ -23,16 +23,15 @@ dials) and calls a connection dead when nothing was *read* from it for
   socket: it is declared connected before its handshake is done. Here reconnects only
   happen from the transport's tick.
 
-- **Names are resolved once per ten minutes.** PySyncObj caches a peer's address for
-  600 s, so a peer whose address changed (a container started again gets a new one on
-  its network) stays unreachable that long. Here names are looked up again when a
-  link is redialled, at most every :data:`DNS_CACHE_TIME` seconds (lookups happen only
-  when dialling; a live link never looks its peer up).
-
 An incoming connection whose first message is not a node address (a Raft message on a
 link whose handshake went wrong) is closed with a warning; PySyncObj raised a
 ``TypeError`` out of its poll loop on every message of it, skipping the other sockets'
 events of that round.
+
+PySyncObj looks a peer's name up once per ten minutes, so a peer whose address changed
+(a container started again gets a new one on its network) stayed unreachable that long.
+Here a name is looked up again when its link is redialled, at most every
+:data:`DNS_CACHE_TIME` seconds (only dialling looks names up; a live link never does).
 """
 
 from __future__ import annotations
@@ -74,11 +73,11 @@ class LinkTransport(TCPTransport):
     """:class:`TCPTransport` with keepalives, a connect timeout and tick-only reconnects."""
 
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        # SyncObj has just set PySyncObj's 600 s from its configuration: shorten it
+        globalDnsResolver().setTimeouts(DNS_CACHE_TIME, DNS_CACHE_TIME)
         self._last_sent: dict[Any, float] = {}
         self._links_up: set[Any] = set()
         self._in_tick = False
-        # SyncObj set its 600 s from its configuration just before making its transport
-        globalDnsResolver().setTimeouts(DNS_CACHE_TIME, DNS_CACHE_TIME)
         super().__init__(syncObj, selfNode, otherNodes)
 
     # -- reconnects from the tick only ------------------------------------------------------
