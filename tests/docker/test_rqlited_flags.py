@@ -231,17 +231,20 @@ def advertised_cluster(tmp_path: Path) -> Iterator[dict]:
 
 
 def _wait_leader(http: list[int], timeout: float = 60.0) -> str:
+    """The leader's id once every node names the same one."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            status, _, body = _get(f"http://127.0.0.1:{http[0]}/status")
-            lead = json.loads(body)["store"]["leader"]["node_id"]
-            if status == 200 and lead:
-                return lead
-        except (OSError, ValueError, KeyError):
-            pass
+        seen = set()
+        for port in http:
+            try:
+                status, _, body = _get(f"http://127.0.0.1:{port}/status")
+                seen.add(json.loads(body)["store"]["leader"]["node_id"] if status == 200 else "")
+            except (OSError, ValueError, KeyError):
+                seen.add("")
+        if len(seen) == 1 and "" not in seen:
+            return seen.pop()
         time.sleep(0.2)
-    raise AssertionError("no leader within the deadline")
+    raise AssertionError("no leader named by every node within the deadline")
 
 
 def test_a_cluster_from_rqlited_flags_forwards_inside_and_advertises_outside(
