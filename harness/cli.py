@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,7 +45,7 @@ exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on std
 
 
 def _register_run(sub: argparse._SubParsersAction) -> None:
-    from .cluster.cli import add_engine_arguments
+    from .cluster.cli import add_engine_arguments, add_image_argument
     from .cluster.factory import BACKENDS
     from .subjects import SUBJECT_NAMES
 
@@ -96,10 +97,11 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         default="local",
         choices=BACKENDS,
         help=(
-            "local: processes on this machine (default); docker: containers of the "
-            "official rqlite image (always real rqlite, whatever --engine says)"
+            "local: processes on this machine (default); docker: containers of an "
+            "rqlite image (--image; whatever --engine says)"
         ),
     )
+    add_image_argument(p)
     p.add_argument(
         "--out",
         type=Path,
@@ -131,6 +133,14 @@ def _run(args: argparse.Namespace) -> int:
     from .progress import summary_table
     from .runner import RunOptions, run
 
+    if args.image is not None:
+        if args.backend != "docker":
+            print(
+                "harness: error: --image names a Docker image: it needs --backend docker",
+                file=sys.stderr,
+            )
+            return EXIT_HARNESS
+        os.environ["RQLITE_IMAGE"] = args.image  # what the Docker backend reads
     opts = RunOptions(
         scenario=args.scenario,
         time=args.time,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,12 +35,18 @@ class Engine:
 
     @classmethod
     def parse(cls, spec: str) -> Engine:
-        """``embedded`` or ``rqlited:PATH`` (the label is the binary's file name)."""
+        """``embedded``, ``rqlited:PATH`` (the label is the binary's file name) or
+        ``docker:IMAGE`` (the Docker backend with that image)."""
         if spec == "embedded":
             return cls("embedded", ("--engine", "embedded"))
+        if spec.startswith("docker:") and spec[7:]:
+            label = "docker-" + re.sub(r"[^A-Za-z0-9._-]+", "_", spec[7:])  # a folder name
+            return cls(label, ("--backend", "docker", "--image", spec[7:]))
         kind, _, path = spec.partition(":")
         if kind != "rqlited" or not path:
-            raise ValueError(f"engine {spec!r}: expected 'embedded' or 'rqlited:PATH'")
+            raise ValueError(
+                f"engine {spec!r}: expected 'embedded', 'rqlited:PATH' or 'docker:IMAGE'"
+            )
         if not os.access(path, os.X_OK):
             raise ValueError(f"engine {spec!r}: {path} is not an executable file")
         return cls(Path(path).name, ("--engine", "rqlited", "--rqlited", path))
@@ -130,7 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--engine",
         action="append",
         metavar="SPEC",
-        help="'embedded' or 'rqlited:PATH' (repeatable; default embedded)",
+        help="'embedded', 'rqlited:PATH' or 'docker:IMAGE' (repeatable; default embedded)",
     )
     p.add_argument("--subject", action="append", help="subject (repeatable; default rqueue)")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")

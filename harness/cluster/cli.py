@@ -63,6 +63,17 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rqlited", metavar="PATH", help="the rqlited binary (default: on PATH)")
 
 
+def add_image_argument(p: argparse.ArgumentParser) -> None:
+    """``--image``, for commands that can start a Docker cluster."""
+    p.add_argument(
+        "--image",
+        metavar="IMAGE",
+        help="with --backend docker: the node image (default $RQLITE_IMAGE, else the "
+        "pinned official rqlite/rqlite; `python -m harness image build` makes "
+        "rqueue/node:local)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``cluster`` command with ``up``, ``status`` and ``down`` to ``subparsers``."""
     parser = subparsers.add_parser(
@@ -81,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_engine_arguments(up)
     up.add_argument("--netns", action="store_true", help="one network namespace per node (root)")
     up.add_argument("--backend", choices=BACKENDS, default="local")
+    add_image_argument(up)
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a leader")
     up.set_defaults(handler=cmd_up)
 
@@ -141,6 +153,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             rqlited=args.rqlited,
             netns=args.netns,
             timeout=args.timeout,
+            image=args.image,
         )
         _print(_describe(cluster, args.dir))
     except (ClusterError, OSError) as exc:

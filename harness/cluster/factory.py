@@ -7,8 +7,9 @@
 
 ``backend="local"`` → :class:`harness.cluster.local.LocalCluster` (engine ``embedded`` or
 ``rqlited``, optionally ``netns``); ``backend="docker"`` → the Docker backend's
-``start_docker_cluster`` (imported only when asked for, so Docker stays optional): always
-real rqlite from the official image, whatever ``engine`` says.
+``start_docker_cluster`` (imported only when asked for, so Docker stays optional): the
+image ``image`` (else ``$RQLITE_IMAGE``, else the pinned official one), whatever
+``engine`` says.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ def make_cluster(
     rqlited: str | os.PathLike | None = None,
     netns: bool = False,
     timeout: float = 30.0,
+    image: str | None = None,
 ) -> Cluster:
     """A started cluster: a leader is elected and every node is ready when this returns."""
     if backend == "local":
+        if image is not None:
+            raise ClusterError("--image names a Docker image: it needs --backend docker")
         from harness.cluster.local import LocalCluster
 
         return LocalCluster.start(
@@ -47,8 +51,9 @@ def make_cluster(
             raise ClusterError(f"unknown engine {engine!r}")
         if rqlited is not None:
             raise ClusterError(
-                "--rqlited names a binary for --backend local; the Docker backend always "
-                "runs the rqlite/rqlite image (set RQLITE_VERSION to choose its version)"
+                "--rqlited names a binary for --backend local; the Docker backend runs an "
+                "image (--image or RQLITE_IMAGE; `python -m harness image build --rqlited "
+                "PATH` puts your binary in one)"
             )
         try:
             from harness.cluster.docker_backend import start_docker_cluster
@@ -56,5 +61,7 @@ def make_cluster(
             raise ClusterError(f"the Docker backend is not available: {exc}") from exc
         if directory is None:
             raise ClusterError("a cluster needs a directory for its state and logs")
-        return start_docker_cluster(nodes=nodes, directory=Path(directory), timeout=timeout)
+        return start_docker_cluster(
+            nodes=nodes, directory=Path(directory), timeout=timeout, image=image
+        )
     raise ClusterError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.cluster.docker_specs import NODE_IMAGE
+
 from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, ImageError, assemble
 
-#: the embedded node's image, as `image build` tags it by default
-NODE_IMAGE = "rqueue/node:local"
 #: the image `image build --rqlited PATH` tags by default
 RQLITED_IMAGE = "rqueue/rqlited:local"
 #: a label on the image (not io.rqueue.harness: containers inherit it, and that one is

@@ -6,7 +6,9 @@ the address flags missing among them are filled in (``-http-addr 0.0.0.0:4001``,
 HOSTNAME:4002``; ``-node-id`` from ``$NODE_ID`` when set) and the data directory
 ``/rqlite/file/data`` (``$DATA_DIR``) is appended, then the node replaces this process:
 ``/usr/local/bin/rqlited`` when the image has one, else ``python -m harness.node``. Any
-other command runs as given. Copied into the image as a script (standard library only).
+other command runs as given. An empty ``RQUEUE_CLUSTER_SECRET`` (compose's for an unset
+one) is removed, so the node says it needs a secret rather than that it is empty.
+Copied into the image as a script (standard library only).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ RQLITED = "/usr/local/bin/rqlited"
 PYTHON = "/usr/local/bin/python3"
 DATA_DIR = "/rqlite/file/data"
 HTTP_PORT, RAFT_PORT = 4001, 4002
+SECRET_ENV = "RQUEUE_CLUSTER_SECRET"
 
 
 def _given(args: Sequence[str]) -> set[str]:
@@ -53,6 +56,9 @@ def command(
 
 def main() -> None:
     argv = command(sys.argv[1:], socket.gethostname(), os.environ, os.path.exists(RQLITED))
+    if not os.environ.get(SECRET_ENV, "").strip():
+        # compose passes an unset secret as an empty one: the node then says it needs one
+        os.environ.pop(SECRET_ENV, None)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

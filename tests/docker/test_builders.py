@@ -10,12 +10,21 @@ from harness.cluster.base import ClusterError
 
 
 def test_image_pinned_overridable_and_checked() -> None:
-    assert db.rqlite_image(env={}) == f"rqlite/rqlite:{db.DEFAULT_RQLITE_VERSION}"
-    assert db.rqlite_image(env={"RQLITE_VERSION": "8.30.2"}) == "rqlite/rqlite:8.30.2"
-    assert db.rqlite_image("8.36.0", env={"RQLITE_VERSION": "8.30.2"}) == "rqlite/rqlite:8.36.0"
-    for bad in ("rqlite/rqlite:8", "8.30 rc", "8.30@sha256:ab", " "):
-        with pytest.raises(ClusterError, match="RQLITE_VERSION must be an image tag"):
-            db.rqlite_image(env={"RQLITE_VERSION": bad})
+    assert db.rqlite_image(env={}) == db.DEFAULT_IMAGE == "rqlite/rqlite:10.2.7"
+    assert db.rqlite_image(env={"RQLITE_IMAGE": "rqueue/node:local"}) == "rqueue/node:local"
+    assert db.rqlite_image("mine:1", env={"RQLITE_IMAGE": "rqueue/node:local"}) == "mine:1"
+    for bad in ("rqlite/rqlite:8 rc", "-v", " "):
+        with pytest.raises(ClusterError, match="must be an image such as"):
+            db.rqlite_image(env={"RQLITE_IMAGE": bad})
+
+
+def test_missing_image_message_names_tag_reason_and_the_build_command() -> None:
+    msg = db.image_missing_message(
+        "rqlite/rqlite:10.2.7", "dial tcp: lookup\n registry: no such host"
+    )
+    assert "\n" not in msg
+    assert msg.startswith("image rqlite/rqlite:10.2.7 is not here and pulling it failed (dial")
+    assert "`python -m harness image build`" in msg and "--image rqueue/node:local" in msg
 
 
 def test_node_ids() -> None:

@@ -53,16 +53,21 @@ def compose(raw: dict) -> dict:
 def test_three_rqlite_services_from_the_pinned_official_image(compose: dict) -> None:
     assert sorted(compose["services"]) == ["n1", "n2", "n3"]
     for svc in compose["services"].values():
-        assert svc["image"] == db.rqlite_image(env={})
-        assert svc["image"] == f"rqlite/rqlite:{db.DEFAULT_RQLITE_VERSION}"
-        assert "entrypoint" not in svc, "the image's own entrypoint must run rqlited"
+        assert svc["image"] == db.rqlite_image(env={}) == db.DEFAULT_IMAGE
+        assert "entrypoint" not in svc, "the image's own entrypoint must run the node"
         assert svc.get("restart", "no") == "no", "a killed node must stay down"
 
 
-def test_rqlite_version_is_overridable(raw: dict) -> None:
-    env = {"RQLITE_VERSION": "8.30.2"}
+def test_image_is_overridable_as_for_the_backend(raw: dict) -> None:
+    env = {"RQLITE_IMAGE": "rqueue/node:local"}
     for svc in interpolate(raw, env)["services"].values():
-        assert svc["image"] == db.rqlite_image(env=env) == "rqlite/rqlite:8.30.2"
+        assert svc["image"] == db.rqlite_image(env=env) == "rqueue/node:local"
+
+
+def test_the_cluster_secret_comes_from_the_environment(raw: dict) -> None:
+    env = {"RQUEUE_CLUSTER_SECRET": "s3cret"}
+    for svc in interpolate(raw, env)["services"].values():
+        assert svc["environment"] == {db.SECRET_ENV: "s3cret"}
 
 
 def test_flags_match_the_backend_and_cluster_the_nodes(compose: dict) -> None:
@@ -111,6 +116,10 @@ def test_named_network_and_volumes(compose: dict) -> None:
         assert svc["networks"] == ["rqlite"]
         assert svc["volumes"] == [f"{nid}-data:{db.DATA_MOUNT}"]
     assert sorted(compose["volumes"]) == ["n1-data", "n2-data", "n3-data"]
+    # named, so that compose v1 and v2 make the same ones whatever the project is called
+    assert [v["name"] for v in compose["volumes"].values()] == [
+        f"rqueue-rqlite-{n}-data" for n in ("n1", "n2", "n3")
+    ]
 
 
 def test_everything_is_labelled_as_the_harness(compose: dict) -> None:
@@ -125,7 +134,8 @@ def test_every_variable_has_a_default(raw: dict) -> None:
     text = COMPOSE.read_text()
     names = {m.group(1) for m in _VAR.finditer(text)}
     assert names == {
-        "RQLITE_VERSION",
+        "RQLITE_IMAGE",
+        "RQUEUE_CLUSTER_SECRET",
         "RQLITE_BIND",
         "RQLITE_N1_PORT",
         "RQLITE_N2_PORT",
