@@ -59,7 +59,10 @@ def test_run_folders_are_uploaded_and_clusters_torn_down(wf: dict) -> None:
     assert down["if"] == "always()"
     assert '-m harness cluster down --all --backend "$BACKEND"' in down["run"]
     backend = wf["jobs"]["backend"]
+    assert "-m harness image build" in step(backend, "Node image")["run"]
     assert "-m pytest -q -m chaos tests/docker" in step(backend, "Live backend")["run"]
+    assert "-m harness image build" in step(run, "Node image")["run"]
+    assert wf["env"]["IMAGE"] == "${{ inputs.image || 'rqueue/node:local' }}"
     assert "cluster down --all --backend docker" in step(backend, "Tear down")["run"]
 
 
@@ -127,12 +130,13 @@ def test_the_project_scenarios_parse_for_the_matrix() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rc", "verdict"), [(0, "valid"), (1, "ANOMALIES FOUND"), (2, "HARNESS FAILED")]
+    ("rc", "verdict"),
+    [(0, "valid"), (1, "ANOMALIES FOUND"), (2, "HARNESS FAILED"), (3, "INCONCLUSIVE")],
 )
 def test_run_step_exits_with_the_harness_status(
     wf: dict, tmp_path: Path, rc: int, verdict: str
 ) -> None:
-    """Run the step's shell with stand-ins for sudo and python: the job fails on 1 and 2."""
+    """Run the step's shell with stand-ins for sudo and python: the job fails on 1, 2, 3."""
     if not shutil.which("bash"):
         pytest.skip("bash is needed to run the workflow step")
     bin_dir = tmp_path / "bin"
@@ -148,6 +152,7 @@ def test_run_step_exits_with_the_harness_status(
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SCENARIO": "leader-failover",
         "BACKEND": "docker",
+        "IMAGE": "rqueue/node:local",
         "RUN_TIME": "20",
         "FAKE_RC": str(rc),
         "ARGS_FILE": str(tmp_path / "args"),
@@ -158,6 +163,6 @@ def test_run_step_exits_with_the_harness_status(
     assert res.returncode == rc
     assert (tmp_path / "args").read_text().split() == [
         "-m", "harness", "run", "leader-failover", "--backend", "docker",
-        "--out", "results", "--time", "20",
+        "--out", "results", "--image", "rqueue/node:local", "--time", "20",
     ]  # fmt: skip
     assert summary.read_text().strip() == f"| leader-failover | docker | {verdict} |"

@@ -1,0 +1,85 @@
+"""Fixtures for the tests on a real Docker engine (marked ``chaos``: ``pytest -m chaos
+tests/docker``; ``.ci/run``'s Docker stage runs them).
+
+- ``engine`` (session): a docker SDK client; the test skips with one line naming why when
+  no engine answers.
+- ``node_image`` (session): the project's node image, ``$RQUEUE_TEST_IMAGE`` or
+  ``rqueue/node:local``, built once by ``python -m harness image build`` when missing
+  (skip, with the reason, when it cannot be built).
+- ``leftovers(engine)``: every container, network and volume labelled as the harness's;
+  ``host_rules()``: the host's iptables rules of the project (``RQUEUE`` in
+  ``iptables-save``; the Docker backend's rules live in the containers' namespaces).
+- ``clean_engine``: the engine, skipping when another run's cluster is on it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from harness.cluster import docker_backend as db
+
+IMAGE_ENV = "RQUEUE_TEST_IMAGE"
+
+
+@pytest.fixture(scope="session")
+def engine() -> Any:
+    try:
+        return db.connect()
+    except db.DockerUnreachable as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+
+
+@pytest.fixture(scope="session")
+def node_image(engine: Any) -> str:
+    import docker
+
+    from harness.image import build
+    from harness.image.rootfs import ImageError
+
+    tag = os.environ.get(IMAGE_ENV) or db.NODE_IMAGE
+    try:
+        engine.images.get(tag)
+    except docker.errors.ImageNotFound:
+        if tag != db.NODE_IMAGE:
+            pytest.skip(f"{IMAGE_ENV}={tag} is not built here")
+        try:
+            build(tag, client=engine)
+        except ImageError as exc:
+            pytest.skip(f"the node image cannot be built here: {exc}")
+    return tag
+
+
+def host_rules() -> list[str]:
+    """The host's iptables rules that mention the project (its chains are RQUEUE-*)."""
+    if not shutil.which("iptables-save") or os.geteuid() != 0:
+        return []
+    out = subprocess.run(["iptables-save"], capture_output=True, text=True, timeout=30)
+    return [line for line in out.stdout.splitlines() if "RQUEUE" in line.upper()]
+
+
+def leftovers(engine: Any) -> dict[str, list[str]]:
+    """What of the project remains on the engine: containers, networks, volumes."""
+    flt = {"label": [f"{db.LABEL_HARNESS}=true"]}
+    return {
+        "containers": [c.name for c in engine.containers.list(all=True, filters=flt)],
+        "networks": [n.name for n in engine.networks.list(filters=flt)],
+        "volumes": [v.name for v in engine.volumes.list(filters=flt)],
+    }
+
+
+NOTHING: dict[str, list[str]] = {"containers": [], "networks": [], "volumes": []}
+
+
+@pytest.fixture
+def clean_engine(engine: Any) -> Any:
+    """The engine, with nothing of the harness on it before the test (else: skip, naming
+    what is there: another run's cluster must not be torn down by a test)."""
+    found = leftovers(engine)
+    if found != NOTHING:
+        pytest.skip(f"the engine already holds the harness's {found}: another run is going on")
+    return engine
