@@ -142,3 +142,9 @@ def test_every_variable_has_a_default(raw: dict) -> None:
         "RQLITE_N3_PORT",
     }
     interpolate(raw, {})  # raises on a variable without a default
+
+
+def test_the_docs_name_the_pinned_image() -> None:
+    docs = (COMPOSE.parent / "docs" / "docker.md").read_text()
+    assert f"`{db.DEFAULT_IMAGE}`" in docs
+    assert f"`RQLITE_IMAGE` | `{db.DEFAULT_IMAGE}`" in docs
