@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -45,11 +46,13 @@ from harness.cluster.base import (
     probe_nodes,
 )
 from harness.cluster.docker_specs import (
+    CLOCK_FILE,
     DATA_MOUNT,
     DEFAULT_DOCKER_HOST,
     DEFAULT_IMAGE,
     HTTP_PORT,
     IMAGE_ENV,
+    IMAGE_LABEL,
     LABEL_CLUSTER,
     LABEL_HARNESS,
     LABEL_NODE,
@@ -80,6 +83,7 @@ from harness.cluster.docker_specs import (
     rqlite_image,
     rqlited_args,
     unreachable_message,
+    unsupported_faults,
     verify_container_pid,
 )
 
@@ -122,6 +126,7 @@ __all__ = [
     "rqlited_args",
     "start_docker_cluster",
     "unreachable_message",
+    "unsupported_faults",
     "verify_container_pid",
 ]
 
@@ -204,6 +209,7 @@ class DockerCluster(Cluster):
         self._partition: list[list[str]] | None = None
         self._applied: set[str] = set()  # nodes whose namespace holds partition rules
         self._ips: dict[str, str] = {}  # last known address of each node on its network
+        self._clock_pending: dict[str, float] = {}  # offsets for nodes down or paused
         self._lock = threading.RLock()
 
     # -- inspection -----------------------------------------------------------------------
@@ -300,6 +306,7 @@ class DockerCluster(Cluster):
             self._down.discard(node_id)
             if self._partition is not None:
                 self._apply_partition(self._partition)
+            self._write_pending_clock(node_id)
 
     def pause(self, node_id: str) -> None:
         with self._lock:
@@ -310,9 +317,39 @@ class DockerCluster(Cluster):
         with self._lock:
             self._container(node_id).unpause()
             self._paused.discard(node_id)
+            self._write_pending_clock(node_id)
+
+    @property
+    def supports_clock_skew(self) -> bool:
+        """Whether the nodes read a clock offset file: the project's node image."""
+        return all("-clock-offset-file" in s.command for s in self._specs.values())
 
     def set_clock_offset(self, node_id: str, seconds: float) -> None:
-        raise ClusterError(clock_skew_message())
+        """The project's node image: write the offset to the node's clock file on its
+        volume (inside the container, replaced atomically; the node re-reads it on
+        change). A node that is down or paused gets it when it runs again. Other images:
+        refused, containers read the host's clock."""
+        if not self.supports_clock_skew:
+            raise ClusterError(clock_skew_message())
+        if not math.isfinite(seconds):
+            raise ClusterError(f"clock offset must be a finite number of seconds, got {seconds!r}")
+        self._container(node_id)  # names an unknown node
+        with self._lock:
+            self._clock_pending[node_id] = float(seconds)
+            if node_id not in self._down | self._paused:
+                self._write_pending_clock(node_id)
+
+    def _write_pending_clock(self, node_id: str) -> None:
+        seconds = self._clock_pending.pop(node_id, None)
+        if seconds is None:
+            return
+        argv = ["/usr/local/bin/python3", "-IS", "-c", _WRITE_CLOCK, CLOCK_FILE, repr(seconds)]
+        code, out = self._container(node_id).exec_run(argv)
+        if code != 0:
+            text = out.decode(errors="replace").strip().splitlines()
+            raise ClusterError(
+                f"cannot set the clock of {node_id}: {text[-1] if text else f'exit {code}'}"
+            )
 
     @property
     def supports_partitions(self) -> bool:
@@ -436,6 +473,13 @@ class DockerCluster(Cluster):
         (self._directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
+#: run in the node's container: write the offset next to the clock file, then replace it
+_WRITE_CLOCK = (
+    "import os, sys; path, value = sys.argv[1:]; "
+    "open(path + '.tmp', 'w').write(value + '\\n'); os.replace(path + '.tmp', path)"
+)
+
+
 def _kill_paused(c: Any) -> None:
     """SIGKILL a frozen container: engines differ on whether kill needs a thaw first."""
     import docker
@@ -474,10 +518,11 @@ def start_docker_cluster(
         )
     client = connect()
     _ensure_image(client, image)
+    embedded = _image_kind(client, image) == "embedded"  # the node reads a clock file
     for attempt in range(1, PORT_ATTEMPTS + 1):
         cluster_id = uuid.uuid4().hex[:8]
         ports = _free_ports(nodes, bind_host)
-        specs = container_specs(cluster_id, ids, ports, image, bind_host, secret)
+        specs = container_specs(cluster_id, ids, ports, image, bind_host, secret, embedded)
         cluster = DockerCluster(client, cluster_id, specs, directory)
         try:
             _create(client, cluster_id, specs)
@@ -502,6 +547,12 @@ def _discard(cluster: DockerCluster, exc: BaseException | None = None) -> None:
         if exc is None:
             raise
         exc.add_note(f"removing the half-started cluster failed too: {err}")
+
+
+def _image_kind(client: Any, image: str) -> str | None:
+    """The project's label on the image (``embedded`` or ``rqlited``), else None."""
+    labels = client.images.get(image).attrs.get("Config", {}).get("Labels") or {}
+    return labels.get(IMAGE_LABEL)
 
 
 class ImageMissing(ClusterError):

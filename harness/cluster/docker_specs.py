@@ -44,16 +44,29 @@ LOG_LINES = 20_000  # of each container's log kept in the cluster directory on s
 
 
 def clock_skew_message() -> str:
-    """Why the docker backend refuses clock skew."""
+    """Why the docker backend refuses clock skew on an image other than the project's."""
     return (
-        "the docker backend cannot skew a node's clock: containers read the host kernel's "
-        "clock; run clock-skew with --backend local (the embedded node takes an offset)"
+        "the docker backend cannot skew a node's clock in this image: containers read the "
+        "host kernel's clock; the project's node image can (python -m harness image build, "
+        "--image rqueue/node:local), or run clock-skew with --backend local"
     )
 
 
-#: scenario fault kinds (harness/scenario.py) this backend cannot inject, and why; the
-#: nightly chaos job runs scenarios that use them on the local backend instead
+#: scenario fault kinds (harness/scenario.py) the backend cannot inject with an image
+#: other than the project's node image, and why; the nightly chaos job runs scenarios
+#: that use them on the local backend instead when it runs such an image
 UNSUPPORTED_FAULTS: dict[str, str] = {"clock-skew-node": clock_skew_message()}
+#: the label of the project's node images (``embedded``: the node reads a clock offset
+#: file; ``rqlited``: a user's binary); not io.rqueue.harness, which containers inherit
+IMAGE_LABEL = "io.rqueue.image"
+#: where the embedded node of the project's image reads its clock offset (on the volume)
+CLOCK_FILE = "/rqlite/file/clock-offset"
+
+
+def unsupported_faults(image: str) -> dict[str, str]:
+    """The fault kinds the backend cannot inject with ``image``, judged by its name (the
+    backend itself asks the engine for the image's label)."""
+    return {} if image == NODE_IMAGE else dict(UNSUPPORTED_FAULTS)
 
 
 class DockerUnreachable(ClusterError):
@@ -95,11 +108,14 @@ def node_ids(count: int) -> list[str]:
     return [f"n{i}" for i in range(1, count + 1)]
 
 
-def rqlited_args(node_id: str, ids: Sequence[str], http_adv_addr: str) -> list[str]:
+def rqlited_args(
+    node_id: str, ids: Sequence[str], http_adv_addr: str, clock_file: bool = False
+) -> list[str]:
     """The flags after the image's entrypoint, as in docker-compose.cluster.yml.
 
     Every node bootstraps with ``-bootstrap-expect N -join`` over all nodes' Raft
     addresses (rqlite v8 joins on the Raft port; peers are found by network alias).
+    ``clock_file``: the project's node image, which also reads a clock offset file.
     """
     if node_id not in ids:
         raise ClusterError(f"node {node_id!r} is not one of {list(ids)}")
@@ -118,6 +134,7 @@ def rqlited_args(node_id: str, ids: Sequence[str], http_adv_addr: str) -> list[s
         str(len(ids)),
         "-join",
         ",".join(f"{i}:{RAFT_PORT}" for i in ids),
+        *(["-clock-offset-file", CLOCK_FILE] if clock_file else []),
     ]
 
 
@@ -167,6 +184,7 @@ def container_specs(
     image: str,
     bind_host: str = "127.0.0.1",
     environment: Mapping[str, str] | None = None,
+    clock_file: bool = False,
 ) -> list[ContainerSpec]:
     """One spec per node: the containers docker-compose.cluster.yml declares
     (``environment``: the cluster secret, the same for every node)."""
@@ -178,7 +196,7 @@ def container_specs(
             node_id=nid,
             name=f"{prefix}-{nid}",
             image=image,
-            command=rqlited_args(nid, ids, f"{bind_host}:{port}"),
+            command=rqlited_args(nid, ids, f"{bind_host}:{port}", clock_file),
             network=prefix,
             volume=f"{prefix}-{nid}-data",
             bind_host=bind_host,

@@ -24,15 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cluster.docker_specs import NODE_IMAGE
+from harness.cluster.docker_specs import IMAGE_LABEL, NODE_IMAGE
 
 from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, ImageError, assemble
 
 #: the image `image build --rqlited PATH` tags by default
 RQLITED_IMAGE = "rqueue/rqlited:local"
-#: a label on the image (not io.rqueue.harness: containers inherit it, and that one is
-#: what `cluster down --all` removes by)
-IMAGE_LABEL = "io.rqueue.image"
 
 
 @dataclass(frozen=True)

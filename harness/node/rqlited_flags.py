@@ -10,7 +10,8 @@ Flags are Go's (``-flag value``, ``-flag=value``, one or two dashes), the data d
 comes last. Supported: ``-node-id`` (default: the advertised Raft address), ``-http-addr``,
 ``-http-adv-addr``, ``-raft-addr``, ``-raft-adv-addr``, ``-bootstrap-expect``,
 ``-bootstrap-expect-timeout``, ``-join`` (Raft addresses, as rqlite v8+ takes them),
-``-version`` and the embedded node's own ``-cluster-secret-file``. The embedded node has
+``-version`` and the embedded node's own ``-cluster-secret-file`` and
+``-clock-offset-file``. The embedded node has
 no authentication and no TLS, so rqlited's ``-auth``, ``-http-cert`` and the like are
 refused like every other flag it lacks: one line naming the flag, exit status 2.
 
@@ -47,6 +48,7 @@ FLAGS: dict[str, str] = {
     "bootstrap-expect-timeout": "duration",
     "join": "str",
     "cluster-secret-file": "str",
+    "clock-offset-file": "str",
     "version": "bool",
     "h": "bool",
     "help": "bool",
@@ -59,6 +61,7 @@ USAGE = (
     "usage: python -m harness.node [-node-id ID] [-http-addr HOST:PORT] [-http-adv-addr "
     "HOST:PORT] [-raft-addr HOST:PORT] [-raft-adv-addr HOST:PORT] [-bootstrap-expect N "
     "-join RAFT_ADDR,...] [-bootstrap-expect-timeout DURATION] [-cluster-secret-file PATH] "
+    "[-clock-offset-file PATH] "
     "DATA_DIR"
 )
 
@@ -81,6 +84,7 @@ class RqlitedFlags:
     bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT
     join: tuple[str, ...] = field(default_factory=tuple)
     cluster_secret_file: str | None = None
+    clock_offset_file: str | None = None
 
     @property
     def raft_advertised(self) -> str:
@@ -207,6 +211,7 @@ def parse(argv: Sequence[str]) -> RqlitedFlags | str:
         ),
         join=join,
         cluster_secret_file=values.get("cluster-secret-file"),
+        clock_offset_file=values.get("clock-offset-file"),
     )
     _check(flags)
     return flags
@@ -251,6 +256,8 @@ def to_config(flags: RqlitedFlags, peers: Sequence[NodeCard]) -> NodeConfig:
     ]
     for addr in flags.peer_raft_addrs:
         argv += ["--peer", f"{by_raft[addr].node_id},{addr},{reach[addr]}"]
+    if flags.clock_offset_file is not None:
+        argv += ["--clock-offset-file", flags.clock_offset_file]
     if flags.cluster_secret_file is not None:
         if "--cluster-secret-file" not in build_parser()._option_string_actions:
             raise FlagError(

@@ -124,3 +124,11 @@ def test_unreachable_message_is_one_line() -> None:
     assert msg.startswith("Docker is not reachable at unix:///x.sock (from DOCKER_HOST")
     assert "Connection refused" in msg and "--backend local" in msg
     assert "DOCKER_HOST is unset" in db.unreachable_message("unix:///var/run/docker.sock")
+
+
+def test_the_node_image_reads_a_clock_file_and_no_fault_is_unsupported() -> None:
+    args = db.rqlited_args("n1", ["n1", "n2", "n3"], "127.0.0.1:4001", clock_file=True)
+    assert args[-2:] == ["-clock-offset-file", db.CLOCK_FILE]
+    assert "-clock-offset-file" not in db.rqlited_args("n1", ["n1", "n2", "n3"], "h:1")
+    assert db.unsupported_faults(db.NODE_IMAGE) == {}
+    assert set(db.unsupported_faults(db.DEFAULT_IMAGE)) == {"clock-skew-node"}

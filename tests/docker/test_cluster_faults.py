@@ -63,6 +63,11 @@ class FakeContainer:
         self.calls.append("unpause")
         self.status = "running"
 
+    def exec_run(self, argv: list[str]) -> tuple[int, bytes]:
+        assert self.status == "running", "exec needs a running container"
+        self.calls.append(f"clock {argv[-1]}")
+        return 0, b""
+
     def remove(self, force: bool, v: bool) -> None:
         assert force and v, "remove running containers and their anonymous volumes"
         self.client.remove_container(self)
@@ -314,6 +319,7 @@ def test_start_retries_with_new_ports_and_removes_each_failed_attempt(
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(db, "connect", lambda: object())
     monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
+    monkeypatch.setattr(db, "_image_kind", lambda client, image: None)
     monkeypatch.setattr(db, "_create", fake_create)
     monkeypatch.setattr(db, "reap_docker", lambda client, cluster_id: reaped.append(cluster_id))
     monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
@@ -347,6 +353,7 @@ def test_a_failed_start_is_removed_and_its_reason_kept(
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(db, "connect", lambda: object())
     monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
+    monkeypatch.setattr(db, "_image_kind", lambda client, image: None)
     monkeypatch.setattr(db, "_create", lambda client, cluster_id, specs: None)
     monkeypatch.setattr(db, "reap_docker", reap_fails)
     monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
@@ -357,3 +364,28 @@ def test_a_failed_start_is_removed_and_its_reason_kept(
         "removing the half-started cluster failed too: could not remove rqueue-x-n1: "
         "engine went away"
     ]
+
+
+def test_the_node_image_clock_is_written_now_or_when_the_node_runs_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    specs = db.container_specs(
+        "t2", db.node_ids(3), [5001, 5002, 5003], db.NODE_IMAGE, clock_file=True
+    )
+    client = FakeClient(specs)
+    cluster = db.DockerCluster(client, "t2", specs)
+    assert cluster.supports_clock_skew
+    n1, n2, n3 = (client.by_name[s.name] for s in specs)
+    cluster.set_clock_offset("n1", 2.5)
+    assert n1.calls == ["clock 2.5"]
+    cluster.pause("n2")
+    cluster.set_clock_offset("n2", -1.0)
+    assert n2.calls == ["pause"]  # a frozen container runs nothing
+    cluster.resume("n2")
+    assert n2.calls == ["pause", "unpause", "clock -1.0"]
+    cluster.kill("n3")
+    cluster.set_clock_offset("n3", 8.0)
+    cluster.restart("n3")
+    assert n3.calls == ["kill SIGKILL", "start", "clock 8.0"]
+    with pytest.raises(ClusterError, match="finite"):
+        cluster.set_clock_offset("n1", float("nan"))

@@ -83,14 +83,16 @@ FAKE_SCENARIOS = {
 }
 
 
-def _run_list(wf: dict, tmp_path: Path, listed: list[str]) -> subprocess.CompletedProcess[str]:
+def _run_list(
+    wf: dict, tmp_path: Path, listed: list[str], image: str = "rqlite/rqlite:10.2.7"
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "scenarios").mkdir()
     for name, text in FAKE_SCENARIOS.items():
         (tmp_path / "scenarios" / f"{name}.toml").write_text(text)
     (tmp_path / "harness-list.txt").write_text(
         "\n".join(f"{n}   some description" for n in listed) + "\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IMAGE": image}
     return subprocess.run(
         [sys.executable, "-c", _list_script(wf)],
         cwd=tmp_path,
@@ -109,10 +111,17 @@ def test_matrix_lists_every_scenario_with_a_backend_that_can_run_it(
     out = res.stdout.strip()
     assert out.startswith("matrix=")
     assert json.loads(out.removeprefix("matrix=")) == [
-        {"scenario": "clock-skew", "backend": "local"},  # node clocks cannot skew in Docker
+        {"scenario": "clock-skew", "backend": "local"},  # the official image: host clock
         {"scenario": "leader-failover", "backend": "docker"},
         {"scenario": "steady", "backend": "docker"},
     ]
+
+
+def test_with_the_node_image_every_scenario_runs_on_docker(wf: dict, tmp_path: Path) -> None:
+    res = _run_list(wf, tmp_path, sorted(FAKE_SCENARIOS), image="rqueue/node:local")
+    assert res.returncode == 0, res.stderr
+    backends = {e["backend"] for e in json.loads(res.stdout.strip().removeprefix("matrix="))}
+    assert backends == {"docker"}  # its nodes read a clock offset file
 
 
 def test_matrix_step_fails_when_a_scenario_is_not_listed(wf: dict, tmp_path: Path) -> None:
