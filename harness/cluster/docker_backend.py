@@ -14,8 +14,8 @@ that needs root on the engine's own host (not Docker Desktop's VM, not a remote
 Clock skew is not supported: containers read the host kernel's clock.
 
 Everything the backend sends to the engine is built by the pure functions of
-:mod:`harness.cluster.docker_specs` (re-exported here), so it is tested without an
-engine. Teardown is by label: :func:`reap_docker` removes every container, network and
+:mod:`harness.cluster.docker_specs`, so it is tested without an engine; connecting,
+images and reaping are :mod:`harness.cluster.docker_engine` (both re-exported here). Teardown is by label: :func:`reap_docker` removes every container, network and
 volume labelled ``io.rqueue.harness``.
 """
 
@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,13 @@ from harness.cluster.base import (
     agreed_leader,
     probe_nodes,
 )
+from harness.cluster.docker_engine import (
+    ImageMissing,
+    _ensure_image,
+    _image_kind,
+    connect,
+    reap_docker,
+)
 from harness.cluster.docker_specs import (
     CLOCK_FILE,
     DATA_MOUNT,
@@ -52,7 +59,6 @@ from harness.cluster.docker_specs import (
     DEFAULT_IMAGE,
     HTTP_PORT,
     IMAGE_ENV,
-    IMAGE_LABEL,
     LABEL_CLUSTER,
     LABEL_HARNESS,
     LABEL_NODE,
@@ -131,47 +137,7 @@ __all__ = [
 ]
 
 
-def _root_cause(exc: BaseException) -> str:
-    """The innermost OS-level reason behind an SDK/requests exception, one line."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    found: str | None = None
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, OSError) and cur.strerror:
-            found = cur.strerror
-        for arg in getattr(cur, "args", ()):
-            if isinstance(arg, OSError) and arg.strerror:
-                found = arg.strerror
-        cur = cur.__cause__ or cur.__context__
-    if found:
-        return found
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 # -- the engine ------------------------------------------------------------------------
-
-
-def connect(env: Mapping[str, str] | None = None, timeout: float = 30.0) -> Any:
-    """A docker SDK client that has answered a ping, or :class:`DockerUnreachable`."""
-    address = docker_address(env)
-    try:
-        import docker
-    except ImportError as exc:
-        raise ClusterError(
-            "the docker backend needs the docker Python package: pip install -e '.[harness]'"
-        ) from exc
-    try:
-        client = docker.from_env(
-            environment=dict(os.environ if env is None else env), timeout=int(timeout)
-        )
-        client.ping()
-    except Exception as exc:  # the SDK raises DockerException, requests errors, OSError
-        from_env = bool((os.environ if env is None else env).get("DOCKER_HOST"))
-        msg = unreachable_message(address, _root_cause(exc), from_env)
-        raise DockerUnreachable(msg) from None
-    return client
 
 
 def _free_ports(count: int, host: str) -> list[int]:
@@ -549,31 +515,6 @@ def _discard(cluster: DockerCluster, exc: BaseException | None = None) -> None:
         exc.add_note(f"removing the half-started cluster failed too: {err}")
 
 
-def _image_kind(client: Any, image: str) -> str | None:
-    """The project's label on the image (``embedded`` or ``rqlited``), else None."""
-    labels = client.images.get(image).attrs.get("Config", {}).get("Labels") or {}
-    return labels.get(IMAGE_LABEL)
-
-
-class ImageMissing(ClusterError):
-    """The image is not here and could not be pulled; the message is one line."""
-
-
-def _ensure_image(client: Any, image: str) -> None:
-    import docker
-
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        repo, sep, tag = image.rpartition(":")
-        if not sep or "/" in tag:
-            repo, tag = image, "latest"
-        try:
-            client.images.pull(repo, tag=tag)
-        except docker.errors.APIError as exc:
-            raise ImageMissing(image_missing_message(image, str(exc.explanation or exc))) from None
-
-
 def _create(client: Any, cluster_id: str, specs: Sequence[ContainerSpec]) -> None:
     import docker
 
@@ -627,40 +568,3 @@ def attach_docker_cluster(directory: Path) -> DockerCluster:
         elif c.status != "running":
             cluster._down.add(spec.node_id)
     return cluster
-
-
-def reap_docker(client: Any | None = None, cluster_id: str | None = None) -> list[str]:
-    """Remove every harness container, network and volume (or one cluster's).
-
-    Used by ``python -m harness cluster down --all --backend docker`` after a crash;
-    also removes what ``docker compose -f docker-compose.cluster.yml up`` made.
-    Returns the names removed; raises :class:`ClusterError` naming any it could not
-    remove, after trying all of them.
-    """
-    import docker
-
-    client = connect() if client is None else client
-    selector = f"{LABEL_HARNESS}=true"
-    flt = {"label": [selector] + ([f"{LABEL_CLUSTER}={cluster_id}"] if cluster_id else [])}
-    removed: list[str] = []
-    failed: list[str] = []
-
-    def remove(name: str, action: Any) -> None:
-        try:
-            action()
-        except docker.errors.NotFound:
-            pass  # went away on its own meanwhile
-        except docker.errors.APIError as exc:
-            failed.append(f"{name}: {exc.explanation or exc}")
-            return
-        removed.append(name)
-
-    for c in client.containers.list(all=True, filters=flt):
-        remove(c.name, lambda c=c: c.remove(force=True, v=True))
-    for n in client.networks.list(filters=flt):
-        remove(n.name, n.remove)
-    for v in client.volumes.list(filters=flt):
-        remove(v.name, lambda v=v: v.remove(force=True))
-    if failed:
-        raise ClusterError("could not remove " + "; ".join(failed))
-    return removed
