@@ -11,12 +11,14 @@ engine: ``kill`` is SIGKILL to the container, ``restart`` starts it again on its
 the containers' network namespaces, entered from the host with ``nsenter -t PID -n``:
 that needs root on the engine's own host (not Docker Desktop's VM, not a remote
 ``DOCKER_HOST``); when it is not possible, :meth:`DockerCluster.partition` says why.
-Clock skew is not supported: containers read the host kernel's clock.
+A node's clock can be skewed only in the project's node image (its node reads an offset
+file on its volume); other images read the host kernel's clock.
 
 Everything the backend sends to the engine is built by the pure functions of
 :mod:`harness.cluster.docker_specs`, so it is tested without an engine; connecting,
-images and reaping are :mod:`harness.cluster.docker_engine` (both re-exported here). Teardown is by label: :func:`reap_docker` removes every container, network and
-volume labelled ``io.rqueue.harness``.
+images and reaping are :mod:`harness.cluster.docker_engine` (both re-exported here).
+Teardown is by label: :func:`reap_docker` removes every container, network and volume
+labelled ``io.rqueue.harness``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from harness.cluster.base import (
 from harness.cluster.docker_engine import (
     ImageMissing,
     _ensure_image,
-    _image_kind,
+    _image_facts,
     connect,
     reap_docker,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "HTTP_PORT",
     "IMAGE_ENV",
+    "IMAGE_FILE",
     "LABEL_CLUSTER",
     "LABEL_HARNESS",
     "LABEL_NODE",
@@ -439,6 +442,8 @@ class DockerCluster(Cluster):
         (self._directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
+#: the image a cluster ran (tag, id), written into its directory and kept
+IMAGE_FILE = "docker-image.json"
 #: run in the node's container: write the offset next to the clock file, then replace it
 _WRITE_CLOCK = (
     "import os, sys; path, value = sys.argv[1:]; "
@@ -484,7 +489,12 @@ def start_docker_cluster(
         )
     client = connect()
     _ensure_image(client, image)
-    embedded = _image_kind(client, image) == "embedded"  # the node reads a clock file
+    kind, image_id = _image_facts(client, image)
+    embedded = kind == "embedded"  # the project's node: it reads a clock offset file
+    if directory is not None:  # what ran, kept in the run folder after the cluster is gone
+        directory.mkdir(parents=True, exist_ok=True)
+        record = {"image": image, "id": image_id, "kind": kind}
+        (directory / IMAGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     for attempt in range(1, PORT_ATTEMPTS + 1):
         cluster_id = uuid.uuid4().hex[:8]
         ports = _free_ports(nodes, bind_host)

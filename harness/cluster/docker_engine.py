@@ -63,10 +63,12 @@ def connect(env: Mapping[str, str] | None = None, timeout: float = 30.0) -> Any:
     return client
 
 
-def _image_kind(client: Any, image: str) -> str | None:
-    """The project's label on the image (``embedded`` or ``rqlited``), else None."""
-    labels = client.images.get(image).attrs.get("Config", {}).get("Labels") or {}
-    return labels.get(IMAGE_LABEL)
+def _image_facts(client: Any, image: str) -> tuple[str | None, str]:
+    """The project's label on the image (``embedded`` or ``rqlited``, else None), and
+    the image's id."""
+    found = client.images.get(image)
+    labels = found.attrs.get("Config", {}).get("Labels") or {}
+    return labels.get(IMAGE_LABEL), found.id
 
 
 class ImageMissing(ClusterError):

@@ -8,6 +8,7 @@ container started again on a new address is found again by its peers.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -177,6 +178,12 @@ def test_clock_skew_reaches_the_node(cluster: db.DockerCluster) -> None:
         while offset() != seconds:
             assert time.monotonic() < deadline, f"{node.id} never read offset {seconds}"
             time.sleep(0.2)
+
+
+def test_the_cluster_directory_names_the_image(cluster: db.DockerCluster, node_image: str) -> None:
+    record = json.loads((Path(cluster._directory) / db.IMAGE_FILE).read_text())
+    assert record["image"] == node_image and record["kind"] == "embedded"
+    assert record["id"].startswith("sha256:")
 
 
 def test_state_file_attach(cluster: db.DockerCluster) -> None:
