@@ -35,7 +35,7 @@ from pathlib import Path
 
 from . import VERSION
 from .config import NodeConfig, Peer, build_parser, parse_args
-from .discovery import DiscoveryError, NodeCard, discover, reach_addr
+from .discovery import WILDCARDS, DiscoveryError, NodeCard, discover, reach_addr
 
 #: flag name -> kind ("str", "int", "duration", "bool")
 FLAGS: dict[str, str] = {
@@ -218,6 +218,11 @@ def parse(argv: Sequence[str]) -> RqlitedFlags | str:
 
 
 def _check(flags: RqlitedFlags) -> None:
+    if flags.raft_advertised.rpartition(":")[0] in WILDCARDS:
+        raise FlagError(
+            f"-raft-addr {flags.raft_addr} binds every interface: give -raft-adv-addr, the "
+            "address the other nodes reach this one at"
+        )
     bind_port = flags.raft_addr.rpartition(":")[2]
     adv_port = flags.raft_advertised.rpartition(":")[2]
     if bind_port != adv_port:

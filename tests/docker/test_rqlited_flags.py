@@ -107,6 +107,7 @@ def test_rqlited_style_is_told_from_the_embedded_flags() -> None:
         ),
         (["-raft-addr", "0.0.0.0:4002", "-raft-adv-addr", "n1:5002", "d"], "different ports"),
         (["-node-id"], "needs a value"),
+        (["-raft-addr", "0.0.0.0:4002", "d"], "give -raft-adv-addr"),
     ],
 )
 def test_what_the_embedded_node_cannot_run_is_named(argv: list[str], message: str) -> None:
