@@ -116,6 +116,8 @@ def decode(line: bytes, secret: bytes | None) -> NodeCard | None:
 
 
 def _read_line(sock: socket.socket, deadline: float) -> bytes | None:
+    """One line from ``sock``; None when none came by ``deadline`` or the connection
+    ended or was reset (a peer that just handed its port to Raft may reset it)."""
     data = b""
     while b"\n" not in data and len(data) < MAX_LINE:
         left = deadline - time.monotonic()
@@ -124,7 +126,7 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes | None:
         sock.settimeout(left)
         try:
             chunk = sock.recv(MAX_LINE)
-        except TimeoutError:
+        except OSError:  # TimeoutError, ConnectionResetError, ...
             return None
         if not chunk:
             return None

@@ -321,3 +321,55 @@ def test_the_local_backend_drives_it_as_an_rqlited_binary(
         cluster.wait_for_leader(30)
     finally:
         cluster.stop()
+
+
+def test_a_connection_reset_mid_introduction_is_not_an_answer(tmp_path: Path) -> None:
+    """A peer that hands its port to Raft while a dial is in flight resets the connection
+    (seen: a node of a 5-node cluster died of the ConnectionResetError). The dial says
+    "not a card" and the node's own listener keeps serving after a reset of its own."""
+    import threading
+
+    from harness.node import discovery
+
+    me = NodeCard("n1", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:2")
+    resetter = socket.socket()
+    resetter.bind(("127.0.0.1", 0))
+    resetter.listen(1)
+
+    def reset_after_reading() -> None:
+        conn, _ = resetter.accept()
+        conn.recv(4096)  # the dialler's card has arrived: now reset, as Raft's port may
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        conn.close()
+
+    t = threading.Thread(target=reset_after_reading)
+    t.start()
+    addr = f"127.0.0.1:{resetter.getsockname()[1]}"
+    directory = discovery.Directory(tmp_path, me, [addr])
+    assert discovery._dial(addr, directory, None) == "other"
+    t.join(timeout=10)
+    resetter.close()
+
+    # the listener side: a client that resets mid-line does not stop it
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    peer = NodeCard("n2", f"127.0.0.1:{port + 1}", "127.0.0.1:3", "127.0.0.1:3")
+    served = discovery.Directory(tmp_path / "s", me, [peer.raft])
+    stop = threading.Event()
+    worker = threading.Thread(target=discovery._serve, args=(server, served, None, stop))
+    worker.start()
+    try:
+        rude = socket.create_connection(("127.0.0.1", port))
+        rude.sendall(b'{"protocol": ')
+        rude.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        rude.close()
+        polite = socket.create_connection(("127.0.0.1", port), timeout=5)
+        polite.sendall(discovery.encode(peer, None))
+        assert discovery.decode(polite.makefile("rb").readline(), None) == me
+        polite.close()
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+        server.close()
