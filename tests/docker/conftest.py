@@ -7,6 +7,7 @@ tests/docker``; ``.ci/run``'s Docker stage runs them).
   ``rqueue/node:local``, built once by ``python -m harness image build`` when missing
   (skip, with the reason, when it cannot be built).
 - ``leftovers(engine)``: every container, network and volume labelled as the harness's;
+  ``anonymous_volumes(engine)``: unlabelled dangling volumes (compared before and after);
   ``host_rules()``: the host's iptables rules of the project (``RQUEUE`` in
   ``iptables-save``; the Docker backend's rules live in the containers' namespaces).
 - ``clean_engine``: the engine, skipping when another run's cluster is on it.
@@ -69,6 +70,16 @@ def leftovers(engine: Any) -> dict[str, list[str]]:
         "containers": [c.name for c in engine.containers.list(all=True, filters=flt)],
         "networks": [n.name for n in engine.networks.list(filters=flt)],
         "volumes": [v.name for v in engine.volumes.list(filters=flt)],
+    }
+
+
+def anonymous_volumes(engine: Any) -> set[str]:
+    """Dangling volumes Docker named itself and nobody labelled: what a container of the
+    node image (its /rqlite/file is a volume) leaves when removed without ``v``."""
+    return {
+        v.name
+        for v in engine.volumes.list(filters={"dangling": True})
+        if len(v.name) == 64 and not (v.attrs.get("Labels") or {})
     }
 
 

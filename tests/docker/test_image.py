@@ -86,12 +86,17 @@ def test_the_built_image(engine: Any, node_image: str) -> None:
     assert config["Entrypoint"] == ["/usr/local/bin/docker-entrypoint"]
     assert set(config["ExposedPorts"]) == {"4001/tcp", "4002/tcp"}
     assert set(config["Volumes"]) == {"/rqlite/file"}
-    out = engine.containers.run(node_image, ["-version"], remove=True)
-    assert out.decode().startswith("rqlited v")
+    # labelled as the harness's, so that `cluster down --all` would reap them; removed
+    # with their anonymous volume (the image declares /rqlite/file a volume)
+    labels = db.labels("test-image")
+    version = engine.containers.run(node_image, ["-version"], detach=True, labels=labels)
     # an unsupported flag reaches the node, which says so in one line and exits 2
-    c = engine.containers.run(node_image, ["-auth", "x.json"], detach=True)
+    auth = engine.containers.run(node_image, ["-auth", "x.json"], detach=True, labels=labels)
     try:
-        assert c.wait(timeout=60)["StatusCode"] == 2
-        assert "-auth is not supported" in c.logs().decode()
+        assert version.wait(timeout=60)["StatusCode"] == 0
+        assert version.logs().decode().startswith("rqlited v")
+        assert auth.wait(timeout=60)["StatusCode"] == 2
+        assert "-auth is not supported" in auth.logs().decode()
     finally:
-        c.remove(force=True, v=True)
+        for c in (version, auth):
+            c.remove(force=True, v=True)

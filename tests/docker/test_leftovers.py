@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import NOTHING, host_rules, leftovers
+from .conftest import NOTHING, anonymous_volumes, host_rules, leftovers
 
 pytestmark = pytest.mark.chaos
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,11 +64,12 @@ def _finish(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
 
 
 def test_nothing_left_after_a_run(clean_engine: Any, node_image: str, tmp_path: Path) -> None:
-    rules = set(host_rules())
+    rules, anonymous = set(host_rules()), anonymous_volumes(clean_engine)
     code, err = _finish(_run(node_image, tmp_path / "run"), 240)
     assert code in (0, 3), err[-2000:]  # valid, or too short to judge: not this test's point
     assert leftovers(clean_engine) == NOTHING
     assert set(host_rules()) <= rules
+    assert anonymous_volumes(clean_engine) <= anonymous
     # the run folder keeps each node's log
     assert sorted(p.name for p in (tmp_path / "run" / "cluster").glob("n*.log")) == [
         "n1.log", "n2.log", "n3.log"
@@ -78,7 +79,7 @@ def test_nothing_left_after_a_run(clean_engine: Any, node_image: str, tmp_path: 
 def test_nothing_left_after_sigterm_mid_run(
     clean_engine: Any, node_image: str, tmp_path: Path
 ) -> None:
-    rules = set(host_rules())
+    rules, anonymous = set(host_rules()), anonymous_volumes(clean_engine)
     proc = _run(node_image, tmp_path / "run", seconds=60)
     _wait_for_containers(clean_engine, proc, 3)
     time.sleep(8)  # into the workload and its first partition
@@ -87,12 +88,13 @@ def test_nothing_left_after_sigterm_mid_run(
     assert code != 0
     assert leftovers(clean_engine) == NOTHING, err[-2000:]
     assert set(host_rules()) <= rules
+    assert anonymous_volumes(clean_engine) <= anonymous
 
 
 def test_sigkill_then_cluster_down_all_leaves_nothing(
     clean_engine: Any, node_image: str, tmp_path: Path
 ) -> None:
-    rules = set(host_rules())
+    rules, anonymous = set(host_rules()), anonymous_volumes(clean_engine)
     proc = _run(node_image, tmp_path / "run", seconds=60)
     _wait_for_containers(clean_engine, proc, 3)
     time.sleep(8)
@@ -104,3 +106,4 @@ def test_sigkill_then_cluster_down_all_leaves_nothing(
     assert code == 0, err
     assert leftovers(clean_engine) == NOTHING
     assert set(host_rules()) <= rules
+    assert anonymous_volumes(clean_engine) <= anonymous

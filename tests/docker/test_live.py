@@ -120,7 +120,7 @@ def test_a_node_started_on_a_new_address_is_found_again(
         node = next(n for n in cluster.nodes() if n.id == victim)
         assert count(node.url) >= 1
     finally:
-        squatter.remove(force=True)
+        squatter.remove(force=True, v=True)  # and its anonymous volume
 
 
 def test_pause_freezes_the_leader_and_resume_thaws_it(cluster: db.DockerCluster) -> None:
