@@ -13,8 +13,11 @@ from harness.matrix import Cell, Engine, table
 
 def test_engine_specs() -> None:
     assert Engine.parse("embedded").args == ("--engine", "embedded")
-    with pytest.raises(ValueError, match="expected 'embedded' or 'rqlited:PATH'"):
+    with pytest.raises(ValueError, match="expected 'embedded', 'rqlited:PATH' or 'docker:IMAGE'"):
         Engine.parse("docker")
+    d = Engine.parse("docker:rqueue/node:local")  # the Docker backend with that image
+    assert d.args == ("--backend", "docker", "--image", "rqueue/node:local")
+    assert d.label == "docker-rqueue_node_local"  # a folder name for the cell's run
     with pytest.raises(ValueError, match="not an executable file"):
         Engine.parse("rqlited:/nonexistent/rqlited")
     e = Engine.parse(f"rqlited:{sys.executable}")
