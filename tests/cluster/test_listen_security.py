@@ -226,6 +226,9 @@ def test_a_node_with_another_secret_or_none_stays_out(
             assert n not in local_xs(victim.url), f"a node with secret {secret!r} got row {n}"
             assert not _leader_known(victim.url), f"a node with secret {secret!r} found a leader"
             time.sleep(0.2)
+        if secret is not None:  # whichever side received the other's message says so
+            logs = "".join(c._spec(n.id).log_file.read_text() for n in c.nodes())
+            assert "failed authentication" in logs
 
     # the control: with the right secret the same node gets in and catches up
     c.kill(victim.id)
