@@ -25,6 +25,10 @@ Every node process carries ``RQUEUE_CLUSTER_DIR=<DIR>`` in its environment (and 
 earlier runs left behind, and how a pid read from the state file is checked to still be
 ours before it is signalled.
 
+Node processes inherit the caller's environment, so ``RQUEUE_CLUSTER_SECRET`` (the cluster
+secret that authenticates Raft, see docs/embedded-node.md) reaches every embedded node when
+the caller sets it; loopback clusters, these included, need none.
+
 Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` raises
 :class:`ClusterError`. With ``netns=True`` (root only) each node runs in its own network
 namespace on a bridge (see :mod:`harness.cluster.netns`), on ports 4001 (HTTP) and 4002
