@@ -188,14 +188,14 @@ class QueueCore:
         if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
             yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
 
-    # -- publish ------------------------------------------------------------------------
+    # -- publish (timed: a message's ``enqueued_at`` is its request's time) --------------
+    @_uses_clock
     def publish(self, group_id: str, event: str, priority: int, dedup_id: str | None) -> Op[int]:
         if dedup_id is not None:
             return (yield from self._publish_dedup(group_id, event, priority, dedup_id))
         results = yield self.write(self.statements.publish(group_id, event, priority), "publish")
         return _insert_id(results[0])
 
-    @_uses_clock
     def _publish_dedup(self, group_id: str, event: str, priority: int, dedup_id: str) -> Op[int]:
         s = self.statements
         stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl)
@@ -224,6 +224,7 @@ class QueueCore:
                 raise ProtocolError(f"publish: no seq recorded for dedup_id {dedup_id!r}")
             return int(row[0][0])
 
+    @_uses_clock
     def publish_many(self, items: Sequence[tuple[str, str, int]]) -> Op[list[int]]:
         """Publish validated ``(group_id, event, priority)`` items in one request."""
         if not items:
