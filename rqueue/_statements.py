@@ -383,6 +383,25 @@ class Statements:
             NOW,
         )
 
+    def extend_returning(self, lease: Lease, visibility: float) -> Stmt:
+        """:meth:`extend` returning the new ``lock_expiry`` (no row: the lease is gone).
+
+        As with :meth:`claim_returning`, a server whose parser does not accept the
+        statement runs it as a plain write and answers without ``columns``: the core then
+        reads the expiry back.
+        """
+        extended = self.extend(lease, visibility)
+        return Stmt(f"{extended.sql} RETURNING lock_expiry", extended.params)
+
+    def extended_read_back(self, lease: Lease) -> Stmt:
+        """Read the ``lock_expiry`` of the row still leased to ``lease.token``."""
+        return self.stmt(
+            "SELECT lock_expiry FROM messages WHERE seq = ? AND locked_by = ?",
+            lease.seq,
+            lease.token,
+            read=True,
+        )
+
     def lookup(self, seq: int) -> Stmt:
         """Read who holds message ``seq`` and whether that lease is live: locked_by, live."""
         return self.stmt(
