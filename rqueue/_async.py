@@ -280,12 +280,18 @@ class AsyncRqliteTransport(_admin.AsyncAdmin):
         delay = _validate.seconds("delay", delay, allow_zero=True)
         await self._drive(core.nack(lease, delay, _admin.error_text(error)))
 
-    async def extend(self, lease: Lease, visibility: float) -> None:
-        """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""
+    async def extend(self, lease: Lease, visibility: float) -> Lease:
+        """Keep the lease for ``visibility`` more seconds from now (a heartbeat).
+
+        Returns the extended lease: a new :class:`~rqueue.Lease` (same message and token)
+        whose ``expires_at`` is the new deadline (None if the extend applied but the
+        deadline could not be read back); ``lease`` itself is left unchanged. Either
+        settles the message. :class:`~rqueue.LeaseLost` if the lease was no longer held.
+        """
         core = self._open()
         lease = check_lease(lease, core)
         visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        await self._drive(core.extend(lease, visibility))
+        return await self._drive(core.extend(lease, visibility))
 
     async def close(self) -> None:
         """Close the HTTP connections; later calls raise :class:`~rqueue.TransportClosed`."""

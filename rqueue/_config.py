@@ -105,6 +105,8 @@ class Settings:
             )
         # without the server's stamp, the lease clock is the caller's or the leader's
         leader_clock = None if use_server or self.clock is not None else LeaderClock()
+        source = "server" if use_server else "leader" if leader_clock else "caller's"
+        server = server.in_use(clock=source, read_consistency=self.read_consistency)
         clock = self.clock or (leader_clock.now if leader_clock else _no_clock)
         statements = statements_class(
             server_clock=use_server, clock=clock, clock_tolerance=self.clock_tolerance

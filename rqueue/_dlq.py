@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ProtocolError
 from ._models import DeadLetter, QueuedMessage, Result, Stmt
-from ._statements import ENQUEUED, NOW, PARKED, SERVER_NOW, Statements
+from ._statements import NOW, PARKED, SERVER_NOW, Statements
 
 if TYPE_CHECKING:
     from ._core import Op, QueueCore
@@ -101,14 +101,15 @@ class DeadLetters:
         )
 
     def redrive(self, seq: int | None, group_id: str | None) -> list[Stmt]:
-        """Back at the tail of each group as new messages; the first result's
-        ``rows_affected`` is how many."""
+        """Back at the tail of each group as new messages (``enqueued_at`` the request's
+        time); the first result's ``rows_affected`` is how many."""
         where, params = _selection(seq, group_id)
         return [
             self.s.stmt(
-                f"INSERT INTO messages (group_id, event, enqueued_at) "
-                f"SELECT group_id, event, {ENQUEUED} FROM rqueue_dead WHERE {where} "
+                "INSERT INTO messages (group_id, event, enqueued_at) "
+                f"SELECT group_id, event, {{now}} FROM rqueue_dead WHERE {where} "
                 "ORDER BY seq",
+                NOW,
                 *params,
             ),
             self.s.stmt(
@@ -181,7 +182,12 @@ def list_dead(core: QueueCore, group_id: str | None, after: int, limit: int) -> 
 
 def redrive(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
     """Redrive; idempotent in effect: a repeat (after an unknown outcome) redrives what is
-    in the dead-letter queue then, and nothing twice."""
+    in the dead-letter queue then, and nothing twice. Timed (the new messages'
+    ``enqueued_at``): on servers without the stamp it reads the leader's clock when due."""
+    return (yield from core._with_clock(_redrive(core, seq, group_id)))
+
+
+def _redrive(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
     results = yield core.write(core.dead.redrive(seq, group_id), "redrive", idempotent=True)
     return results[0].rows_affected
 

@@ -122,7 +122,9 @@ class Stats:
     """The queue at one moment (see ``stats()``); counts by priority in ``by_priority``.
 
     ``oldest_ready_age``: seconds since the oldest message that is not in flight was
-    published, approximately (None when unknown, e.g. on servers without a time stamp).
+    published (or redriven), to within ``clock_tolerance`` + 0.09 s (how far the nodes'
+    clocks may disagree, plus rqlite's rounding of its time; docs/rqueue.md); None when
+    nothing is ready or the message has no enqueue time (a row written by another tool).
     """
 
     ready: int

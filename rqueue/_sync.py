@@ -277,12 +277,18 @@ class RqliteTransport(_admin.Admin):
         delay = _validate.seconds("delay", delay, allow_zero=True)
         self._drive(core.nack(lease, delay, _admin.error_text(error)))
 
-    def extend(self, lease: Lease, visibility: float) -> None:
-        """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""
+    def extend(self, lease: Lease, visibility: float) -> Lease:
+        """Keep the lease for ``visibility`` more seconds from now (a heartbeat).
+
+        Returns the extended lease: a new :class:`~rqueue.Lease` (same message and token)
+        whose ``expires_at`` is the new deadline (None if the extend applied but the
+        deadline could not be read back); ``lease`` itself is left unchanged. Either
+        settles the message. :class:`~rqueue.LeaseLost` if the lease was no longer held.
+        """
         core = self._open()
         lease = check_lease(lease, core)
         visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        self._drive(core.extend(lease, visibility))
+        return self._drive(core.extend(lease, visibility))
 
     def close(self) -> None:
         """Close the HTTP connections; later calls raise :class:`~rqueue.TransportClosed`."""
