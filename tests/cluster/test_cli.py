@@ -1,4 +1,4 @@
-"""``cluster up|status|down`` run as a user runs them: separate processes, JSON on stdout."""
+"""``cluster up|status|urls|down`` run as a user runs them: separate processes, JSON on stdout."""
 
 from __future__ import annotations
 
