@@ -17,11 +17,19 @@ from .checker import ANOMALIES, check
 from .history import HistoryFormatError, read_history
 
 REPORT_EXAMPLES = 5
+#: each plot's file and title: the plot draws this title, the report uses it as caption
 PLOTS = (
-    ("throughput.png", "Throughput (successful claims per second; faults shaded)"),
-    ("latency.png", "Latency by outcome, with p50/p99"),
+    ("throughput.png", "Throughput: successful operations per second, faults shaded"),
+    ("latency.png", "Latency of every operation by outcome, p50 and p99 of the successful ones"),
     ("anomaly-timeline.png", "Leases around the first anomalies"),
 )
+#: the summary table's rows in the order of the run's closing table (nested keys sorted),
+#: whether the summary comes from the runner or from run.json (stored with sorted keys)
+SUMMARY_ORDER = (
+    "scenario", "verdict", "subject", "engine", "backend", "nodes", "seed", "duration",
+    "ops", "faults", "drain", "replicas", "anomalies", "nemesis_errors", "inconclusive",
+    "warning", "error", "exit", "run_dir",
+)  # fmt: skip
 
 
 def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
@@ -50,7 +58,7 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
     lines += _scenario(_json(root / "scenario.json"))
     lines += _setup(run, _json(root / "versions.json"))
     if summary:
-        lines += ["## Summary", "", *_table(_flatten(summary)), ""]
+        lines += ["## Summary", "", *_table(_flatten(ordered_summary(summary))), ""]
     if result is not None:
         lines += _anomalies(result, history_lines)
         lines += _statistics(result.get("stats", {}))
@@ -58,6 +66,20 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
     path = root / "report.md"
     path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return path
+
+
+def ordered_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` in :data:`SUMMARY_ORDER` (other keys after, sorted), nested keys sorted:
+    the same table from the runner's dict as from the sorted copy in run.json."""
+    rank = {k: i for i, k in enumerate(SUMMARY_ORDER)}
+    keys = sorted(summary, key=lambda k: (rank.get(k, len(rank)), k))
+    return {k: _sorted(summary[k]) for k in keys}
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value, key=str)}
+    return value
 
 
 def _json(path: Path) -> Any:

@@ -34,6 +34,11 @@ Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` 
 namespace on a bridge (see :mod:`harness.cluster.netns`), on ports 4001 (HTTP) and 4002
 (Raft) of its own 127.77.X.Y address, and partitions are iptables rules inside the
 namespaces (:mod:`harness.cluster.partition`).
+
+``base_port=P`` fixes the loopback ports instead: HTTP on P, P+10, P+20, ... and Raft on
+the port after each (P=4001: 4001/4002, 4011/4012, ..., rqlite's default ports first).
+:meth:`LocalCluster.restart_stopped` starts a stopped loopback cluster again on its data,
+ports and engine.
 """
 
 from __future__ import annotations
@@ -89,6 +94,8 @@ _POLL = 0.05  # seconds between checks of a condition we wait for
 PORT_ATTEMPTS = 3
 #: loopback clusters take ports from here up to the kernel's ephemeral range
 PORT_FLOOR = 20000
+#: with ``base_port``: node k's HTTP port is ``base_port + PORT_STEP * k``, Raft the next
+PORT_STEP = 10
 
 
 class NodeDied(ClusterError):
@@ -292,6 +299,34 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
+def fixed_ports(base_port: int, count: int) -> list[int]:
+    """HTTP and Raft port of ``count`` nodes from ``base_port``: ``[P, P+1, P+10, P+11, ...]``."""
+    if isinstance(base_port, bool) or not isinstance(base_port, int) or base_port < 1:
+        raise ClusterError(f"base port must be a positive integer, got {base_port!r}")
+    last = base_port + PORT_STEP * (count - 1) + 1
+    if last > 65535:
+        raise ClusterError(
+            f"base port {base_port} leaves no room for {count} nodes (the last Raft port "
+            f"would be {last}; ports end at 65535)"
+        )
+    return [base_port + PORT_STEP * k + d for k in range(count) for d in (0, 1)]
+
+
+def busy_ports(ports: Iterable[int], host: str = "127.0.0.1") -> list[int]:
+    """Those of ``ports`` that a server cannot bind on ``host`` right now (with
+    SO_REUSEADDR, as every node sets it: a stopped node's lingering connections do not
+    count, a listening socket does)."""
+    busy = []
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
 def process_environ(pid: int) -> dict[str, str] | None:
     """The environment of a live (non-zombie) process, or None if gone or unreadable."""
     try:
@@ -323,6 +358,16 @@ def log_tail(path: Path, lines: int = 20) -> str:
         return f"(no log at {path})"
     tail = text.splitlines()[-lines:]
     return "\n".join(f"    {line}" for line in tail) or "    (log is empty)"
+
+
+def _require_free(ports: Sequence[int], host: str = "127.0.0.1") -> None:
+    busy = busy_ports(ports, host)
+    if busy:
+        raise ClusterError(
+            f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} on {host} "
+            "already in use (another cluster? `python -m harness cluster down --all` reaps "
+            "this project's leftovers); free them or choose another --base-port"
+        )
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -370,8 +415,12 @@ class LocalCluster(Cluster):
         rqlited: str | os.PathLike | None = None,
         netns: bool = False,
         timeout: float = 30.0,
+        base_port: int | None = None,
     ) -> LocalCluster:
-        """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready."""
+        """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready.
+
+        ``base_port``: fixed loopback ports (see the module docstring) instead of free ones.
+        """
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
             raise ClusterError(f"nodes must be a positive integer, got {nodes!r}")
         if engine not in ENGINES:
@@ -388,9 +437,19 @@ class LocalCluster(Cluster):
                     f"stop it first (python -m harness cluster down --dir {directory})"
                 )
             raise ClusterError(
-                f"{directory} holds a stopped cluster's state and data; "
+                f"{directory} holds a stopped cluster's state and data; restart it with "
+                f"`python -m harness cluster up --dir {directory}` (restart_stopped), or "
                 "start a new cluster in an empty directory"
             )
+        ports = None
+        if base_port is not None:
+            if netns:
+                raise ClusterError(
+                    "--base-port is for loopback clusters: with --netns every node listens "
+                    f"on {NETNS_HTTP_PORT} (HTTP) and {NETNS_RAFT_PORT} (Raft) of its own address"
+                )
+            ports = fixed_ports(base_port, nodes)
+            _require_free(ports)
         binary = version = None
         faketime = None
         if engine == "rqlited":
@@ -402,11 +461,11 @@ class LocalCluster(Cluster):
         for attempt in range(1, PORT_ATTEMPTS + 1):
             try:
                 return cls._start_once(
-                    nodes, directory, engine, binary, version, faketime, netns, timeout
+                    nodes, directory, engine, binary, version, faketime, netns, timeout, ports
                 )
             except NodeDied as exc:
                 # a free port can be taken by another process before the node binds it
-                if netns or attempt == PORT_ATTEMPTS or not exc.port_taken:
+                if netns or ports or attempt == PORT_ATTEMPTS or not exc.port_taken:
                     raise
                 for i in range(1, nodes + 1):
                     shutil.rmtree(directory / f"n{i}", ignore_errors=True)
@@ -424,6 +483,7 @@ class LocalCluster(Cluster):
         faketime: str | None,
         netns: bool,
         timeout: float,
+        fixed: list[int] | None = None,
     ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
@@ -434,7 +494,7 @@ class LocalCluster(Cluster):
                 for i in ids
             ]
         else:
-            ports = free_ports(2 * nodes)
+            ports = fixed or free_ports(2 * nodes)
             specs = [
                 NodeSpec(i, "127.0.0.1", ports[2 * k], ports[2 * k + 1], "")
                 for k, i in enumerate(ids)
@@ -462,6 +522,38 @@ class LocalCluster(Cluster):
                 cluster.stop()
             except ClusterError as stop_exc:
                 exc.add_note(f"and stopping the half-started cluster failed: {stop_exc}")
+            raise
+        return cluster
+
+    @classmethod
+    def restart_stopped(
+        cls,
+        directory: Path | str,
+        timeout: float = 30.0,
+    ) -> LocalCluster:
+        """Start every node of the stopped cluster in ``directory`` again, on its data,
+        ports and engine, and wait (``timeout``) for a leader and every node ready.
+        Clock offsets restart at 0."""
+        cluster = cls.attach(directory)
+        specs = list(cluster._specs.values())
+        if any(cluster._alive(s) for s in specs):
+            raise ClusterError(f"a cluster is already running in {cluster.directory}")
+        if cluster._network is not None:
+            raise ClusterError(
+                f"{cluster.directory} holds a stopped --netns cluster, whose namespaces are "
+                "gone: restarting one is not supported; start a new cluster in an empty directory"
+            )
+        _require_free([p for s in specs for p in (s.http_port, s.raft_port)], specs[0].host)
+        try:
+            for s in specs:
+                cluster._write_clock(s, 0.0)
+                cluster._launch(s)
+            cluster.wait_for_leader(timeout)
+        except BaseException as exc:
+            try:
+                cluster.stop()
+            except ClusterError as stop_exc:
+                exc.add_note(f"and stopping the half-restarted cluster failed: {stop_exc}")
             raise
         return cluster
 
