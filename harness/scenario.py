@@ -24,6 +24,7 @@ raises :class:`ScenarioError` naming the file, the key and what was expected.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,17 +149,41 @@ class Scenario:
         return s
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved scenario as plain data (each fault with only its own parameters)."""
+        """The resolved scenario as plain data (each fault with only its own parameters, and
+        ``every`` only when it repeats: what a scenario file holds); :meth:`from_json` reads
+        it back."""
         data = dataclasses.asdict(self)
         data["faults"] = [
             {
                 k: round(v, 6) if isinstance(v, float) else v
                 for k, v in dataclasses.asdict(f).items()
-                if k in ("kind", "start", "duration", "every") or k in FAULT_KINDS[f.kind]
+                if k in ("kind", "start", "duration")
+                or k in FAULT_KINDS[f.kind]
+                or (k == "every" and v is not None)
             }
             for f in self.faults
         ]
         return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str | None = None, name: str = "scenario") -> Scenario:
+        """The scenario :meth:`to_json` wrote (a run's ``scenario.json``), checked as a file
+        is (``ScenarioError`` naming ``where`` and the key). A fault's ``"every": null``
+        (what earlier versions saved for a fault that does not repeat) is accepted."""
+        if not isinstance(data, Mapping):
+            raise ScenarioError(f"{where or 'scenario.json'}: expected an object, got {data!r}")
+        data = json.loads(json.dumps(data))  # tuples as lists, as a file holds them
+        name = str(data.get("name") or name)
+        where = where or f"scenario.json of {name}"
+        doc = {k: v for k, v in data.items() if k not in ("name", "source")}
+        if isinstance(doc.get("faults"), list):
+            doc["faults"] = [
+                {k: v for k, v in f.items() if v is not None} if isinstance(f, dict) else f
+                for f in doc["faults"]
+            ]
+        return dataclasses.replace(
+            parse_scenario(name, doc, where), source=str(data.get("source") or "")
+        )
 
 
 # -- parsing -------------------------------------------------------------------------------

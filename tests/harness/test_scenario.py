@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from harness.scenario import (
     FAULT_KINDS,
     SCENARIO_DIR,
+    Scenario,
     ScenarioError,
     list_scenarios,
     load_scenario,
@@ -193,3 +195,32 @@ def test_unknown_scenario_lists_the_known_ones():
 def test_bad_time_is_refused():
     with pytest.raises(ScenarioError, match="--time must be > 0"):
         load_scenario("steady").scaled(0)
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIO_DIR.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_scenario_round_trips_through_its_run_folder(tmp_path: Path, path: Path) -> None:
+    """What a run saves as scenario.json loads back as the same scenario (issue 21: a fault
+    without ``every`` was saved as ``"every": null``, which the loader refused), and shrink
+    accepts the folder."""
+    from harness.shrink import load_run
+    from harness.store import RunStore
+
+    s = load_scenario(path)
+    store = RunStore.create(s.name, tmp_path / "run")
+    store.write_json("scenario.json", s.to_json())
+    store.write_json("run.json", {"options": {"seed": 1}, "summary": {"anomalies": {}}})
+    assert load_run(store.root)["scenario"] == store.read_json("scenario.json")
+    assert Scenario.from_json(store.read_json("scenario.json")) == s
+
+
+def test_a_run_folder_saved_with_every_null_still_loads(tmp_path: Path) -> None:
+    from harness.shrink import load_run
+
+    s = load_scenario("poison")
+    data = s.to_json()
+    for f in data["faults"]:
+        f.setdefault("every", None)  # as runs saved it before the fix
+    (tmp_path / "scenario.json").write_text(json.dumps(data))
+    (tmp_path / "run.json").write_text("{}")
+    assert load_run(tmp_path)["scenario"]["faults"][0]["every"] is None
+    assert Scenario.from_json(data) == s
