@@ -73,8 +73,10 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "--time",
         type=_positive,
         metavar="S",
-        help="run the workload S seconds; the fault schedule is scaled to match "
-        "(default: the scenario's duration, 60 s for the shipped ones)",
+        help="run the workload S seconds; the fault windows move to match but keep their "
+        "lengths, and a shortened run drops (and names, up front) the windows with no room "
+        "left to recover and be judged (default: the scenario's duration, 60 s for the "
+        "shipped ones)",
     )
     p.add_argument(
         "--nodes", type=int, choices=(3, 5), help="cluster size (default: the scenario's)"

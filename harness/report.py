@@ -99,7 +99,7 @@ def _scenario(scenario: dict | None) -> list[str]:
     if not isinstance(scenario, dict):
         return []
     out = ["## Scenario", ""]
-    head = {k: v for k, v in scenario.items() if k not in ("faults", "workload")}
+    head = {k: v for k, v in scenario.items() if k not in ("faults", "workload", "dropped")}
     out += _table(_flatten(head))
     if isinstance(scenario.get("workload"), dict):
         out += ["", "Workload:", "", *_table(_flatten(scenario["workload"]))]
@@ -110,6 +110,10 @@ def _scenario(scenario: dict | None) -> list[str]:
             if isinstance(f, dict):
                 rest = ", ".join(f"{k}={v}" for k, v in f.items() if k != "kind")
                 out.append(f"- `{f.get('kind', '?')}` {rest}")
+    dropped = scenario.get("dropped") or []
+    if dropped:
+        out += ["", "Fault windows `--time` dropped (no room left for them in this run):", ""]
+        out += [f"- {why}" for why in dropped]
     return [*out, ""]
 
 

@@ -189,6 +189,8 @@ class _Run:
         )
         try:
             with self.progress:
+                for why in s.dropped:  # up front: what this run will not test, and why
+                    self.progress.note(f"--time {s.duration:g}: dropped {why}")
                 self._phases()
         except HarnessError as e:
             self.result.exit_code, self.result.reason = EXIT_HARNESS, str(e)
@@ -367,6 +369,8 @@ class _Run:
             anomalies=anomalies,
             verdict=verdict,
         )
+        if self.scenario.dropped:
+            self.result.summary["dropped"] = list(self.scenario.dropped)
         if "drain" in self.info:
             d = self.info["drain"]
             self.result.summary["drain"] = (

@@ -221,3 +221,44 @@ def test_a_run_whose_fault_could_not_happen_exits_3_and_says_why(tmp_path):
     assert check["valid"] is True and check["coverage"]["conclusive"] is False
     run_json = json.loads((out / "run.json").read_text())
     assert run_json["exit"] == 3 and run_json["summary"]["verdict"] == "INCONCLUSIVE"
+
+
+TWO_KILLS = """\
+description = "Two short leader kills; at --time 10 the second has no room left."
+nodes = 3
+duration = 20.0
+
+[[faults]]
+kind = "kill-leader"
+start = 2.0
+duration = 2.0
+
+[[faults]]
+kind = "kill-leader"
+start = 12.0
+duration = 2.0
+"""
+
+
+def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
+    scenario = tmp_path / "two-kills.toml"
+    scenario.write_text(TWO_KILLS)
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(scenario), "--out", str(out),
+         "--time", "10", "--seed", "3"],
+        capture_output=True, text=True, cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    why = (
+        "kill-leader at 12-14 s of the scenario: it would run 8-10 s, 0.0 s before the run's "
+        "end, where it needs 5 s to recover and be judged"
+    )
+    first = proc.stderr.splitlines()[0]  # before the cluster starts
+    assert first == f"--time 10: dropped {why}", proc.stderr
+    resolved = json.loads((out / "scenario.json").read_text())
+    assert [(f["start"], f["duration"]) for f in resolved["faults"]] == [(1.0, 2.0)]
+    assert resolved["dropped"] == [why]
+    assert json.loads((out / "run.json").read_text())["summary"]["dropped"] == [why]
+    assert "fault dropped" in proc.stdout
+    assert f"- {why}" in (out / "report.md").read_text()
