@@ -122,7 +122,12 @@ def test_a_signalled_run_tears_everything_down(tmp_path, sig):
         with pytest.raises(ProcessLookupError):
             os.kill(node["pid"], 0)
     run_info = json.loads((out / "run.json").read_text())
-    assert run_info["exit"] == 2 and "interrupted" in run_info["reason"]
+    assert run_info["exit"] == 2
+    assert run_info["reason"] == ("interrupted (Ctrl-C)" if sig == signal.SIGINT else
+                                  f"interrupted (signal {int(sig)})")  # fmt: skip
+    report = (out / "report.md").read_text()
+    assert "**No verdict: the run failed:** interrupted" in report
+    assert "Verdict: valid" not in report
     assert run_info["summary"]["ops"]["publish"]["ok"] > 0
     assert _lines(out / "history.jsonl") > 50  # what was recorded stays checkable
 
@@ -221,6 +226,15 @@ def test_a_run_whose_fault_could_not_happen_exits_3_and_says_why(tmp_path):
     assert check["valid"] is True and check["coverage"]["conclusive"] is False
     run_json = json.loads((out / "run.json").read_text())
     assert run_json["exit"] == 3 and run_json["summary"]["verdict"] == "INCONCLUSIVE"
+    # issue 21: checking the history again keeps the run's coverage, and the report that
+    # `plot` writes then says INCONCLUSIVE everywhere, as the run did
+    assert main(["check", str(out / "history.jsonl")]) == 3
+    again = json.loads((out / "check.json").read_text())
+    assert again["coverage"] == check["coverage"]
+    assert main(["plot", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "**Verdict: INCONCLUSIVE**" in report and "1 of 2 planned faults" in report
+    assert "Verdict: valid" not in report and "| verdict | INCONCLUSIVE |" in report
 
 
 TWO_KILLS = """\
