@@ -52,7 +52,7 @@ MATRICES: tuple[MatrixSpec, ...] = (
         ("seed-reference",),
         ("embedded",),
         (1, 2, 3),
-        20.0,
+        30.0,  # --time keeps fault lengths: lease-expiry's 24 s window needs a 26 s run
         ("lease-expiry", "clock-skew", "steady"),
         True,
     ),

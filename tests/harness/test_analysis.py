@@ -116,7 +116,7 @@ def test_the_committed_template_only_names_known_placeholders(tmp_path: Path) ->
 def test_the_plan_builds_matrix_and_shrink_commands(tmp_path: Path) -> None:
     spec = plan.MATRICES[1]
     argv = plan.matrix_argv(spec, tmp_path, "/b/rqlited-v9", "/b/rqlited-v6")
-    assert argv[3:] == ["matrix", "--out", str(tmp_path), "--time", "20", "--seeds", "1", "2",
+    assert argv[3:] == ["matrix", "--out", str(tmp_path), "--time", "30", "--seeds", "1", "2",
                         "3", "--subject", "seed-reference", "--engine", "embedded",
                         "--scenario", "lease-expiry", "--scenario", "clock-skew",
                         "--scenario", "steady", "--expect-anomalies"]  # fmt: skip

@@ -113,6 +113,7 @@ def test_report_shows_anomalies_as_history_lines(tmp_path: Path) -> None:
                     "faults": [{"kind": "lease-expiry", "start": 5.0, "duration": 10.0}]})
     )  # fmt: skip
     (tmp_path / "versions.json").write_text(json.dumps({"rqueue": "0.1.0", "python": "3.11"}))
+    (tmp_path / "run.json").write_text(json.dumps({"exit": 1}))  # the run finished
     assert main_check(tmp_path / "history.jsonl") == 1
     plot_run(tmp_path)
     report = write_report(tmp_path, {"verdict": "ANOMALIES", "ops": {"claim": {"ok": 2}}})
