@@ -7,6 +7,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import versions
+
 
 @dataclass(frozen=True)
 class Peer:
@@ -28,6 +30,7 @@ class NodeConfig:
     apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
     compaction_entries: int = 20000  # snapshot the database once the log holds this many
     compaction_bytes: int = 64 * 1024 * 1024  # ... or once its journal holds this many bytes
+    rqlite_version: str = versions.DEFAULT  # the rqlite release the node follows
 
     @property
     def members(self) -> tuple[Peer, ...]:
@@ -110,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=64.0,
         help="... or once the log's journal holds this many MiB (default 64)",
     )
+    p.add_argument(
+        "--rqlite-version",
+        choices=versions.SUPPORTED,
+        default=versions.DEFAULT,
+        help="the rqlite release to follow: its rewriting, its version in /status, its "
+        f"/debug/vars counter names (default {versions.DEFAULT}, the current release)",
+    )
     return p
 
 
@@ -126,6 +136,7 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
         apply_timeout=a.apply_timeout,
         compaction_entries=a.compaction_entries,
         compaction_bytes=int(a.compaction_mib * 1024 * 1024) if a.compaction_mib > 0 else 0,
+        rqlite_version=a.rqlite_version,
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):

@@ -63,9 +63,10 @@ class RqliteVersion:
         return f"v{self.number}"
 
     @property
-    def key(self) -> tuple[int, int, int]:
-        major, minor, patch = (int(p) for p in self.number.split("."))
-        return major, minor, patch
+    def build_version(self) -> str:
+        """What the embedded node following it reports (``/status`` ``build.version``,
+        ``X-RQLITE-VERSION``): rqlite's tag and a suffix that says it is not rqlite."""
+        return f"{self.tag}-rqueue-embedded"
 
 
 _VERSIONS = {
