@@ -204,9 +204,13 @@ class NodeService(ClusterEndpoints):
         content_type: str | None = None,
         counted: bool = True,
     ) -> Reply:
-        """``counted``: False for a SQL dump run by ``/db/load`` (rqlite counts a load)."""
+        """``counted``: False for a SQL dump run by ``/db/load`` (rqlite counts a load).
+        ``queue`` is run as an ordinary write, but counted as rqlite counts a queued one."""
         start = time.perf_counter()
-        rx = "execute_stmts_rx" if counted else None
+        queued = counted and params.flag("queue")
+        if queued:
+            self.count(headers, "queued_executions")
+        rx = "execute_stmts_rx" if counted and not queued else None
         stmts = self._statements(body, content_type, True, headers, rx)
         if stmts is None:
             return self._results([], params, start)

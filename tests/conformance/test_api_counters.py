@@ -96,6 +96,18 @@ def test_debug_vars_keeps_one_key_when_asked(node_factory) -> None:
         assert list(call("GET", url, "/debug/vars").json) == ["cmdline", "http"]
 
 
+def test_a_queued_write_and_a_load_are_counted_as_rqlite_counts_them(node_factory) -> None:
+    """``?queue`` (run as an ordinary write by the node) counts a queued execution, not
+    received statements; a SQL dump sent to ``/db/load`` counts a load only."""
+    with node_factory("10.2.7") as url:
+        before = _http(url)
+        assert call("POST", url, "/db/execute?queue", ["CREATE TABLE q (a)"]).status == 200
+        dump = b"CREATE TABLE d (a); INSERT INTO d VALUES (1);"
+        assert call("POST", url, "/db/load", raw=dump, content_type="text/plain").status == 200
+        moved = _delta(_http(url), before)
+        assert moved == {"executions": 1, "queued_executions": 1, "loads": 1, "auth_ok": 3}
+
+
 # -- the version a node follows --------------------------------------------------------------
 def test_the_node_flag_names_the_version_or_refuses() -> None:
     base = ["--node-id", "n1", "--http-addr", "127.0.0.1:1", "--raft-addr", "127.0.0.1:2"]
