@@ -10,9 +10,12 @@ Engines:
 
 - ``"embedded"`` (default): our node, ``python -m harness.node`` (see docs/embedded-node.md).
 - ``"rqlited"``: a real rqlite binary (``rqlited=PATH``, default the one on ``PATH``). Its
-  flags depend on ``rqlited -version``: v8 and later take ``-bootstrap-expect N -join
-  raft1,raft2,...``; v6/v7 start the first node alone and join the others over HTTP
-  (``-join http://first``).
+  flags depend on its version, read by running ``rqlited -version`` (never from the file's
+  name): v8 and later take ``-bootstrap-expect N -join raft1,raft2,...``; v6/v7 start the
+  first node alone and join the others over HTTP (``-join http://first``). Settings given
+  as ``rqlited_settings`` (named as v10 names them) become the flags that version has:
+  ``raft-heartbeat-timeout`` is ``-raft-timeout`` before v10, ``on-disk-path`` does not
+  exist in v10. A version outside v6 to v10 is refused in one line, before any node starts.
 
 Processes run in their own session, so ``python -m harness cluster up`` can exit and
 leave them running. Everything about a cluster is kept in ``DIR/cluster.json``;
@@ -161,26 +164,83 @@ def embedded_argv(
     return argv
 
 
+#: rqlited prints ``rqlited VERSION GOOS GOARCH GOVERSION [sqliteX] (commit ..., branch ...,
+#: compiler ...)`` for ``-version`` (v6/v7 on stdout, v8 and later on stderr)
+_VERSION_LINE = re.compile(r"^rqlited\s+v?(\d+)\.(\d+)\.(\d+)\b", re.MULTILINE)
+#: the rqlite major versions whose command lines the harness knows
+RQLITED_MAJORS = range(6, 11)
+#: settings the harness can give rqlited (named as v10 names the flags) -> the flag each
+#: major version has for it (None: that version has none; v6/v7 need -on-disk with it)
+RQLITED_SETTINGS: dict[str, dict[int, str | None]] = {
+    "raft-heartbeat-timeout": {
+        6: "-raft-timeout", 7: "-raft-timeout", 8: "-raft-timeout", 9: "-raft-timeout",
+        10: "-raft-heartbeat-timeout",
+    },
+    "raft-election-timeout": dict.fromkeys(RQLITED_MAJORS, "-raft-election-timeout"),
+    "on-disk-path": {
+        6: "-on-disk-path", 7: "-on-disk-path", 8: "-on-disk-path", 9: "-on-disk-path",
+        10: None,
+    },
+}  # fmt: skip
+
+
 def parse_rqlited_version(text: str) -> tuple[int, int, int]:
-    """``rqlited -version`` output (e.g. ``rqlited 8.36.1 linux/amd64 ...``) → (8, 36, 1)."""
-    m = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", text)
+    """``rqlited -version`` output (``rqlited v10.2.7 linux amd64 go1.24.4 sqlite3.50.1
+    (commit ..., branch ..., compiler gc)``) → (10, 2, 7). Only a line rqlited itself
+    printed counts: a version in a path or an error message is not read."""
+    m = _VERSION_LINE.search(text)
     if not m:
         raise ClusterError(f"cannot read a version from `rqlited -version` output: {text!r}")
     return int(m[1]), int(m[2]), int(m[3])
 
 
+def check_rqlited_version(version: tuple[int, int, int]) -> None:
+    """One clear line for a version whose command line the harness does not know."""
+    shown = ".".join(map(str, version))
+    if version[0] < RQLITED_MAJORS.start:
+        raise ClusterError(f"rqlited {shown} is too old; need v6 or later")
+    if version[0] not in RQLITED_MAJORS:
+        raise ClusterError(
+            f"rqlited {shown} is newer than the versions this harness knows the flags of "
+            f"(v{RQLITED_MAJORS.start} to v{RQLITED_MAJORS.stop - 1}); use one of those, "
+            "or the embedded engine"
+        )
+
+
+def rqlited_setting_flags(version: tuple[int, int, int], settings: dict[str, str]) -> list[str]:
+    """``settings`` (v10 names -> values) as the flags this version has; a clear error for
+    a setting it lacks or the harness does not know."""
+    major, argv = version[0], []
+    for name, value in settings.items():
+        if name not in RQLITED_SETTINGS:
+            raise ClusterError(
+                f"unknown rqlited setting {name!r}; known: {', '.join(RQLITED_SETTINGS)}"
+            )
+        flag = RQLITED_SETTINGS[name][major]
+        if flag is None:
+            raise ClusterError(f"rqlited {'.'.join(map(str, version))} has no setting {name!r}")
+        if name == "on-disk-path" and major < 8:
+            argv.append("-on-disk")  # before v8 the path needs the on-disk mode
+        argv += [flag, value]
+    return argv
+
+
 def rqlited_argv(
-    binary: str, version: tuple[int, int, int], node: NodeSpec, nodes: Sequence[NodeSpec]
+    binary: str,
+    version: tuple[int, int, int],
+    node: NodeSpec,
+    nodes: Sequence[NodeSpec],
+    settings: dict[str, str] | None = None,
 ) -> list[str]:
     """The command line for one ``rqlited`` node of a static cluster of ``nodes``.
 
     v8+: every node gets ``-bootstrap-expect N -join`` with all Raft addresses (a node
     restarted with existing state just rejoins). v6/v7: the first node starts alone, the
     others ``-join`` the first node's HTTP URL (ignored when they already have state).
+    ``settings``: see :data:`RQLITED_SETTINGS`.
     """
+    check_rqlited_version(version)
     major = version[0]
-    if major < 6:
-        raise ClusterError(f"rqlited {'.'.join(map(str, version))} is too old; need v6 or later")
     argv = [binary, "-node-id", node.id, "-http-addr", node.http_addr]
     argv += ["-raft-addr", node.raft_addr]
     if len(nodes) > 1:
@@ -189,6 +249,7 @@ def rqlited_argv(
             argv += ["-join", ",".join(n.raft_addr for n in nodes)]
         elif node.id != nodes[0].id:
             argv += ["-join", nodes[0].url]
+    argv += rqlited_setting_flags(version, settings or {})
     argv.append(str(node.data_dir))
     return argv
 
@@ -233,12 +294,17 @@ def is_dynamic_executable(path: str) -> bool:
 
 
 def rqlited_version(binary: str) -> tuple[int, int, int]:
-    """Run ``rqlited -version`` and parse it."""
+    """Run ``rqlited -version`` and parse what it printed (whatever the file is called)."""
     try:
         out = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ClusterError(f"cannot run {binary} -version: {exc}") from exc
-    return parse_rqlited_version(out.stdout + out.stderr)
+    if out.returncode != 0:
+        first = (out.stderr or out.stdout).strip().splitlines()[:1]
+        raise ClusterError(
+            f"`{binary} -version` failed (exit {out.returncode}): {first[0] if first else ''}"
+        )
+    return parse_rqlited_version(out.stdout + "\n" + out.stderr)
 
 
 def resolve_rqlited(path: str | os.PathLike | None) -> str:
@@ -393,12 +459,14 @@ class LocalCluster(Cluster):
         faketime: str | None = None,
         network: NetnsNetwork | None = None,
         partitioned: list[str] | None = None,
+        rqlited_settings: dict[str, str] | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.engine = engine
         self._specs = {s.id: s for s in specs}
         self._rqlited = rqlited
         self._rqlited_version = rqlited_version
+        self._rqlited_settings = dict(rqlited_settings or {})
         self._faketime = faketime
         self._network = network
         self._partitioned = list(partitioned or [])  # nodes that carry partition rules
@@ -416,10 +484,12 @@ class LocalCluster(Cluster):
         netns: bool = False,
         timeout: float = 30.0,
         base_port: int | None = None,
+        rqlited_settings: dict[str, str] | None = None,
     ) -> LocalCluster:
         """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready.
 
         ``base_port``: fixed loopback ports (see the module docstring) instead of free ones.
+        ``rqlited_settings``: engine ``rqlited`` only, see :data:`RQLITED_SETTINGS`.
         """
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
             raise ClusterError(f"nodes must be a positive integer, got {nodes!r}")
@@ -455,14 +525,19 @@ class LocalCluster(Cluster):
         if engine == "rqlited":
             binary = resolve_rqlited(rqlited)
             version = rqlited_version(binary)
+            check_rqlited_version(version)
+            rqlited_setting_flags(version, rqlited_settings or {})  # refused before any start
             faketime = find_faketime()
+        elif rqlited_settings:
+            raise ClusterError("rqlited_settings are for the engine 'rqlited'")
         if netns:
             require_root()
         for attempt in range(1, PORT_ATTEMPTS + 1):
             try:
                 return cls._start_once(
-                    nodes, directory, engine, binary, version, faketime, netns, timeout, ports
-                )
+                    nodes, directory, engine, binary, version, faketime, netns, timeout, ports,
+                    rqlited_settings,
+                )  # fmt: skip
             except NodeDied as exc:
                 # a free port can be taken by another process before the node binds it
                 if netns or ports or attempt == PORT_ATTEMPTS or not exc.port_taken:
@@ -484,6 +559,7 @@ class LocalCluster(Cluster):
         netns: bool,
         timeout: float,
         fixed: list[int] | None = None,
+        rqlited_settings: dict[str, str] | None = None,
     ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
@@ -509,6 +585,7 @@ class LocalCluster(Cluster):
             rqlited_version=version,
             faketime=faketime,
             network=network,
+            rqlited_settings=rqlited_settings,
         )
         try:
             cluster._save()
@@ -581,6 +658,7 @@ class LocalCluster(Cluster):
                 faketime=data.get("faketime"),
                 network=network,
                 partitioned=data.get("partitioned"),
+                rqlited_settings=data.get("rqlited_settings"),
             )
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"{path} is not a cluster state file: {exc!r}") from exc
@@ -591,6 +669,7 @@ class LocalCluster(Cluster):
             "engine": self.engine,
             "rqlited": self._rqlited,
             "rqlited_version": self._rqlited_version,
+            "rqlited_settings": self._rqlited_settings,
             "faketime": self._faketime,
             "netns": self._network.to_json() if self._network else None,
             "partitioned": self._partitioned,
@@ -608,7 +687,9 @@ class LocalCluster(Cluster):
             argv = embedded_argv(spec, nodes, module=self.node_module)
         else:
             assert self._rqlited and self._rqlited_version
-            argv = rqlited_argv(self._rqlited, self._rqlited_version, spec, nodes)
+            argv = rqlited_argv(
+                self._rqlited, self._rqlited_version, spec, nodes, self._rqlited_settings
+            )
         if self._network:
             argv = self._network.exec_prefix(spec.id) + argv
         return argv

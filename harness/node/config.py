@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import versions
+
 #: environment variable holding the cluster secret (``--cluster-secret-file`` wins)
 SECRET_ENV = "RQUEUE_CLUSTER_SECRET"
 
@@ -42,6 +44,7 @@ class NodeConfig:
     compaction_bytes: int = 64 * 1024 * 1024  # ... or once its journal holds this many bytes
     #: authenticates (and encrypts) Raft traffic; every member must have the same one
     cluster_secret: bytes | None = field(default=None, repr=False)
+    rqlite_version: str = versions.DEFAULT  # the rqlite release the node follows
 
     @property
     def members(self) -> tuple[Peer, ...]:
@@ -186,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"file holding the secret every member shares: Raft traffic is authenticated and "
         f"encrypted with it (default: ${SECRET_ENV}); needed to listen beyond loopback",
     )
+    p.add_argument(
+        "--rqlite-version",
+        choices=versions.SUPPORTED,
+        default=versions.DEFAULT,
+        help="the rqlite release to follow: its rewriting, its version in /status, its "
+        f"/debug/vars counter names (default {versions.DEFAULT}, the current release)",
+    )
     return p
 
 
@@ -210,6 +220,7 @@ def parse_args(
         compaction_entries=a.compaction_entries,
         compaction_bytes=int(a.compaction_mib * 1024 * 1024) if a.compaction_mib > 0 else 0,
         cluster_secret=secret,
+        rqlite_version=a.rqlite_version,
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):
