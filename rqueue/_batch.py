@@ -24,7 +24,7 @@ exchange means for each call. The sync and async transports wait and send.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -91,6 +91,11 @@ class Waiting:
     batch: list[Waiting] | None = None
     settled: Settled | None = None
     taken: bool = False
+
+
+#: a twin's one exchange of a batch (its ``_send_merged``), which its merger calls
+SendBatch = Callable[[list[Waiting], float], list[Settled]]
+AsyncSendBatch = Callable[[list[Waiting], float], Awaitable[list[Settled]]]
 
 
 class Coalescer:

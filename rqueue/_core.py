@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import _dlq, _schema
@@ -40,13 +40,12 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._models import Call, DeadLetter, Lease, Result, Stmt
+from ._models import Call, DeadLetter, Lease, Op, Result, Stmt
 from ._statements import BATCH_ITEMS, Statements
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
 T = TypeVar("T")
-Op = Generator[Call, tuple[Result, ...], T]
 
 _TX = (("transaction", "true"),)
 #: how long dedup ids are remembered, in seconds
@@ -58,7 +57,7 @@ def _uses_clock(method: Callable[..., Op[T]]) -> Callable[..., Op[T]]:
 
     @functools.wraps(method)
     def timed(self: QueueCore, *args: Any, **kwargs: Any) -> Op[T]:
-        return (yield from self._with_clock(method(self, *args, **kwargs)))
+        return (yield from self.with_clock(method(self, *args, **kwargs)))
 
     return timed
 
@@ -145,7 +144,8 @@ class QueueCore:
         return Call(path, tuple(stmts), query, **kw)
 
     # -- the lease clock (servers that cannot stamp time) ------------------------------
-    def _with_clock(self, op: Op[T]) -> Op[T]:
+    def with_clock(self, op: Op[T]) -> Op[T]:
+        """Run ``op`` after reading the leader's clock, when that is due."""
         clock = self.leader_clock
         if clock is None:
             return (yield from op)
