@@ -25,7 +25,7 @@ from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
-from ._models import Call, DeadLetter, Lease, Op, QueuedMessage, Result, Stats
+from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
@@ -48,7 +48,9 @@ class AsyncMerger(Protocol):
 
     coalescer: _batch.Coalescer
 
-    async def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled: ...
+    async def run(
+        self, call: HttpCall, deadline: float, request_timeout: float
+    ) -> _batch.Settled: ...
 
 
 class AsyncAdmin:
@@ -118,10 +120,10 @@ class AsyncAdmin:
         except StopIteration as stop:
             return stop.value
 
-    async def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    async def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         return await self._send_alone(call, deadline)
 
-    async def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    async def _send_alone(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         """Send ``call`` by itself, failing over between nodes as :class:`Attempts`
         decides; a node failed over to is asked ``/readyz`` first."""
         s = self._settings
@@ -338,7 +340,7 @@ class AsyncTransport(AsyncAdmin):
             raise TransportClosed(f"{type(self).__name__} is closed")
         return self._core
 
-    async def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    async def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         if call.mergeable:
             settled = await self._merger.run(call, deadline, self._settings.request_timeout)
             if isinstance(settled, _batch.Done):

@@ -14,7 +14,7 @@ import httpx
 from . import _async, _batch
 from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
 from ._config import Settings
-from ._models import Call
+from ._models import HttpCall
 
 #: httpx errors raised before the request could reach a server (a failed TLS
 #: handshake is a ``ConnectError`` too)
@@ -81,7 +81,7 @@ class _Merger:
         self._send = send
         self.coalescer = _batch.Coalescer()
 
-    async def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
+    async def run(self, call: HttpCall, deadline: float, request_timeout: float) -> _batch.Settled:
         if not self.coalescer.accepting(time.monotonic()):
             return _batch.Alone("merging paused after a failed statement")
         item = _batch.Waiting(

@@ -11,12 +11,12 @@ from . import _validate
 from ._clock import LeaderClock
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Credentials, Endpoints, parse_urls
-from ._models import Call, DeadLetter, Lease
+from ._models import DeadLetter, HttpCall, Lease
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
 
 #: the call used for ``GET /status`` in error messages
-STATUS_CALL = Call("/status", (), idempotent=True, what="connect")
+STATUS_CALL = HttpCall("/status", (), idempotent=True, what="connect")
 
 
 @dataclass(frozen=True)

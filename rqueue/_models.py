@@ -41,7 +41,7 @@ class Stmt:
 
 
 @dataclass(frozen=True)
-class Call:
+class HttpCall:
     """One HTTP request the core wants sent: a POST of statements to an endpoint.
 
     ``idempotent`` calls (reads) may be re-sent after an unknown outcome; others may not.
@@ -86,7 +86,7 @@ class Result:
 
 #: one operation of the core (:mod:`rqueue._core`): a generator that yields the calls it
 #: wants sent, receives each call's results (or has its error thrown in), and returns a T
-Op = Generator[Call, tuple[Result, ...], T]
+Op = Generator[HttpCall, tuple[Result, ...], T]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
-from ._models import Call, DeadLetter, Lease, Op, QueuedMessage, Result, Stats
+from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
@@ -49,7 +49,7 @@ class Merger(Protocol):
 
     coalescer: _batch.Coalescer
 
-    def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled: ...
+    def run(self, call: HttpCall, deadline: float, request_timeout: float) -> _batch.Settled: ...
 
 
 class Admin:
@@ -119,10 +119,10 @@ class Admin:
         except StopIteration as stop:
             return stop.value
 
-    def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         return self._send_alone(call, deadline)
 
-    def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    def _send_alone(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         """Send ``call`` by itself, failing over between nodes as :class:`Attempts`
         decides; a node failed over to is asked ``/readyz`` first."""
         s = self._settings
@@ -339,7 +339,7 @@ class Transport(Admin):
             raise TransportClosed(f"{type(self).__name__} is closed")
         return self._core
 
-    def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         if call.mergeable:
             settled = self._merger.run(call, deadline, self._settings.request_timeout)
             if isinstance(settled, _batch.Done):

@@ -13,7 +13,7 @@ import urllib3.exceptions
 from . import _batch, _sync
 from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
 from ._config import Settings
-from ._models import Call
+from ._models import HttpCall
 
 _NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
 _JSON = {"Content-Type": "application/json"}
@@ -87,7 +87,7 @@ class _Merger:
         self._lock = threading.Lock()
         self.coalescer = _batch.Coalescer()
 
-    def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
+    def run(self, call: HttpCall, deadline: float, request_timeout: float) -> _batch.Settled:
         item = _batch.Waiting(
             call, deadline, handle=threading.Event(), fragment=_batch.fragment(call)
         )
