@@ -22,8 +22,8 @@ from ._models import DeadLetter, Lease, QueuedMessage, Stats
 from ._statements import Statements
 
 if TYPE_CHECKING:
-    from ._async import AsyncRqliteTransport
-    from ._sync import RqliteTransport
+    from ._async_http import AsyncRqliteTransport
+    from ._sync_http import RqliteTransport
 
 __all__ = [
     "AsyncRqliteTransport",
@@ -42,7 +42,7 @@ __all__ = [
     "Unavailable",
 ]
 
-_LAZY = {"RqliteTransport": "._sync", "AsyncRqliteTransport": "._async"}
+_LAZY = {"RqliteTransport": "._sync_http", "AsyncRqliteTransport": "._async_http"}
 
 # the public names are shown (tracebacks, reprs) as rqueue.X, where users import them
 for _public in (

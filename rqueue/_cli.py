@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, before anything is sent (None: nothing)."""
-    from ._admin import MAX_LIMIT
+    from ._validate import MAX_LIMIT
 
     def seconds(name: str, value: float) -> str | None:
         if not (math.isfinite(value) and value > 0):

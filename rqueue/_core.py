@@ -1,6 +1,6 @@
 """The sans-IO core: each queue operation as a generator of HTTP calls.
 
-An operation yields :class:`~rqueue._models.Call` objects and receives each call's
+An operation yields :class:`~rqueue._models.HttpCall` objects and receives each call's
 results (a tuple of :class:`~rqueue._models.Result`) or has the call's exception thrown
 into it; it returns the operation's value. The sync and async transports only drive
 these generators, so the twins cannot drift. The decisions that make the queue safe under
@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import _dlq, _schema
@@ -40,13 +40,12 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._models import Call, DeadLetter, Lease, Result, Stmt
+from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
 from ._statements import BATCH_ITEMS, Statements
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
 T = TypeVar("T")
-Op = Generator[Call, tuple[Result, ...], T]
 
 _TX = (("transaction", "true"),)
 #: how long dedup ids are remembered, in seconds
@@ -58,7 +57,7 @@ def _uses_clock(method: Callable[..., Op[T]]) -> Callable[..., Op[T]]:
 
     @functools.wraps(method)
     def timed(self: QueueCore, *args: Any, **kwargs: Any) -> Op[T]:
-        return (yield from self._with_clock(method(self, *args, **kwargs)))
+        return (yield from self.with_clock(method(self, *args, **kwargs)))
 
     return timed
 
@@ -111,16 +110,16 @@ class QueueCore:
     # -- calls --------------------------------------------------------------------------
     def write(
         self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False, mergeable: bool = False
-    ) -> Call:
+    ) -> HttpCall:
         return self._stamped(
             "/db/execute", stmts, _TX, idempotent=idempotent, what=what, mergeable=mergeable
         )
 
-    def read(self, stmts: Sequence[Stmt], what: str) -> Call:
+    def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall:
         query = (("level", self.read_consistency),)
-        return Call("/db/query", tuple(stmts), query, idempotent=True, what=what)
+        return HttpCall("/db/query", tuple(stmts), query, idempotent=True, what=what)
 
-    def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> Call:
+    def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> HttpCall:
         """A write whose answer carries rows: a ``RETURNING`` write's, or a read's.
 
         Writes alone go to ``/db/execute``, which returns a ``RETURNING`` write's rows just
@@ -135,17 +134,18 @@ class QueueCore:
 
     def _stamped(
         self, path: str, stmts: Sequence[Stmt], query: tuple[tuple[str, str], ...], **kw: Any
-    ) -> Call:
+    ) -> HttpCall:
         """A write call; it starts with the time stamp when its statements read it."""
         s = self.statements
         if s.needs_stamp(stmts):
             stamp = s.stamp()
             assert stamp is not None
-            return Call(path, (stamp, *stmts), query, stamped=True, **kw)
-        return Call(path, tuple(stmts), query, **kw)
+            return HttpCall(path, (stamp, *stmts), query, stamped=True, **kw)
+        return HttpCall(path, tuple(stmts), query, **kw)
 
     # -- the lease clock (servers that cannot stamp time) ------------------------------
-    def _with_clock(self, op: Op[T]) -> Op[T]:
+    def with_clock(self, op: Op[T]) -> Op[T]:
+        """Run ``op`` after reading the leader's clock, when that is due."""
         clock = self.leader_clock
         if clock is None:
             return (yield from op)

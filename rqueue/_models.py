@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class Stmt:
 
 
 @dataclass(frozen=True)
-class Call:
+class HttpCall:
     """One HTTP request the core wants sent: a POST of statements to an endpoint.
 
     ``idempotent`` calls (reads) may be re-sent after an unknown outcome; others may not.
@@ -79,6 +82,11 @@ class Result:
     def dicts(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column name."""
         return [dict(zip(self.columns, row, strict=False)) for row in self.rows]
+
+
+#: one operation of the core (:mod:`rqueue._core`): a generator that yields the calls it
+#: wants sent, receives each call's results (or has its error thrown in), and returns a T
+Op = Generator[HttpCall, tuple[Result, ...], T]
 
 
 @dataclass(frozen=True)

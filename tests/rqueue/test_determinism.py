@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import pytest
 
 from harness.node.rewrite import rqlite_process
-from rqueue import Lease, Statements, _dlq, _stats
+from rqueue import Lease, Statements, _admin
 from rqueue._clock import LeaderClock
 from rqueue._core import QueueCore
 from rqueue._version import ServerInfo
@@ -94,11 +94,11 @@ def dead_letter_operations(core: QueueCore, ex: SqliteExecutor) -> None:
             run(core.nack(lease, 0, "boom"))
     if type(core.statements) is Statements:
         assert [d.event for d in moved] == ['"poison"', '"next"']
-    run(_dlq.redrive(core, None, "p"))
-    assert run(_dlq.purge(core, None, None)) == 0
-    run(_dlq.list_dead(core, None, 0, 10))
-    run(_dlq.peek(core, "p", 10))
-    run(_stats.stats(core))
+    run(_admin.redrive(core, None, "p"))
+    assert run(_admin.purge(core, None, None)) == 0
+    run(_admin.dead_letters(core, None, 0, 10))
+    run(_admin.peek(core, "p", 10))
+    run(_admin.stats(core))
 
 
 def writes(ex: SqliteExecutor) -> list[str]:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rqueue import Lease, Statements, _dlq, _stats
+from rqueue import Lease, Statements, _admin
 from rqueue._core import QueueCore
 from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
 from rqueue._version import ServerInfo
@@ -55,10 +55,10 @@ def test_leader_clock_every_way_in_takes_the_time_of_its_own_request(
     q.nack(lease)
     q.clock.now = 1100.0
     q.claim()  # dead-letters `first`: its enqueue time goes with it
-    [dead] = drive(_dlq.list_dead(q.core, None, 0, 10), q.ex)
+    [dead] = drive(_admin.dead_letters(q.core, None, 0, 10), q.ex)
     assert (dead.seq, dead.enqueued_at) == (first, 1000.0)
     q.clock.now = 1200.0
-    assert drive(_dlq.redrive(q.core, first, None), q.ex) == 1
+    assert drive(_admin.redrive(q.core, first, None), q.ex) == 1
     [(again, at)] = executor.sql("SELECT seq, enqueued_at FROM messages WHERE group_id = 'a'")
     assert again > max(many) and at == 1200.0  # a new message at the tail: enqueued now
 
@@ -77,7 +77,7 @@ def test_server_clock_a_publish_after_a_quiet_spell_is_not_dated_back_to_it(
     deduped = drive(core.publish("i", "{}", 0, "d-1"), executor)
     for s in (seq, *many, deduped):
         assert enqueued(executor)[s] == pytest.approx(now, abs=1.0)
-    age = drive(_stats.stats(core), executor).oldest_ready_age
+    age = drive(_admin.stats(core), executor).oldest_ready_age
     assert age is not None and age < 1.0
 
 
