@@ -3,7 +3,7 @@
     python benchmarks/leader_kill_soak.py                      # 50 kills, embedded, 3 nodes
     python benchmarks/leader_kill_soak.py --kills 300
     python benchmarks/leader_kill_soak.py --engine rqlited \\
-        --rqlited /work/shared/rqlite/rqlited-v8.36.18 --kills 50
+        --rqlited /opt/rqlite/rqlited --kills 50
 
 Each round: wait (bounded) until the cluster has an agreed leader and every node is
 ready; let INSERTs flow for ``--settle`` seconds (3.8 by default, so the followers' link

@@ -541,14 +541,22 @@ def main_check(path: str | Path) -> int:
     """``python -m harness check FILE``: check, write check.json beside it, print a summary.
 
     The replicas' tables are compared too when ``replicas.json`` (a run's record) is
-    beside the history. Returns 0 for a valid history, 1 when anomalies were found, 2
-    when a file cannot be read (the message names the line and what is wrong).
+    beside the history, and in a run folder the run's coverage is recomputed. Returns
+    the verdict's exit status (:mod:`harness.verdict`): 0 valid, 1 anomalies, 3 a run
+    that did not test what it planned, 2 a run that failed or a file that cannot be read
+    (the message names the line and what is wrong).
     """
+    from .verdict import decide, run_coverage, run_failure  # a run folder's verdict
+
     source = history_path(path)
     try:
         replicas = divergence.read(source.with_name(divergence.FILE))
         with gc_paused():
-            result = check(read_history(source), replicas)
+            events = read_history(source)
+            result = check(events, replicas)
+            coverage = run_coverage(source.parent, events, result)
+        if coverage is not None:
+            result["coverage"] = coverage
     except HistoryFormatError as e:
         print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
         return 2
@@ -563,13 +571,19 @@ def main_check(path: str | Path) -> int:
         return 2
     out = source.with_name("check.json")
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print_check(result, source, out)
-    return 0 if result["valid"] else 1
+    verdict = decide(result, run_failure(source.parent))
+    history_says = verdict.label in ("valid", "ANOMALIES")  # else the run's own verdict
+    print_check(result, source, out, None if history_says else verdict.line())
+    return verdict.exit_code
 
 
-def print_check(result: dict[str, Any], source: Path, out: Path | None = None) -> None:
-    """Print a readable summary of a check result (rich tables)."""
+def print_check(
+    result: dict[str, Any], source: Path, out: Path | None = None, verdict: str | None = None
+) -> None:
+    """Print a readable summary of a check result (rich tables); ``verdict``: the run's,
+    when it is not simply the history's (:func:`harness.verdict.decide`)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -607,8 +621,10 @@ def print_check(result: dict[str, Any], source: Path, out: Path | None = None) -
         console.print(f"  … and {len(faults) - 20} more faults (check.json has them all)")
     if stats.get("replicas"):
         console.print(divergence.summary(stats["replicas"]), markup=False)
-    verdict = "[green]history is valid[/]" if result["valid"] else "[bold red]anomalies found[/]"
-    console.print(f"{verdict}" + (f"; wrote {out}" if out else ""))
+    text = "[green]history is valid[/]" if result["valid"] else "[bold red]anomalies found[/]"
+    if verdict is not None:  # the run's: inconclusive, or it failed
+        text = f"[yellow]{escape(verdict)}[/]"
+    console.print(f"{text}" + (f"; wrote {out}" if out else ""))
 
 
 def _example_text(example: Any) -> str:

@@ -6,8 +6,8 @@ commands that need it. A module adds its parser with ``register(subparsers)`` an
 ``handler`` (a function of the parsed arguments returning the exit status).
 
 Exit status: 0 valid, 1 anomalies found, 2 the harness itself failed (one line on stderr
-says why), 3 inconclusive (``run`` only: no anomaly, but the run did not test what it
-planned; the verdict says why).
+says why), 3 inconclusive (a run: no anomaly, but the run did not test what it planned;
+the verdict says why). :mod:`harness.verdict` decides them.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ examples:
   python -m harness cluster up --nodes 3 --dir /tmp/c1
 
 exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on stderr),
-  3 inconclusive (run only: planned faults did not happen, the cluster was unavailable
-  too long, or a fault window saw almost no work; the verdict names which)
+  3 inconclusive (a run, or check of a run's history: planned faults did not happen, the
+  cluster was unavailable too long, or a fault window saw almost no work; the verdict
+  names which)
 """
 
 
@@ -74,8 +75,10 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "--time",
         type=_positive,
         metavar="S",
-        help="run the workload S seconds; the fault schedule is scaled to match "
-        "(default: the scenario's duration, 60 s for the shipped ones)",
+        help="run the workload S seconds; the fault windows move to match but keep their "
+        "lengths, and a shortened run drops (and names, up front) the windows with no room "
+        "left to recover and be judged (default: the scenario's duration, 60 s for the "
+        "shipped ones)",
     )
     p.add_argument(
         "--nodes", type=int, choices=(3, 5), help="cluster size (default: the scenario's)"
@@ -221,8 +224,10 @@ def _register_check(sub: argparse._SubParsersAction) -> None:
         help="check a history file for anomalies",
         description=(
             "Read a history.jsonl (the format in docs/history-format.md; hand-written files are "
-            "fine), print a summary and write check.json beside it. Exit status: 0 valid, "
-            "1 anomalies, 2 the file cannot be read (the line and what is wrong)."
+            "fine), print a summary and write check.json beside it. In a run folder the run "
+            "is judged again as the run judged it: its coverage is recomputed from "
+            "scenario.json. Exit status: 0 valid, 1 anomalies, 2 the file cannot be read "
+            "(the line and what is wrong) or the run failed, 3 the run is inconclusive."
         ),
     )
     p.add_argument("file", type=Path, help="a history.jsonl")

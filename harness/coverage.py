@@ -14,7 +14,8 @@ is **inconclusive** (exit status 3) when any of these holds, each named in the v
   a window observed for less than 5 s (it began near the run's end) is not judged.
 
 Anomalies take precedence: a run with anomalies exits 1 whatever its coverage.
-``python -m harness check`` on a history alone does not apply this (it has no plan).
+``python -m harness check`` on a run folder's history judges it again from the folder's
+``scenario.json`` (:func:`harness.verdict.run_coverage`); a history alone has no plan.
 """
 
 from __future__ import annotations

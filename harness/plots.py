@@ -2,11 +2,16 @@
 
 * ``throughput.png``: successful claims (and acks, publishes) per second, each fault's
   interval shaded and labelled by kind;
-* ``latency.png``: every operation's latency at its invoke time, coloured by outcome
-  (ok, fail, info), with per-interval p50 and p99 lines of the ``ok`` ones;
+* ``latency.png``: every operation's latency (ms, log scale) at its invoke time, coloured
+  by outcome (ok, fail, info), with per-interval p50 and p99 lines of the ``ok`` ones;
 * ``anomaly-timeline.png`` (only when the check found anomalies): the leases of the
   groups involved in the first anomalies, around them, each lease drawn as its certain
-  validity window.
+  validity window; the anomalies are labelled in a strip above the leases.
+
+Each plot's title is its caption in report.md (:data:`harness.report.PLOTS`). When the
+run folder has the runner's ``run.json``, both plots mark the drain: the claims and acks
+after the workload stopped that empty the queue before the check (from the phase
+timings; the history's time 0 is the workload's start).
 
 ``python -m harness plot RUN_DIR`` is :func:`main_plot` (:func:`plot_run` and the report).
 """
@@ -28,7 +33,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import LogFormatter
 
 from .checker import History, Lease, check, history_path
 from .history import (
@@ -39,6 +46,9 @@ from .history import (
     pairs,
     read_history,
 )
+from .report import PLOTS
+
+TITLES = dict(PLOTS)
 
 SIZE = (12.0, 5.0)
 DPI = 100
@@ -68,9 +78,10 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     faults = fault_intervals(events)
     end = events[-1]["time"] if events else 1.0
     recovery = recoveries(result)
+    drain = drain_span(_load_json(root / "run.json"))
     written = [
-        _save(throughput_figure(events, faults, end, recovery), root / "throughput.png"),
-        _save(latency_figure(events, faults, end), root / "latency.png"),
+        _save(throughput_figure(events, faults, end, recovery, drain), root / "throughput.png"),
+        _save(latency_figure(events, faults, end, drain), root / "latency.png"),
     ]
     if not result.get("valid", True):
         fig = anomaly_timeline_figure(events, result)
@@ -88,6 +99,20 @@ def recoveries(result: dict[str, Any]) -> dict[int, float | None]:
         for a in rows
         if isinstance(a, dict) and isinstance(a.get("index"), int)
     }
+
+
+def drain_span(run: Any) -> tuple[float, float] | None:
+    """When the drain ran, in the history's time, from a run.json's phase timings: it
+    starts when the workload stops (after the ``workload`` and ``heal`` phases, during
+    which the workload still runs) and lasts the ``drain`` phase. None without them."""
+    phases = run.get("phases") if isinstance(run, dict) else None
+    if not isinstance(phases, dict):
+        return None
+    try:
+        start = float(phases["workload"]) + float(phases["heal"])
+        return start, start + float(phases["drain"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def main_plot(run_dir: str | Path) -> int:
@@ -116,14 +141,15 @@ def main_plot(run_dir: str | Path) -> int:
 
 
 def _load_check(root: Path) -> dict[str, Any] | None:
-    path = root / "check.json"
-    if not path.exists():
-        return None
-    try:
-        result = json.loads(path.read_text())
-    except ValueError:
-        return None
+    result = _load_json(root / "check.json")
     return result if isinstance(result, dict) and "anomalies" in result else None
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -152,6 +178,26 @@ def _bin_edges(end: float, start: float = 0.0) -> tuple[np.ndarray, float]:
     return np.append(edges, max(end, edges[-1] + 1e-9)), width
 
 
+def _seconds_per_char(span: float, axes_inches: float) -> float:
+    """Seconds of an axes ``axes_inches`` wide spanning ``span`` s that one character of
+    a label at LABEL_FONT takes (an estimate)."""
+    return LABEL_FONT * 0.62 / 72 * span / max(axes_inches, 1.0)
+
+
+def _lanes(spans: Sequence[tuple[float, float]]) -> list[int]:
+    """A lane for each ``(start, stop)`` span, taken in order, such that no two spans in
+    a lane overlap."""
+    lane_ends: list[float] = []
+    lanes = []
+    for start, stop in spans:
+        lane = next((k for k, busy in enumerate(lane_ends) if busy <= start), len(lane_ends))
+        if lane == len(lane_ends):
+            lane_ends.append(stop)
+        lane_ends[lane] = stop
+        lanes.append(lane)
+    return lanes
+
+
 def _fault_lanes(
     faults: list[Fault], labels: list[str], end: float, axes_inches: float
 ) -> list[int]:
@@ -160,28 +206,22 @@ def _fault_lanes(
     A label's extent is estimated from its length in characters at LABEL_FONT on an axes
     ``axes_inches`` wide spanning ``[0, end]``.
     """
-    per_char = LABEL_FONT * 0.62 / 72 * end / max(axes_inches, 1.0)  # seconds per character
-    lane_ends: list[float] = []
-    lanes = []
+    per_char = _seconds_per_char(end, axes_inches)
+    spans = []
     for fault, label in zip(faults, labels, strict=True):
         stop = end if fault.end is None else fault.end
-        reach = max(stop, fault.start + (len(label) + 2) * per_char)
-        lane = next((k for k, busy in enumerate(lane_ends) if busy <= fault.start), len(lane_ends))
-        if lane == len(lane_ends):
-            lane_ends.append(reach)
-        lane_ends[lane] = reach
-        lanes.append(lane)
-    return lanes
+        spans.append((fault.start, max(stop, fault.start + (len(label) + 2) * per_char)))
+    return _lanes(spans)
 
 
-def _figure(n_lanes: int) -> tuple[Figure, Axes | None, Axes]:
-    """A figure with a strip of ``n_lanes`` fault lanes over the data axes and room for
-    the legend at the right, outside the data."""
+def _figure(n_lanes: int, height: float = SIZE[1]) -> tuple[Figure, Axes | None, Axes]:
+    """A figure with a strip of ``n_lanes`` label lanes over the data axes (``height``
+    inches) and room for the legend at the right, outside the data."""
     lanes_h = LANE_HEIGHT * n_lanes + (0.15 if n_lanes else 0.0)
-    fig = plt.figure(figsize=(SIZE[0], SIZE[1] + lanes_h), layout="constrained")
+    fig = plt.figure(figsize=(SIZE[0], height + lanes_h), layout="constrained")
     if not n_lanes:
         return fig, None, fig.add_subplot()
-    grid = fig.add_gridspec(2, 1, height_ratios=[lanes_h, SIZE[1] - 0.9], hspace=0.0)
+    grid = fig.add_gridspec(2, 1, height_ratios=[lanes_h, height - 0.9], hspace=0.0)
     ax = fig.add_subplot(grid[1])
     lane_ax = fig.add_subplot(grid[0], sharex=ax)
     lane_ax.set_ylim(n_lanes - 0.5, -0.5)
@@ -191,6 +231,19 @@ def _figure(n_lanes: int) -> tuple[Figure, Axes | None, Axes]:
         lane_ax.spines[side].set_visible(False)
     lane_ax.set_ylabel("faults", rotation=0, ha="right", va="center", fontsize="small")
     return fig, lane_ax, ax
+
+
+def _draw_drain(fig_axes: tuple[Axes | None, Axes], drain: tuple[float, float] | None) -> None:
+    """Mark the drain: a line where the workload stopped and the drain's span in grey."""
+    if drain is None:
+        return
+    lane_ax, ax = fig_axes
+    start, stop = drain
+    label = f"drain after the workload\n({start:.2f}-{stop:.2f} s)"
+    ax.axvspan(start, stop, color="0.5", alpha=0.25, lw=0, zorder=0, label=label)
+    for a in (ax, lane_ax):
+        if a is not None:
+            a.axvline(start, color="0.35", lw=1.0, ls="-.", zorder=1)
 
 
 def _fault_colours(faults: list[Fault]) -> dict[str, Any]:
@@ -264,9 +317,11 @@ def throughput_figure(
     faults: list[Fault],
     end: float,
     recovery: dict[int, float | None] | None = None,
+    drain: tuple[float, float] | None = None,
 ) -> Figure:
     """Successful claims (and acks, publishes) per second; faults shaded and listed in
-    lanes above with each one's recovery time; a partial last bin hatched."""
+    lanes above with each one's recovery time; a partial last bin hatched; the drain
+    (when given) marked."""
     series: dict[str, list[float]] = {name: [] for name in SERIES}
     began = end  # the first client invoke: bins start there (nothing ran before it)
     for inv, comp in pairs(events):
@@ -297,7 +352,7 @@ def throughput_figure(
                   baseline=None)  # fmt: skip
         if partial:
             ax.stairs(rates[full:], edges[full:], color=colour, lw=lw, ls=":", baseline=None)
-    extra = []
+    extra: list[Any] = []
     top = max((max(r[:full], default=0.0) for r in rates_by), default=0.0)
     top = max(1.0, top) * 1.08
     if partial:
@@ -305,41 +360,59 @@ def throughput_figure(
                    lw=0, zorder=0)  # fmt: skip
         extra.append(Patch(facecolor="none", edgecolor="0.6", hatch="///",
                            label=f"last bin: {sizes[-1]:.2f} s, rate scaled"))  # fmt: skip
-        over = max(r[-1] for r in rates_by)
+        over, name = max((r[-1], n) for r, n in zip(rates_by, SERIES, strict=True))
         if over > top:  # a short bin's rate is noisy: the full bins set the scale
-            ax.annotate(f"{over:.0f}/s ↑", (edges[-2], top), xytext=(-2, -2),
-                        textcoords="offset points", ha="right", va="top",
-                        fontsize="x-small", color="0.3")  # fmt: skip
+            note = f"{name}: {over:.0f}/s in the last {sizes[-1]:.2f} s, above the axis ↑"
+            ax.annotate(note, (edges[-2], top), xytext=(-2, -2), textcoords="offset points",
+                        ha="right", va="top", fontsize="x-small", color="0.3")  # fmt: skip
     _draw_faults((lane_ax, ax), faults, end, recovery)
+    _draw_drain((lane_ax, ax), drain)
+    if recovery and any(r is not None for r in recovery.values()):
+        extra.append(Line2D([], [], color="black", lw=2, solid_capstyle="butt",
+                            label="a fault's start to the next lease"))  # fmt: skip
     ax.set_xlim(0, max(end, width))
     ax.set_ylim(0, top)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("operations per second" + (f" (bins of {width:g} s)" if width > 1 else ""))
-    title = "Throughput: successful operations per second, faults shaded"
-    if recovery:
-        title += "; black bar: from a fault's start to the next lease"
-    (lane_ax or ax).set_title(title)
+    (lane_ax or ax).set_title(TITLES["throughput.png"])
     _legend_outside(ax, extra)
     return fig
 
 
 # -- latency --------------------------------------------------------------------------------
-def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> Figure:
-    """Latency of every completed operation at its invoke time, by outcome, with p50/p99
-    of the ``ok`` ones per bin (no line through bins without operations)."""
+class _Milliseconds(LogFormatter):
+    """Log-axis tick labels as plain milliseconds (0.1, 1, 10, 1,000), on the ticks
+    matplotlib's own log formatter would label."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if not super().__call__(x, pos):
+            return ""
+        return f"{x:,.0f}" if x >= 1 else f"{x:.3g}"
+
+
+def latency_figure(
+    events: Sequence[dict],
+    faults: list[Fault],
+    end: float,
+    drain: tuple[float, float] | None = None,
+) -> Figure:
+    """Latency (ms) of every completed operation at its invoke time, by outcome, with
+    p50/p99 of the ``ok`` ones per bin (no line through bins without operations); the
+    drain (when given) marked."""
     points: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in OUTCOME_COLOURS}
     for inv, comp in pairs(events):
         if comp is None:
             continue
         xs, ys = points[comp["type"]]
         xs.append(inv["time"])
-        ys.append(comp["time"] - inv["time"])
+        ys.append((comp["time"] - inv["time"]) * 1000.0)
     n_lanes = max(_fault_lanes(faults, [f.label for f in faults], end,
                                SIZE[0] - LEGEND_WIDTH - 1.0), default=-1) + 1  # fmt: skip
     fig, lane_ax, ax = _figure(n_lanes)
     _draw_faults((lane_ax, ax), faults, end)
+    _draw_drain((lane_ax, ax), drain)
     rng = np.random.default_rng(0)
-    floor = 1e-5
+    floor = 1e-2  # ms
     for outcome, (xs, ys) in points.items():
         if not xs:
             continue
@@ -357,17 +430,19 @@ def latency_figure(events: Sequence[dict], faults: list[Fault], end: float) -> F
         total50, total99 = np.percentile(ys, [50, 99])
         for values, ls, name, total in ((p50, "-", "p50", total50), (p99, "--", "p99", total99)):
             px, py = _steps_with_gaps(np.maximum(values, floor), first, last, width)
-            label = f"{name} of ok per {width:g} s (overall {total * 1000:.1f} ms)"
+            label = f"{name} of ok per {width:g} s (overall {total:.1f} ms)"
             ax.plot(px, py, color="black", lw=1.2, ls=ls, label=label)
     every = [y for _, ys in points.values() for y in ys]
     if every and max(every) <= min(every) * 1.01:  # one latency only: give it some room
         y = max(every[0], floor)
         ax.set_ylim(y / 3, y * 3)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_Milliseconds())
+    ax.yaxis.set_minor_formatter(_Milliseconds(labelOnlyBase=False))
     ax.set_xlim(0, max(end, 1.0))
     ax.set_xlabel("invoke time since start (s)")
-    ax.set_ylabel("latency (s)")
-    (lane_ax or ax).set_title("Latency by outcome (faults shaded; no line where nothing ran)")
+    ax.set_ylabel("latency (ms)")
+    (lane_ax or ax).set_title(TITLES["latency.png"])
     _legend_outside(ax)
     return fig
 
@@ -444,7 +519,11 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
     pad = max(1.0, 0.25 * span, *(x.stretch - x.ci for x in leases[:1000]))
     lo, hi = max(0.0, min(times) - pad), max(times) + pad
     rows = {g: k for k, g in enumerate(groups)}
-    fig, ax = plt.subplots(figsize=(SIZE[0], 1.5 + 0.7 * len(groups)))
+    marks = _anomaly_marks(events, examples, lo, hi)
+    fig, lane_ax, ax = _figure(max((m[3] for m in marks), default=-1) + 1,
+                               1.5 + 0.7 * len(groups))  # fmt: skip
+    assert lane_ax is not None  # every example has a time: at least one lane
+    lane_ax.set_ylabel("anomalies", rotation=0, ha="right", va="center", fontsize="small")
     processes = sorted({x.process for x in leases})
     cmap = plt.get_cmap("tab10")
     colour = {p: cmap(k % 10) for k, p in enumerate(processes)}
@@ -463,22 +542,54 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
         g = history.pub_group.get(msg)
         if g in rows and lo <= t_ok <= hi:
             ax.plot(t_ok, rows[g] - 0.3, marker="^", color="gray", ms=5, ls="none")
-    for k, (name, ex) in enumerate(examples):
-        t = max(events[i]["time"] for i in ex if 0 <= i < n)
+    bottom = lane_ax.get_ylim()[0]
+    for t, text, right, lane in marks:  # in the strip above: they hide no lease label
         ax.axvline(t, color="red", lw=1, ls=":")
-        ax.text(t, 1.0 - 0.05 * k, f" {name} {ex}", color="red", fontsize="x-small",
-                transform=ax.get_xaxis_transform(), va="top")  # fmt: skip
+        lane_ax.plot([t, t], [lane, bottom], color="red", lw=1, ls=":", zorder=1)
+        lane_ax.text(t, lane, text, color="red", fontsize=LABEL_FONT, va="center",
+                     ha="right" if right else "left", clip_on=False, zorder=3,
+                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3})  # fmt: skip
     ax.set_yticks(range(len(groups)), [str(g) for g in groups])
     ax.set_ylim(len(groups) - 0.3, -0.6)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("time since start (s)")
-    ax.set_title(
-        "Leases around the first anomalies: solid = certain validity window, "
-        "pale = claim in flight, x = ack/nack invoked (dashed: after the window), ^ = publish ok",
-        fontsize="small",
-    )
-    fig.tight_layout()
+    lane_ax.set_title(TITLES["anomaly-timeline.png"])
+    _legend_outside(ax, TIMELINE_KEY)
     return fig
+
+
+#: what the timeline's marks mean (colours there are the claiming processes')
+TIMELINE_KEY = (
+    Patch(color="0.5", alpha=0.3, label="claim in flight (invoke to ok)"),
+    Patch(color="0.5", alpha=0.85, label="certain validity window"),
+    Line2D([], [], marker="x", color="0.5", mec="black", ls="none",
+           label="ack/nack/dead-letter invoked"),
+    Line2D([], [], color="0.5", lw=1, ls="--", label="acted after its window"),
+    Line2D([], [], marker="^", color="gray", ls="none", label="publish ok"),
+    Line2D([], [], color="red", lw=1, ls=":", label="anomaly [its event indices]"),
+)  # fmt: skip
+
+
+def _anomaly_marks(
+    events: Sequence[dict], examples: Sequence[tuple[str, list]], lo: float, hi: float
+) -> list[tuple[float, str, bool, int]]:
+    """``(time, label, right-aligned, lane)`` of each example's mark: at its last event's
+    time, the label reaching right (or left, near the right edge), in lanes so that no
+    two labels overlap."""
+    per_char = _seconds_per_char(hi - lo, SIZE[0] - LEGEND_WIDTH - 1.0)
+    n = len(events)
+    found = []
+    for name, ex in examples:
+        times = [events[i]["time"] for i in ex if 0 <= i < n]
+        if not times:
+            continue
+        t, text = max(times), f"{name} {ex}"
+        width = (len(text) + 2) * per_char
+        right = t + width > hi
+        found.append((t - width if right else t, t, f"{text} " if right else f" {text}", right))
+    found.sort()
+    lanes = _lanes([(a, a + (len(text) + 1) * per_char) for a, _, text, _ in found])
+    return [(t, text, right, lane) for (_, t, text, right), lane in zip(found, lanes, strict=True)]
 
 
 def _draw_lease(ax: Axes, x: Lease, y: float, colour: Any) -> None:

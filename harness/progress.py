@@ -78,6 +78,11 @@ class Progress:
         if self.enabled and self._live is None:
             self.console.print(self.line(), soft_wrap=True)
 
+    def note(self, text: str) -> None:
+        """Print one line above the status line (on a terminal) or as a plain line."""
+        if self.enabled:
+            self.console.print(Text(text, style="yellow"), soft_wrap=True)
+
     def tick(self) -> None:
         """Print a plain status line now and then (when not on a terminal)."""
         if not self.enabled or self._live is not None:
@@ -116,6 +121,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
         )
     faults = summary.get("faults") or {}
     table.add_row("faults", ", ".join(f"{k}×{v}" for k, v in faults.items()) or "none")
+    for why in summary.get("dropped") or []:
+        table.add_row("fault dropped", str(why), style="yellow")
     if "drain" in summary:
         table.add_row("drain", str(summary["drain"]))
     if "replicas" in summary:

@@ -1,9 +1,10 @@
 """``report.md``: one readable page per run, from the files in its folder.
 
-Sections: the verdict; the scenario (``scenario.json``), the subject and versions
-(``run.json``, ``versions.json``) when present; the summary table; every anomaly found
-with its example operations printed as the actual history lines; statistics and
-availability; the plots that exist. Works on any folder holding a ``history.jsonl``.
+Sections: the verdict (:func:`harness.verdict.decide`, also in the summary table); the
+scenario (``scenario.json``), the subject and versions (``run.json``, ``versions.json``)
+when present; the summary table; every anomaly found with its example operations printed
+as the actual history lines; statistics and availability; the plots that exist. Works on
+any folder holding a ``history.jsonl``.
 """
 
 from __future__ import annotations
@@ -13,15 +14,33 @@ from pathlib import Path
 from typing import Any
 
 from . import divergence
-from .checker import ANOMALIES, check
+from .checker import ANOMALIES as ANOMALY_KINDS
+from .checker import check
 from .history import HistoryFormatError, read_history
+from .verdict import (
+    ANOMALIES,
+    INCONCLUSIVE,
+    NO_VERDICT,
+    Verdict,
+    decide,
+    run_coverage,
+    run_failure,
+)
 
 REPORT_EXAMPLES = 5
+#: each plot's file and title: the plot draws this title, the report uses it as caption
 PLOTS = (
-    ("throughput.png", "Throughput (successful claims per second; faults shaded)"),
-    ("latency.png", "Latency by outcome, with p50/p99"),
+    ("throughput.png", "Throughput: successful operations per second, faults shaded"),
+    ("latency.png", "Latency of every operation by outcome, p50 and p99 of the successful ones"),
     ("anomaly-timeline.png", "Leases around the first anomalies"),
 )
+#: the summary table's rows in the order of the run's closing table (nested keys sorted),
+#: whether the summary comes from the runner or from run.json (stored with sorted keys)
+SUMMARY_ORDER = (
+    "scenario", "verdict", "subject", "engine", "backend", "nodes", "seed", "duration",
+    "ops", "faults", "dropped", "drain", "replicas", "anomalies", "nemesis_errors", "inconclusive",
+    "warning", "error", "exit", "run_dir",
+)  # fmt: skip
 
 
 def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
@@ -37,20 +56,28 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
     lines: list[str] = [f"# Run report: {root.resolve().name}", ""]
     history_lines, error = _history_lines(root / "history.jsonl")
     result = _json(root / "check.json")
-    if result is None and error is None:
+    if error is None and (result is None or "coverage" not in result):
+        # not checked yet, or checked without the run's coverage (python -m harness check
+        # before it recomputed it): judge it here as the run would have
         try:
-            result = check(
-                read_history(root / "history.jsonl"), divergence.read(root / divergence.FILE)
-            )
+            events = read_history(root / "history.jsonl")
+            if result is None:
+                result = check(events, divergence.read(root / divergence.FILE))
+            coverage = run_coverage(root, events, result)
+            if coverage is not None:
+                result = {**result, "coverage": coverage}
         except HistoryFormatError as e:
             error = f"line {e.line}: {e.reason}"
         except divergence.SnapshotFormatError as e:
             error = f"{divergence.FILE}: {e}"
-    lines += _verdict(result, error, run)
+    verdict = decide(result, run_failure(root))
+    lines += _verdict(verdict, result, error, run)
     lines += _scenario(_json(root / "scenario.json"))
     lines += _setup(run, _json(root / "versions.json"))
     if summary:
-        lines += ["## Summary", "", *_table(_flatten(summary)), ""]
+        if "verdict" in summary:  # the one verdict, also where the run's summary said it
+            summary = {**summary, "verdict": verdict.label}
+        lines += ["## Summary", "", *_table(_flatten(ordered_summary(summary))), ""]
     if result is not None:
         lines += _anomalies(result, history_lines)
         lines += _statistics(result.get("stats", {}))
@@ -58,6 +85,20 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
     path = root / "report.md"
     path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return path
+
+
+def ordered_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` in :data:`SUMMARY_ORDER` (other keys after, sorted), nested keys sorted:
+    the same table from the runner's dict as from the sorted copy in run.json."""
+    rank = {k: i for i, k in enumerate(SUMMARY_ORDER)}
+    keys = sorted(summary, key=lambda k: (rank.get(k, len(rank)), k))
+    return {k: _sorted(summary[k]) for k in keys}
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value, key=str)}
+    return value
 
 
 def _json(path: Path) -> Any:
@@ -76,20 +117,20 @@ def _history_lines(path: Path) -> tuple[list[str], str | None]:
         return [], f"{path.name} cannot be read: {e}"
 
 
-def _verdict(result: dict | None, error: str | None, run: dict) -> list[str]:
+def _verdict(verdict: Verdict, result: dict | None, error: str | None, run: dict) -> list[str]:
     if error is not None:
         return [f"**Verdict: the history could not be checked** ({error}).", ""]
-    if result is None:
-        return ["**Verdict: not checked.**", ""]
-    reasons = (result.get("coverage") or {}).get("reasons") or []
-    if result.get("valid") and reasons:
+    if verdict.label == NO_VERDICT:
+        if not verdict.reasons:
+            return ["**Verdict: not checked.**", ""]
+        return [f"**No verdict: the run failed:** {'; '.join(verdict.reasons)}", ""]
+    if verdict.label == INCONCLUSIVE:
         out = ["**Verdict: INCONCLUSIVE** — no anomaly found, but the run did not test what "
-               "it planned:", "", *[f"- {r}" for r in reasons], ""]  # fmt: skip
-    elif result.get("valid"):
-        out = ["**Verdict: valid** — no anomaly found.", ""]
+               "it planned:", "", *[f"- {r}" for r in verdict.reasons], ""]  # fmt: skip
+    elif verdict.label == ANOMALIES:
+        out = [f"**Verdict: ANOMALIES** — {', '.join(verdict.reasons)}.", ""]
     else:
-        found = [f"{n} ({a['count']})" for n, a in result["anomalies"].items() if a["count"]]
-        out = [f"**Verdict: ANOMALIES** — {', '.join(found)}.", ""]
+        out = ["**Verdict: valid** — no anomaly found.", ""]
     if run.get("reason"):
         out += [f"Run ended with: {run['reason']}", ""]
     return out
@@ -99,7 +140,7 @@ def _scenario(scenario: dict | None) -> list[str]:
     if not isinstance(scenario, dict):
         return []
     out = ["## Scenario", ""]
-    head = {k: v for k, v in scenario.items() if k not in ("faults", "workload")}
+    head = {k: v for k, v in scenario.items() if k not in ("faults", "workload", "dropped")}
     out += _table(_flatten(head))
     if isinstance(scenario.get("workload"), dict):
         out += ["", "Workload:", "", *_table(_flatten(scenario["workload"]))]
@@ -110,6 +151,10 @@ def _scenario(scenario: dict | None) -> list[str]:
             if isinstance(f, dict):
                 rest = ", ".join(f"{k}={v}" for k, v in f.items() if k != "kind")
                 out.append(f"- `{f.get('kind', '?')}` {rest}")
+    dropped = scenario.get("dropped") or []
+    if dropped:
+        out += ["", "Fault windows `--time` dropped (no room left for them in this run):", ""]
+        out += [f"- {why}" for why in dropped]
     return [*out, ""]
 
 
@@ -129,9 +174,9 @@ def _setup(run: dict, versions: Any) -> list[str]:
 def _anomalies(result: dict, history: list[str]) -> list[str]:
     anomalies = result.get("anomalies", {})
     out = ["## Anomalies", "", "| anomaly | count |", "|---|---:|"]
-    out += [f"| {name} | {anomalies.get(name, {}).get('count', 0)} |" for name in ANOMALIES]
+    out += [f"| {name} | {anomalies.get(name, {}).get('count', 0)} |" for name in ANOMALY_KINDS]
     out.append("")
-    for name in ANOMALIES:
+    for name in ANOMALY_KINDS:
         body = anomalies.get(name) or {}
         if not body.get("count"):
             continue

@@ -10,7 +10,8 @@ with its processes, namespaces and rules), also on an exception, Ctrl-C or SIGTE
 Its :class:`RunResult` carries the exit status the CLI returns: 0 the history is valid,
 1 the checker found anomalies, 2 the harness itself failed (``reason`` says why), 3 the
 run is inconclusive: no anomaly, but it did not test what it planned (see
-:mod:`harness.coverage`; ``check.json``'s ``coverage`` says why).
+:mod:`harness.coverage`; ``check.json``'s ``coverage`` says why). The verdict is
+:func:`harness.verdict.decide`'s, as ``check`` and ``report.md`` decide it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from .interrupts import Terminated, sigterm_unwinds
 from .scenario import Scenario, ScenarioError, load_scenario
 from .store import RunStore, engine_version, versions
+from .verdict import decide
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +126,14 @@ def run(opts: RunOptions) -> RunResult:
         with sigterm_unwinds():
             _Run(scenario, subject, opts, store, seed, netns, run_info, result).execute()
     except (KeyboardInterrupt, Terminated) as e:
-        result.exit_code, result.reason = EXIT_HARNESS, f"interrupted ({e or 'Ctrl-C'})"
-    result.summary.update(exit=result.exit_code, error=result.reason, run_dir=str(store.root))
+        result.exit_code, result.reason = EXIT_HARNESS, f"interrupted ({str(e) or 'Ctrl-C'})"
+    failed = result.reason if result.exit_code == EXIT_HARNESS else None
+    result.summary.update(
+        exit=result.exit_code,
+        error=result.reason,
+        run_dir=str(store.root),
+        verdict=decide(result.check, failed).label,  # what report.md and `check` say too
+    )
     run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
     store.write_json("run.json", run_info)
     if opts.plots and store.history.is_file():
@@ -189,6 +197,8 @@ class _Run:
         )
         try:
             with self.progress:
+                for why in s.dropped:  # up front: what this run will not test, and why
+                    self.progress.note(f"--time {s.duration:g}: dropped {why}")
                 self._phases()
         except HarnessError as e:
             self.result.exit_code, self.result.reason = EXIT_HARNESS, str(e)
@@ -276,12 +286,7 @@ class _Run:
             self._snapshot_replicas()
         with self.phase("check"):
             self.result.check = self._check()
-        if not self.result.valid:
-            self.result.exit_code = EXIT_ANOMALIES
-        elif self.result.check.get("coverage", {}).get("reasons"):
-            self.result.exit_code = EXIT_INCONCLUSIVE
-        else:
-            self.result.exit_code = EXIT_VALID
+        self.result.exit_code = decide(self.result.check).exit_code
 
     def _snapshot_replicas(self) -> None:
         """Record every node's tables at one agreed applied index in replicas.json."""
@@ -296,29 +301,16 @@ class _Run:
     def _check(self) -> dict[str, Any]:
         from . import checker, divergence
         from .history import read_history
+        from .verdict import coverage
 
         replicas = divergence.read(self.store.root / divergence.FILE)
         events = read_history(self.store.history)
         check = checker.check(events, replicas)
-        check["coverage"] = self._coverage(events, check)
+        # did the run test what it planned? (``python -m harness check`` recomputes it alike)
+        errors = list(self.nemesis.errors) if self.nemesis else []
+        check["coverage"] = coverage(events, self.scenario, check, errors)
         self.store.write_json("check.json", check)
         return check
-
-    def _coverage(self, events: list[dict], check: dict[str, Any]) -> dict[str, Any]:
-        """Did the run test what it planned? (:mod:`harness.coverage`)"""
-        from .coverage import assess
-
-        s = self.scenario
-        planned = [(f.kind, a, b) for f in s.faults for a, b in f.windows(s.duration)]
-        errors = list(self.nemesis.errors) if self.nemesis else []
-        coverage = assess(events, planned, s.duration, errors=errors).to_json()
-        if self.result.exit_code == EXIT_INCONCLUSIVE:
-            self.result.summary["inconclusive"] = "; ".join(check["coverage"]["reasons"])
-        replicas = check.get("stats", {}).get("replicas") or {}
-        if not replicas.get("compared"):
-            coverage["reasons"].append(f"the replicas were not compared: {replicas.get('reason')}")
-            coverage["conclusive"] = False
-        return coverage
 
     def _teardown(self) -> None:
         """Stop everything this run started; each step runs even if an earlier one fails."""
@@ -349,11 +341,6 @@ class _Run:
             ops.setdefault(f, {})[kind] = n
         check = self.result.check or {}
         anomalies = {k: v.get("count", 0) for k, v in (check.get("anomalies") or {}).items()}
-        verdict = {
-            EXIT_VALID: "valid",
-            EXIT_ANOMALIES: "ANOMALIES",
-            EXIT_INCONCLUSIVE: "INCONCLUSIVE",
-        }.get(self.result.exit_code, "harness failed")
         self.result.summary.update(
             scenario=self.scenario.name,
             subject=self.opts.subject,
@@ -365,8 +352,9 @@ class _Run:
             ops=ops,
             faults=dict(self.nemesis.counts) if self.nemesis else {},
             anomalies=anomalies,
-            verdict=verdict,
         )
+        if self.scenario.dropped:
+            self.result.summary["dropped"] = list(self.scenario.dropped)
         if "drain" in self.info:
             d = self.info["drain"]
             self.result.summary["drain"] = (

@@ -16,14 +16,20 @@ A scenario is a TOML file in ``scenarios/`` (or any path)::
     duration = 5.0             # then the fault is undone (restart, resume, heal, ...)
     every = 15.0               # optional: repeat until the workload ends
 
-``--time S`` rescales every time in the fault schedule by ``S / duration``; workload
-timings (visibility, work times) stay as written. Every key is checked: a malformed file
-raises :class:`ScenarioError` naming the file, the key and what was expected.
+``--time S`` (:meth:`Scenario.scaled`) moves the fault windows to ``S / duration`` of
+their times but keeps each fault's own duration (a 6 s outage stays 6 s); a shortened
+schedule keeps room after each window for the cluster to recover and for the run's
+coverage to judge the window, and drops, naming each, the windows that no longer fit.
+Workload timings (visibility, work times) stay as written. Every key is checked: a
+malformed file raises :class:`ScenarioError` naming the file, the key and what was
+expected.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +52,13 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "lease-expiry": frozenset({"probability"}),
 }
 PARTITION_KINDS = frozenset({"partition-leader", "partition-majority", "partition-bridge"})
+#: faults that take nodes away: the cluster needs time after them to elect and serve again
+OUTAGE_KINDS = PARTITION_KINDS | {"kill-leader", "kill-random", "kill-all", "pause-leader"}
+#: seconds a shortened schedule leaves after an outage window before the next window and
+#: before the run's end (never more than the scenario itself left): measured here, an
+#: election takes under 2 s and a restart of every node about 3.5 s, and the run's coverage
+#: (:mod:`harness.coverage`) judges a window by the work done in it and the seconds after
+RECOVERY = 5.0
 NODE_TARGETS = ("leader", "follower", "random", "all")
 
 
@@ -120,26 +133,69 @@ class Scenario:
     workload: Workload = field(default_factory=Workload)
     faults: tuple[Fault, ...] = ()
     source: str = ""
+    #: the fault windows ``--time`` dropped, each with why (see :meth:`scaled`)
+    dropped: tuple[str, ...] = ()
 
     @property
     def needs_partitions(self) -> bool:
         return any(f.kind in PARTITION_KINDS for f in self.faults)
 
     def scaled(self, time: float) -> Scenario:
-        """This scenario with its duration set to ``time`` and the schedule scaled to match."""
+        """This scenario run for ``time`` seconds, its fault windows moved to match.
+
+        Each window (every repetition of a fault) starts at ``time / duration`` of its
+        time but keeps its own length; then, in order, a window starts no sooner than the
+        scenario had it after an earlier one: windows that overlapped keep their offset,
+        and after an outage (:data:`OUTAGE_KINDS`) at least ``min(RECOVERY, the scenario's
+        gap)`` passes, so the cluster recovers before the next fault. A window is dropped
+        when, moved, it would leave less than ``min(RECOVERY, what the scenario left)``
+        after an outage (nothing after other faults) before the run ends; ``dropped``
+        says which and why. The result lists each kept window as a fault of its own.
+        Raises :class:`ScenarioError` when no window is left of a schedule that had some.
+        """
         if time <= 0:
             raise ScenarioError(f"--time must be > 0 seconds, got {time}")
         k = time / self.duration
-        faults = tuple(
-            dataclasses.replace(
-                f,
-                start=f.start * k,
-                duration=f.duration * k,
-                every=f.every * k if f.every else None,
-            )
-            for f in self.faults
+        windows = sorted(
+            (a, b, i, f) for i, f in enumerate(self.faults) for a, b in f.windows(self.duration)
         )
-        return dataclasses.replace(self, duration=time, faults=faults)
+        kept: list[tuple[float, float, float, float, Fault]] = []  # scenario's a, b; new a, b
+        dropped: list[str] = []
+        for a, b, _, f in windows:
+            start = a * k
+            for a0, b0, a1, b1, g in kept:
+                if b0 <= a:  # apart in the scenario: keep the recovery room between them
+                    start = max(start, b1 + min(_room(g), a - b0))
+                else:  # overlapping by design: keep the overlap
+                    start = max(start, a1 + (a - a0))
+            start = round(start, 3)
+            end = start + (b - a)
+            need = min(_room(f), self.duration - b)
+            if end + need > time + 1e-6:
+                dropped.append(_why_dropped(f, a, b, start, end, need, time))
+                continue
+            kept.append((a, b, start, end, f))
+        if windows and not kept:
+            raise ScenarioError(
+                f"--time {time:g} leaves no room for any fault of {self.name}: "
+                f"{dropped[0]}; the shortest run that keeps one is "
+                f"{self._shortest_with_a_fault(windows):g} s"
+            )
+        faults = tuple(
+            dataclasses.replace(f, start=a1, duration=round(b1 - a1, 6), every=None)
+            for _, _, a1, b1, f in sorted(kept, key=lambda w: w[2])
+        )
+        return dataclasses.replace(
+            self, duration=time, faults=faults, dropped=self.dropped + tuple(dropped)
+        )
+
+    def _shortest_with_a_fault(self, windows: list[tuple[float, float, int, Fault]]) -> float:
+        """The shortest ``--time`` at which some window is kept (taken alone, a window
+        needs ``length + room <= time * (1 - start / duration)``)."""
+        return min(
+            math.ceil((b - a + min(_room(f), self.duration - b)) / (1 - a / self.duration) - 1e-9)
+            for a, b, _, f in windows
+        )
 
     def with_nodes(self, nodes: int) -> Scenario:
         """This scenario on ``nodes`` nodes (checked against what its faults need)."""
@@ -148,17 +204,62 @@ class Scenario:
         return s
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved scenario as plain data (each fault with only its own parameters)."""
+        """The resolved scenario as plain data (each fault with only its own parameters, and
+        ``every`` only when it repeats: what a scenario file holds); :meth:`from_json` reads
+        it back."""
         data = dataclasses.asdict(self)
         data["faults"] = [
             {
                 k: round(v, 6) if isinstance(v, float) else v
                 for k, v in dataclasses.asdict(f).items()
-                if k in ("kind", "start", "duration", "every") or k in FAULT_KINDS[f.kind]
+                if k in ("kind", "start", "duration")
+                or k in FAULT_KINDS[f.kind]
+                or (k == "every" and v is not None)
             }
             for f in self.faults
         ]
         return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str | None = None, name: str = "scenario") -> Scenario:
+        """The scenario :meth:`to_json` wrote (a run's ``scenario.json``), checked as a file
+        is (``ScenarioError`` naming ``where`` and the key). A fault's ``"every": null``
+        (what earlier versions saved for a fault that does not repeat) is accepted."""
+        if not isinstance(data, Mapping):
+            raise ScenarioError(f"{where or 'scenario.json'}: expected an object, got {data!r}")
+        data = json.loads(json.dumps(data))  # tuples as lists, as a file holds them
+        name = str(data.get("name") or name)
+        where = where or f"scenario.json of {name}"
+        doc = {k: v for k, v in data.items() if k not in ("name", "source", "dropped")}
+        if isinstance(doc.get("faults"), list):
+            doc["faults"] = [
+                {k: v for k, v in f.items() if v is not None} if isinstance(f, dict) else f
+                for f in doc["faults"]
+            ]
+        dropped = data.get("dropped") or []
+        if not isinstance(dropped, list) or not all(isinstance(d, str) for d in dropped):
+            raise ScenarioError(f"{where}: key 'dropped': expected a list of strings")
+        return dataclasses.replace(
+            parse_scenario(name, doc, where),
+            source=str(data.get("source") or ""),
+            dropped=tuple(dropped),
+        )
+
+
+def _room(f: Fault) -> float:
+    return RECOVERY if f.kind in OUTAGE_KINDS else 0.0
+
+
+def _why_dropped(
+    f: Fault, a: float, b: float, start: float, end: float, need: float, time: float
+) -> str:
+    where = f"{f.kind} at {a:g}-{b:g} s of the scenario: it would run {start:g}-{end:g} s"
+    if end > time:
+        return f"{where}, past the run's end ({time:g} s)"
+    return (
+        f"{where}, {time - end:.1f} s before the run's end, where it needs {need:g} s to "
+        "recover and be judged"
+    )
 
 
 # -- parsing -------------------------------------------------------------------------------

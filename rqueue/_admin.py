@@ -1,141 +1,47 @@
-"""The operator's API of both twins: ``stats``, ``peek`` and the dead-letter queue.
+"""The operator's calls: ``stats``, ``peek``, ``dead_letters``, ``redrive``, ``purge``.
 
-Two small mixins over the same core operations (:mod:`rqueue._stats`,
-:mod:`rqueue._dlq`); a twin provides ``_open()`` and ``_drive(op)``. The arguments are
-checked here, before anything is sent.
+Each is an operation of the core (a generator of calls, see :mod:`rqueue._core`) over
+statements from :mod:`rqueue._stats` and :mod:`rqueue._dlq`, with checked arguments
+(:mod:`rqueue._validate`). Both twins and the admin CLI drive them through one mixin
+(``AsyncAdmin`` in :mod:`rqueue._async`, and ``Admin`` generated from it).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import _dlq, _stats, _validate
-from ._models import DeadLetter, QueuedMessage, Stats
-
-#: most rows one ``dead_letters`` or ``peek`` call returns
-MAX_LIMIT = 10_000
+from . import _dlq, _stats
+from ._core import QueueCore
+from ._models import DeadLetter, Op, QueuedMessage, Stats
 
 
-def _limit(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"limit: expected an int, got {type(value).__name__}")
-    if not 1 <= value <= MAX_LIMIT:
-        raise ValueError(f"limit: must be between 1 and {MAX_LIMIT}, got {value}")
-    return value
+def stats(core: QueueCore) -> Op[Stats]:
+    results = yield core.read(_stats.STATEMENTS, "stats")
+    return _stats.stats_of(results)
 
 
-def _seq(name: str, value: Any, *, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
+def peek(core: QueueCore, group_id: str, limit: int) -> Op[list[QueuedMessage]]:
+    (res,) = yield core.read([_stats.peek(group_id, limit)], "peek")
+    return _stats.queued_of(res)
 
 
-def selection(seq: Any, group_id: Any, everything: Any) -> tuple[int | None, str | None]:
-    """Exactly one of ``seq``, ``group_id`` or ``all=True`` (nothing is acted on by default)."""
-    chosen = [seq is not None, group_id is not None, everything is True]
-    if not isinstance(everything, bool):
-        raise TypeError(f"all: expected a bool, got {type(everything).__name__}")
-    if sum(chosen) != 1:
-        raise ValueError("give exactly one of seq=, group_id= or all=True")
-    return (
-        None if seq is None else _seq("seq", seq),
-        None if group_id is None else _validate.text("group_id", group_id),
-    )
+def dead_letters(
+    core: QueueCore, group_id: str | None, after: int, limit: int
+) -> Op[list[DeadLetter]]:
+    (res,) = yield core.read([core.dead.list(group_id, after, limit)], "dead letters")
+    return _dlq.dead_letters_of(res)
 
 
-class Admin:
-    """``stats``, ``peek`` and the dead-letter queue for the blocking twin."""
-
-    def stats(self) -> Stats:
-        """Messages ready, leased, parked and dead-lettered, groups, the oldest ready
-        message's age, by priority: from counters and indexes, cheap enough to poll."""
-        return self._drive(_stats.stats(self._open()))  # type: ignore[attr-defined]
-
-    def peek(self, group_id: str, limit: int = 20) -> list[QueuedMessage]:
-        """The first ``limit`` messages of ``group_id`` in order, with their state."""
-        core = self._open()  # type: ignore[attr-defined]
-        op = _dlq.peek(core, _validate.text("group_id", group_id), _limit(limit))
-        return self._drive(op)  # type: ignore[attr-defined]
-
-    def dead_letters(
-        self, group_id: str | None = None, *, after: int = 0, limit: int = 100
-    ) -> list[DeadLetter]:
-        """Dead-lettered messages in seq order (of one group, if given), after seq ``after``."""
-        core = self._open()  # type: ignore[attr-defined]
-        group = None if group_id is None else _validate.text("group_id", group_id)
-        op = _dlq.list_dead(core, group, _seq("after", after, allow_zero=True), _limit(limit))
-        return self._drive(op)  # type: ignore[attr-defined]
-
-    def redrive(
-        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
-    ) -> int:
-        """Put dead letters back at the tail of their groups (one by ``seq``, a group, or
-        ``all=True``) as new messages; returns how many."""
-        core = self._open()  # type: ignore[attr-defined]
-        return self._drive(_dlq.redrive(core, *selection(seq, group_id, all)))  # type: ignore[attr-defined]
-
-    def purge(
-        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
-    ) -> int:
-        """Delete dead letters (one by ``seq``, a group, or ``all=True``); returns how many."""
-        core = self._open()  # type: ignore[attr-defined]
-        return self._drive(_dlq.purge(core, *selection(seq, group_id, all)))  # type: ignore[attr-defined]
+def redrive(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
+    """Redrive; idempotent in effect: a repeat (after an unknown outcome) redrives what is
+    in the dead-letter queue then, and nothing twice. Timed (the new messages'
+    ``enqueued_at``): on servers without the stamp it reads the leader's clock when due."""
+    return (yield from core.with_clock(_redrive(core, seq, group_id)))
 
 
-class AsyncAdmin:
-    """``stats``, ``peek`` and the dead-letter queue for the asyncio twin."""
-
-    async def stats(self) -> Stats:
-        """As :meth:`Admin.stats`."""
-        return await self._drive(_stats.stats(self._open()))  # type: ignore[attr-defined]
-
-    async def peek(self, group_id: str, limit: int = 20) -> list[QueuedMessage]:
-        """As :meth:`Admin.peek`."""
-        core = self._open()  # type: ignore[attr-defined]
-        op = _dlq.peek(core, _validate.text("group_id", group_id), _limit(limit))
-        return await self._drive(op)  # type: ignore[attr-defined]
-
-    async def dead_letters(
-        self, group_id: str | None = None, *, after: int = 0, limit: int = 100
-    ) -> list[DeadLetter]:
-        """As :meth:`Admin.dead_letters`."""
-        core = self._open()  # type: ignore[attr-defined]
-        group = None if group_id is None else _validate.text("group_id", group_id)
-        op = _dlq.list_dead(core, group, _seq("after", after, allow_zero=True), _limit(limit))
-        return await self._drive(op)  # type: ignore[attr-defined]
-
-    async def redrive(
-        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
-    ) -> int:
-        """As :meth:`Admin.redrive`."""
-        core = self._open()  # type: ignore[attr-defined]
-        return await self._drive(_dlq.redrive(core, *selection(seq, group_id, all)))  # type: ignore[attr-defined]
-
-    async def purge(
-        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
-    ) -> int:
-        """As :meth:`Admin.purge`."""
-        core = self._open()  # type: ignore[attr-defined]
-        return await self._drive(_dlq.purge(core, *selection(seq, group_id, all)))  # type: ignore[attr-defined]
+def _redrive(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
+    results = yield core.write(core.dead.redrive(seq, group_id), "redrive", idempotent=True)
+    return results[0].rows_affected
 
 
-def error_text(value: Any) -> str | None:
-    """The checked ``error`` of a ``nack``: None or a str (kept up to 4,000 characters)."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise TypeError(f"error: expected a str, got {type(value).__name__}")
-    return value[:4000]
-
-
-def max_deliveries(value: Any) -> int | None:
-    """The checked ``max_deliveries`` transport option: None (off) or an int >= 1."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_deliveries: expected an int or None, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"max_deliveries: must be >= 1, got {value}")
-    return value
+def purge(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
+    (res,) = yield core.write([core.dead.purge(seq, group_id)], "purge", idempotent=True)
+    return res.rows_affected

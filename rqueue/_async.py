@@ -1,180 +1,180 @@
-"""``AsyncRqliteTransport``: the queue over httpx's async transport (only sends and receives)."""
+"""The twins' I/O, written once: sending the core's calls over an HTTP session.
+
+Written for asyncio in ``rqueue/_async.py``; ``scripts/unasync.py`` writes the blocking
+twin, ``rqueue/_sync.py``, from it (``async``/``await`` dropped, the ``Async`` names
+replaced by an explicit table), and a lint test fails when that file is stale. What
+differs by nature stays hand-written per twin (``rqueue/_async_http.py``,
+``rqueue/_sync_http.py``): the HTTP session over the twin's library, and the merger
+(group commit: tasks on one loop, or threads and a lock). Everything here only sends,
+waits and hands back; the decisions are the core's and :class:`~rqueue._attempts.Attempts`'s.
+No HTTP library is imported here, so the admin CLI, which drives the blocking twin's
+:class:`Admin` over a plain socket, starts without one.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
-
-import httpx
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Protocol, Self
 
 from . import _admin, _batch, _validate
-from ._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError, describe_error
+from ._attempts import Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
-from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
+from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
-from ._models import Call, DeadLetter, Lease, Result
+from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
-#: httpx errors raised before the request could reach a server (a failed TLS
-#: handshake is a ``ConnectError`` too)
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_JSON = {"Content-Type": "application/json"}
 
-
-class _Client:
-    """One httpx transport (a keep-alive pool per node) behind the small interface both
-    twins' I/O layers share: ``request(...) -> Reply``, raising :class:`SendError`.
-
-    Requests go straight to the transport: ``AsyncClient.request`` would merge client
-    settings, cookies and auth into every request, which costs more CPU than the rest
-    of a claim. Nothing of that applies here (no proxies, no cookies, no redirects), and
-    the headers, auth included, are fixed at start.
-    """
-
-    def __init__(self, settings: Settings) -> None:
-        verify: bool | ssl.SSLContext = settings.verify
-        if settings.ca_bundle:
-            verify = ssl.create_default_context(cafile=settings.ca_bundle)
-        self._transport = httpx.AsyncHTTPTransport(
-            verify=verify,
-            trust_env=False,  # no proxies or .netrc from the environment
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-        )
-        self._headers = dict(_JSON)
-        if settings.credentials is not None:
-            pair = ":".join(settings.credentials.as_tuple()).encode()
-            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+class AsyncSession(Protocol):
+    """An HTTP session (a keep-alive pool per node): one exchange per ``request``, which
+    raises :class:`~rqueue._attempts.SendError` saying whether the request may have
+    reached the server."""
 
     async def request(
-        self,
-        method: str,
-        url: str,
-        path: str,
-        body: bytes | None,
-        timeout: float,
-        connect_timeout: float,
-    ) -> Reply:
-        request = httpx.Request(
-            method,
-            url + path,  # already a clean URL (parse_urls) and an encoded path
-            content=body,
-            headers=self._headers,
-            extensions={"timeout": httpx.Timeout(timeout, connect=connect_timeout).as_dict()},
-        )
+        self, method: str, url: str, path: str, body: bytes | None, timeout: float
+    ) -> Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AsyncMerger(Protocol):
+    """Group commit (:mod:`rqueue._batch`): sends a mergeable call with the calls that
+    arrive meanwhile, as one request, or says to send it alone."""
+
+    coalescer: _batch.Coalescer
+
+    async def run(
+        self, call: HttpCall, deadline: float, request_timeout: float
+    ) -> _batch.Settled: ...
+
+
+class AsyncAdmin:
+    """The operator's API (``stats``, ``peek``, the dead-letter queue), and the loop that
+    drives the core's operations over ``_session``: shared by the transports and the
+    admin CLI. A subclass sets the attributes below."""
+
+    _settings: Settings
+    _session: AsyncSession
+    _endpoints: Endpoints
+    _core: QueueCore
+
+    def _open(self) -> QueueCore:
+        """The core, for a new operation."""
+        return self._core
+
+    async def stats(self) -> Stats:
+        """Messages ready, leased, parked and dead-lettered, groups, the oldest ready
+        message's age, by priority: from counters and indexes, cheap enough to poll."""
+        return await self._drive(_admin.stats(self._open()))
+
+    async def peek(self, group_id: str, limit: int = 20) -> list[QueuedMessage]:
+        """The first ``limit`` messages of ``group_id`` in order, with their state."""
+        core = self._open()
+        op = _admin.peek(core, _validate.text("group_id", group_id), _validate.limit(limit))
+        return await self._drive(op)
+
+    async def dead_letters(
+        self, group_id: str | None = None, *, after: int = 0, limit: int = 100
+    ) -> list[DeadLetter]:
+        """Dead-lettered messages in seq order (of one group, if given), after seq ``after``."""
+        core = self._open()
+        group = None if group_id is None else _validate.text("group_id", group_id)
+        after = _validate.seq("after", after, allow_zero=True)
+        return await self._drive(_admin.dead_letters(core, group, after, _validate.limit(limit)))
+
+    async def redrive(
+        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
+    ) -> int:
+        """Put dead letters back at the tail of their groups (one by ``seq``, a group, or
+        ``all=True``) as new messages; returns how many."""
+        core = self._open()
+        return await self._drive(_admin.redrive(core, *_validate.selection(seq, group_id, all)))
+
+    async def purge(
+        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
+    ) -> int:
+        """Delete dead letters (one by ``seq``, a group, or ``all=True``); returns how many."""
+        core = self._open()
+        return await self._drive(_admin.purge(core, *_validate.selection(seq, group_id, all)))
+
+    # -- driving the core ---------------------------------------------------------------
+    async def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
+        """Run one operation of the core: send each call it yields, hand back its results
+        (or its error), until it returns; within ``timeout`` unless given a deadline."""
+        if deadline is None:
+            deadline = time.monotonic() + self._settings.timeout
         try:
-            response = await self._transport.handle_async_request(request)
+            call = next(op)
+            while True:
+                try:
+                    results = await self._send(call, deadline)
+                except RqueueError as exc:
+                    call = op.throw(exc)
+                else:
+                    call = op.send(call.for_caller(results))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
+        return await self._send_alone(call, deadline)
+
+    async def _send_alone(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
+        """Send ``call`` by itself, failing over between nodes as :class:`Attempts`
+        decides; a node failed over to is asked ``/readyz`` first."""
+        s = self._settings
+        attempts = Attempts(call, self._endpoints, deadline, s.request_timeout, limit=s.timeout)
+        path, body = _batch.request_target(call)
+        while True:
+            url, timeout = attempts.next()
+            probe = attempts.probe(url)
+            if probe is not None and not await self._probe(attempts, url, probe):
+                await _pause(attempts)
+                continue
             try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as exc:
-            raise SendError(describe_error(exc), sent=not isinstance(exc, _NOT_SENT)) from exc
-        return Reply(response.status_code, response.text, response.headers)
+                reply = await self._session.request("POST", url, path, body, timeout)
+            except SendError as exc:
+                if exc.sent:
+                    attempts.maybe_sent(url, str(exc))
+                else:
+                    attempts.not_sent(url, str(exc))
+            else:
+                results = attempts.answered(url, reply.status, reply.text)
+                if results is not None:
+                    return results
+            await _pause(attempts)
 
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-
-class _Merger:
-    """Group commit for one transport's tasks (see :mod:`rqueue._batch`): a task whose
-    call arrives during another's merged request waits, then the oldest waiting task
-    sends every waiting call as one request and hands each its results. Everything
-    runs on the transport's event loop, so the coalescer needs no lock."""
-
-    def __init__(
-        self, send: Callable[[list[_batch.Waiting], float], Awaitable[list[_batch.Settled]]]
-    ) -> None:
-        self._send = send
-        self.coalescer = _batch.Coalescer()
-
-    async def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
-        if not self.coalescer.accepting(time.monotonic()):
-            return _batch.Alone("merging paused after a failed statement")
-        item = _batch.Waiting(
-            call, deadline, handle=asyncio.Event(), fragment=_batch.fragment(call)
-        )
-        batch = self.coalescer.arrive(item)
-        if batch is None:
-            try:
-                settled = await self._wait(item, deadline, request_timeout)
-            except asyncio.CancelledError:
-                self._abandon(item)
-                raise
-            if settled is not None:
-                return settled
-            batch = item.batch
-            assert batch is not None
-        return await self._flush(item, batch)
-
-    async def _wait(
-        self, item: _batch.Waiting, deadline: float, request_timeout: float
-    ) -> _batch.Settled | None:
-        """Wait to be settled (returned) or made the sender of a batch (None)."""
-        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-        # arrives as the event is set, and a cancelled task would go on to send its batch
+    async def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
+        """Ask a node we fail over to whether it is ready, before sending it the call."""
         try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                await item.handle.wait()
-        except TimeoutError:
-            if self.coalescer.withdraw(item):
-                return _batch.Alone("no time left while waiting to be merged")
-            # taken into a batch: its one exchange is bounded by the request timeout
-            bound = request_timeout + _batch.SETTLE_MARGIN
-            try:
-                async with asyncio.timeout(bound):
-                    await item.handle.wait()
-            except TimeoutError:
-                return _batch.no_word(item, bound)
-        return None if item.batch is not None else item.settled
-
-    def _abandon(self, item: _batch.Waiting) -> None:
-        """A waiting task was cancelled: leave the queue, or pass on the turn it got."""
-        if self.coalescer.withdraw(item) or item.batch is None:
-            return
-        # made the sender just before the cancellation: nothing of its batch was sent
-        self._settle(item, item.batch, _batch.stopped_sender(item.batch, sent=False))
-
-    async def _flush(self, item: _batch.Waiting, batch: list[_batch.Waiting]) -> _batch.Settled:
-        """Send ``batch`` (``item`` is ours), settle the others, pass the turn on."""
-        settled: list[_batch.Settled] | None = None
-        try:
-            settled = await self._send(batch, _batch.deadline_of(batch))
-        finally:
-            if settled is None:  # cancelled: the request may have gone out
-                settled = _batch.stopped_sender(batch, sent=True)
-            self._settle(item, batch, settled)
-        return settled[batch.index(item)]
-
-    def _settle(
-        self, item: _batch.Waiting, batch: list[_batch.Waiting], settled: list[_batch.Settled]
-    ) -> None:
-        for w in self.coalescer.conclude(batch, settled, item, time.monotonic()):
-            w.handle.set()
+            reply = await self._session.request("GET", url, "/readyz", None, timeout)
+        except SendError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
+            return False
+        return attempts.probe_answered(url, reply.status, reply.text)
 
 
-class AsyncRqliteTransport(_admin.AsyncAdmin):
-    """The asyncio twin of :class:`~rqueue.RqliteTransport`: same methods, awaited.
-
-    Create it with ``await AsyncRqliteTransport.from_url(...)``. ``statements_class``
-    is the hook for mutant subjects (see :mod:`rqueue._statements`).
-    """
+class AsyncTransport(AsyncAdmin):
+    """The queue's API over a session and a merger. A twin's transport class names them
+    (``_session_class``, ``_merger_class``); ``statements_class`` is the hook for mutant
+    subjects: a :class:`~rqueue.Statements` subclass that overrides one builder (see
+    :mod:`rqueue._statements`)."""
 
     statements_class: type[Statements] = Statements
+    _session_class: ClassVar[Callable[[Settings], AsyncSession]]
+    _merger_class: ClassVar[Callable[[_batch.AsyncSendBatch], AsyncMerger]]
 
-    def __init__(self, settings: Settings, client: _Client, core: QueueCore) -> None:
+    def __init__(self, settings: Settings, session: AsyncSession, core: QueueCore) -> None:
         self._settings = settings
-        self._client = client
+        self._session = session
         self._endpoints = settings.endpoints()
         self._core = core
         self._closed = False
-        self._merger = _Merger(self._send_merged)
+        self._merger = self._merger_class(self._send_merged)
 
     @classmethod
     async def from_url(
@@ -194,8 +194,26 @@ class AsyncRqliteTransport(_admin.AsyncAdmin):
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         max_deliveries: int | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
-    ) -> AsyncRqliteTransport:
-        """Connect, create the schema, return; see :meth:`RqliteTransport.from_url`."""
+    ) -> Self:
+        """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
+
+        Retries for at most ``timeout`` seconds in all until a node answers and the
+        cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
+        and the last failure. ``timeout`` also bounds every later operation;
+        ``request_timeout`` bounds one HTTP request. ``auth`` (or user info in the URL)
+        enables basic auth; ``ca_bundle`` names a CA file for HTTPS. Lease times come
+        from the server's stamp (rqlite >= 8.33) or, on servers without time rewriting
+        or with ``server_clock=False``, from the leader's clock read over HTTP and
+        advanced by this process's monotonic clock; ``clock`` (epoch seconds) replaces
+        that with a clock of your own. ``assume_version`` overrides the detected
+        server version (to exercise older protocols). ``clock_tolerance`` (seconds,
+        default 0.25) bounds how far apart the clocks that stamp and check a lease may be;
+        a lapsed lease is claimable again only that long (plus one server-clock step of
+        86.4 ms) after it expired. ``max_deliveries`` (off by default): a message claimed
+        that many times without an ack moves to the dead-letter queue at the next claim
+        that reaches it, and its group moves on; ``on_dead_letter`` is called with each
+        :class:`~rqueue.DeadLetter` a claim of this transport moved.
+        """
         settings = Settings.build(
             url,
             timeout=timeout,
@@ -212,19 +230,17 @@ class AsyncRqliteTransport(_admin.AsyncAdmin):
             max_deliveries=max_deliveries,
             on_dead_letter=on_dead_letter,
         )
-        client = _Client(settings)
+        session = cls._session_class(settings)
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
-            server = await _detect(
-                client, endpoints, deadline, settings.request_timeout, settings.timeout
-            )
+            server = await detect(session, endpoints, deadline, settings)
             core = settings.core(server, cls.statements_class)
-            self = cls(settings, client, core)
+            self = cls(settings, session, core)
             self._endpoints = endpoints
             await self._drive(core.open(), deadline)
         except BaseException:
-            await client.aclose()
+            await session.aclose()
             raise
         return self
 
@@ -274,31 +290,38 @@ class AsyncRqliteTransport(_admin.AsyncAdmin):
         return await self._drive(core.ack_and_claim(lease, worker_id, visibility, min_priority))
 
     async def nack(self, lease: Lease, delay: float = 0, error: str | None = None) -> None:
-        """Give the message back now (``delay == 0``) or park it for ``delay`` seconds."""
+        """Give the message back now (``delay == 0``) or park it for ``delay`` seconds;
+        ``error`` (why) is shown by the dead-letter queue if the message ends there."""
         core = self._open()
         lease = check_lease(lease, core)
         delay = _validate.seconds("delay", delay, allow_zero=True)
-        await self._drive(core.nack(lease, delay, _admin.error_text(error)))
+        await self._drive(core.nack(lease, delay, _validate.error_text(error)))
 
-    async def extend(self, lease: Lease, visibility: float) -> None:
-        """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""
+    async def extend(self, lease: Lease, visibility: float) -> Lease:
+        """Keep the lease for ``visibility`` more seconds from now (a heartbeat).
+
+        Returns the extended lease: a new :class:`~rqueue.Lease` (same message and token)
+        whose ``expires_at`` is the new deadline (None if the extend applied but the
+        deadline could not be read back); ``lease`` itself is left unchanged. Either
+        settles the message. :class:`~rqueue.LeaseLost` if the lease was no longer held.
+        """
         core = self._open()
         lease = check_lease(lease, core)
         visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        await self._drive(core.extend(lease, visibility))
+        return await self._drive(core.extend(lease, visibility))
 
     async def close(self) -> None:
         """Close the HTTP connections; later calls raise :class:`~rqueue.TransportClosed`."""
         if not self._closed:
             self._closed = True
-            await self._client.aclose()
+            await self._session.aclose()
 
     @property
     def server(self) -> ServerInfo:
         """The server's version and the features in use."""
         return self._core.server
 
-    async def __aenter__(self) -> AsyncRqliteTransport:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -311,28 +334,13 @@ class AsyncRqliteTransport(_admin.AsyncAdmin):
             f"server={self._core.server.version!r}, {state})"
         )
 
-    # -- driving the core ---------------------------------------------------------------
+    # -- sending ------------------------------------------------------------------------
     def _open(self) -> QueueCore:
         if self._closed:
             raise TransportClosed(f"{type(self).__name__} is closed")
         return self._core
 
-    async def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
-        if deadline is None:
-            deadline = time.monotonic() + self._settings.timeout
-        try:
-            call = next(op)
-            while True:
-                try:
-                    results = await self._send(call, deadline)
-                except RqueueError as exc:
-                    call = op.throw(exc)
-                else:
-                    call = op.send(call.for_caller(results))
-        except StopIteration as stop:
-            return stop.value
-
-    async def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    async def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         if call.mergeable:
             settled = await self._merger.run(call, deadline, self._settings.request_timeout)
             if isinstance(settled, _batch.Done):
@@ -351,81 +359,36 @@ class AsyncRqliteTransport(_admin.AsyncAdmin):
         if isinstance(ex, list):
             return ex
         try:
-            reply = await self._client.request(
-                "POST", ex.url, ex.path, ex.body, ex.timeout, min(CONNECT_TIMEOUT, ex.timeout)
-            )
+            reply = await self._session.request("POST", ex.url, ex.path, ex.body, ex.timeout)
         except SendError as exc:
             return ex.failed(str(exc), exc.sent)
         return ex.answered(reply.status, reply.text)
 
-    async def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
-        attempts = Attempts(
-            call,
-            self._endpoints,
-            deadline,
-            self._settings.request_timeout,
-            limit=self._settings.timeout,
-        )
-        path, body = _batch.request_target(call)
-        while True:
-            url, timeout = attempts.next()
-            probe = attempts.probe(url)
-            if probe is not None and not await self._probe(attempts, url, probe):
-                pause = attempts.pause()
-                if pause:
-                    await asyncio.sleep(pause)
-                continue
-            try:
-                response = await self._client.request(
-                    "POST", url, path, body, timeout, min(CONNECT_TIMEOUT, timeout)
-                )
-            except SendError as exc:
-                if exc.sent:
-                    attempts.maybe_sent(url, str(exc))
-                else:
-                    attempts.not_sent(url, str(exc))
-            else:
-                results = attempts.answered(url, response.status, response.text)
-                if results is not None:
-                    return results
-            pause = attempts.pause()
-            if pause:
-                await asyncio.sleep(pause)
 
-    async def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
-        """Ask a node we fail over to whether it is ready, before sending it the call."""
-        try:
-            response = await self._client.request("GET", url, "/readyz", None, timeout, timeout)
-        except SendError as exc:
-            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
-            return False
-        return attempts.probe_answered(url, response.status, response.text)
-
-
-async def _detect(
-    client: _Client,
-    endpoints: Endpoints,
-    deadline: float,
-    request_timeout: float,
-    limit: float,
+async def detect(
+    session: AsyncSession, endpoints: Endpoints, deadline: float, settings: Settings
 ) -> ServerInfo:
     """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
-    attempts = Attempts(STATUS_CALL, endpoints, deadline, request_timeout, limit=limit)
+    attempts = Attempts(
+        STATUS_CALL, endpoints, deadline, settings.request_timeout, limit=settings.timeout
+    )
     while True:
         url, timeout = attempts.next()
         try:
-            response = await client.request(
-                "GET", url, "/status", None, timeout, min(CONNECT_TIMEOUT, timeout)
-            )
-            body = json.loads(response.text) if response.status == 200 else None
+            reply = await session.request("GET", url, "/status", None, timeout)
+            body = json.loads(reply.text) if reply.status == 200 else None
         except SendError as exc:
             attempts.not_sent(url, str(exc))
         except ValueError as exc:
             attempts.not_sent(url, describe_error(exc))
         else:
-            server = attempts.status_answered(url, response.status, response.headers, body)
+            server = attempts.status_answered(url, reply.status, reply.headers, body)
             if server is not None:
                 return server
-        pause = attempts.pause()
-        if pause:
-            await asyncio.sleep(pause)
+        await _pause(attempts)
+
+
+async def _pause(attempts: Attempts) -> None:
+    pause = attempts.pause()
+    if pause:
+        await asyncio.sleep(pause)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, StatementError, Unavailable
-from ._models import Call, Result
+from ._models import HttpCall, Result
 from ._version import ServerInfo, version_from_status
 from ._wire import Outcome, classify_response
 
@@ -63,7 +63,7 @@ class Attempts:
 
     def __init__(
         self,
-        call: Call,
+        call: HttpCall,
         endpoints: Endpoints,
         deadline: float,
         request_timeout: float,

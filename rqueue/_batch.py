@@ -24,14 +24,14 @@ exchange means for each call. The sync and async transports wait and send.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
-from ._models import Call, Result, Stmt
+from ._models import HttpCall, Result, Stmt
 from ._wire import Outcome, classify_response
 
 #: most calls in one merged request, and most statements
@@ -82,7 +82,7 @@ class Waiting:
     ``settled`` when another owner's exchange decided it. ``handle`` is the I/O layer's
     (an event or a future) to wake the owner."""
 
-    call: Call
+    call: HttpCall
     deadline: float
     handle: Any = None
     #: the call's statements as JSON list items, encoded by its own thread before it
@@ -91,6 +91,11 @@ class Waiting:
     batch: list[Waiting] | None = None
     settled: Settled | None = None
     taken: bool = False
+
+
+#: a twin's one exchange of a batch (its ``_send_merged``), which its merger calls
+SendBatch = Callable[[list[Waiting], float], list[Settled]]
+AsyncSendBatch = Callable[[list[Waiting], float], Awaitable[list[Settled]]]
 
 
 class Coalescer:
@@ -187,7 +192,7 @@ class Coalescer:
         return True
 
 
-def merge(calls: Sequence[Call]) -> Call:
+def merge(calls: Sequence[HttpCall]) -> HttpCall:
     """One call carrying every statement of ``calls``, in order, as one transaction.
 
     The calls' time stamps become one, at the front: every statement of the merged
@@ -204,18 +209,18 @@ def merge(calls: Sequence[Call]) -> Call:
     statements = tuple(s for c in calls for s in _own(c))
     if stamps:
         statements = (stamps[0], *statements)
-    return Call(
+    return HttpCall(
         path, statements, first.query, what=f"{len(calls)} merged calls", stamped=bool(stamps)
     )
 
 
-def _own(call: Call) -> tuple[Stmt, ...]:
+def _own(call: HttpCall) -> tuple[Stmt, ...]:
     """The call's statements without its time stamp."""
     return call.statements[1:] if call.stamped else call.statements
 
 
 def split_results(
-    calls: Sequence[Call], merged: Call, results: tuple[Result, ...]
+    calls: Sequence[HttpCall], merged: HttpCall, results: tuple[Result, ...]
 ) -> list[tuple[Result, ...]]:
     """Each call's slice of the merged request's results, as if it had been sent alone:
     a stamped call gets the one shared stamp's result first."""
@@ -231,12 +236,12 @@ def split_results(
     return out
 
 
-def _named(call: Call, count: int) -> str:
+def _named(call: HttpCall, count: int) -> str:
     return call.what if count == 1 else f"{call.what} (merged with {count - 1} other calls)"
 
 
 def send_failed(
-    calls: Sequence[Call], url: str, reason: str, sent: bool, endpoints: Endpoints
+    calls: Sequence[HttpCall], url: str, reason: str, sent: bool, endpoints: Endpoints
 ) -> list[Settled]:
     """The exchange failed in the client library; ``sent``: it may have reached a node."""
     endpoints.failed(url)
@@ -249,7 +254,12 @@ def send_failed(
 
 
 def answered(
-    calls: Sequence[Call], merged: Call, url: str, status: int, text: str, endpoints: Endpoints
+    calls: Sequence[HttpCall],
+    merged: HttpCall,
+    url: str,
+    status: int,
+    text: str,
+    endpoints: Endpoints,
 ) -> list[Settled]:
     """What a node's answer to the ``merged`` request means for each of ``calls``."""
     verdict = classify_response(merged, status, text)
@@ -284,8 +294,8 @@ class Exchange:
     """The one try of a merged request: where it goes, what it carries, and what its
     answer (or failure) means for each call. The I/O layers send it and report back."""
 
-    calls: list[Call]
-    merged: Call
+    calls: list[HttpCall]
+    merged: HttpCall
     endpoints: Endpoints
     url: str
     timeout: float
@@ -315,7 +325,7 @@ def exchange(
     )
 
 
-def fragment(call: Call) -> str:
+def fragment(call: HttpCall) -> str:
     """``call``'s statements but its time stamp, as the items of a JSON list (no brackets).
 
     Always ``[sql, *params]``: merged fragments must share one form (rqlite < 8.24.8
@@ -335,12 +345,12 @@ def merged_body(batch: Sequence[Waiting]) -> bytes:
     return ("[" + ",".join(p for p in parts if p) + "]").encode()
 
 
-def request_path(call: Call) -> str:
+def request_path(call: HttpCall) -> str:
     """The path of ``call``'s POST, with its query."""
     return f"{call.path}?{urlencode(call.query)}" if call.query else call.path
 
 
-def request_target(call: Call) -> tuple[str, bytes]:
+def request_target(call: HttpCall) -> tuple[str, bytes]:
     """The path (with query) and JSON body of ``call``'s POST."""
     return request_path(call), json.dumps(call.body()).encode()
 

@@ -5,7 +5,12 @@ Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
 ``RQUEUE_URL`` environment variable (comma-separated, as ``from_url`` takes them);
 credentials as in ``from_url``: user info in a URL, or ``--user`` with the password
 in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They are never printed: output
-and errors name the nodes by their URLs without user info.
+and errors name the nodes by their URLs without user info. The connection options go
+before or after the command (``stats --url URL``); given twice, the later one counts.
+
+Arguments are checked before anything is sent (exit status 2). A redrive or purge that
+matched nothing says so and exits 3; ``dlq purge --all`` asks for confirmation on a
+terminal, and without one needs ``--yes``.
 
 The CLI does not create or migrate the schema (a transport's ``from_url`` does): it
 only reads, and writes the dead-letter queue when told to.
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import math
 import os
 import sys
 import time
@@ -30,18 +36,44 @@ from ._models import Stats
 URL_ENV, PASSWORD_ENV = "RQUEUE_URL", "RQUEUE_PASSWORD"
 
 
+#: exit statuses: done, the nodes or the queue refused, bad usage, nothing matched
+OK, FAILED, USAGE, NOTHING = 0, 1, 2, 3
+
+
+def _connection_options(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """``--url`` and friends; on a command's parser without defaults (SUPPRESS), so that
+    they override the ones given before the command only when given after it."""
+
+    def d(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    p.add_argument(
+        "--url", default=d(None), help=f"node URLs, comma-separated (default: ${URL_ENV})"
+    )
+    p.add_argument(
+        "--user",
+        default=d(None),
+        help=f"basic-auth user (password from ${PASSWORD_ENV} or a prompt)",
+    )
+    p.add_argument("--ca-bundle", default=d(None), help="CA file for https nodes")
+    p.add_argument(
+        "--insecure", action="store_true", default=d(False), help="do not verify TLS certificates"
+    )
+    p.add_argument("--timeout", type=float, default=d(10.0), help="seconds for each command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m rqueue", description="Inspect and operate an rqueue queue."
     )
-    p.add_argument("--url", help=f"node URLs, comma-separated (default: ${URL_ENV})")
-    p.add_argument("--user", help=f"basic-auth user (password from ${PASSWORD_ENV} or a prompt)")
-    p.add_argument("--ca-bundle", help="CA file for https nodes")
-    p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds for each command")
+    _connection_options(p, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _connection_options(common, defaults=False)
     sub = p.add_subparsers(dest="command", required=True)
 
-    stats = sub.add_parser("stats", help="depth: ready, leased, parked, dead-lettered, groups")
+    stats = sub.add_parser(
+        "stats", parents=[common], help="depth: ready, leased, parked, dead-lettered, groups"
+    )
     stats.add_argument("--json", action="store_true", help="one JSON object per reading")
     stats.add_argument(
         "--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",
@@ -49,15 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     stats.add_argument("--count", type=int, help="with --watch: stop after this many readings")
 
-    peek = sub.add_parser("peek", help="the first messages of a group, with their state")
+    peek = sub.add_parser(
+        "peek", parents=[common], help="the first messages of a group, with their state"
+    )
     peek.add_argument("group")
     peek.add_argument("--limit", type=int, default=20)
     peek.add_argument("--json", action="store_true")
 
-    dlq = sub.add_parser("dlq", help="the dead-letter queue").add_subparsers(
+    dlq = sub.add_parser("dlq", parents=[common], help="the dead-letter queue").add_subparsers(
         dest="action", required=True
     )
-    listing = dlq.add_parser("list", help="dead-lettered messages in seq order")
+    listing = dlq.add_parser("list", parents=[common], help="dead-lettered messages in seq order")
     listing.add_argument("--group")
     listing.add_argument("--after", type=int, default=0, help="only seqs above this")
     listing.add_argument("--limit", type=int, default=100)
@@ -66,11 +100,54 @@ def build_parser() -> argparse.ArgumentParser:
         ("redrive", "put back at the tail of their groups"),
         ("purge", "delete for good"),
     ):
-        act = dlq.add_parser(name, help=f"dead letters: {what} (one, a group, or --all)")
-        act.add_argument("seq", type=int, nargs="?")
-        act.add_argument("--group")
-        act.add_argument("--all", action="store_true")
+        act = dlq.add_parser(
+            name, parents=[common], help=f"dead letters: {what} (one, a group, or --all)"
+        )
+        act.add_argument("seq", type=int, nargs="?", metavar="SEQ", help="one, by its seq")
+        act.add_argument("--group", help="those of one group")
+        act.add_argument("--all", action="store_true", help="every dead letter")
+        if name == "purge":
+            act.add_argument(
+                "--yes", action="store_true", help="with --all: do not ask for confirmation"
+            )
     return p
+
+
+def check(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, before anything is sent (None: nothing)."""
+    from ._validate import MAX_LIMIT
+
+    def seconds(name: str, value: float) -> str | None:
+        if not (math.isfinite(value) and value > 0):
+            return f"{name}: must be a number of seconds > 0, got {value:g}"
+        return None
+
+    problem = seconds("--timeout", args.timeout)
+    if problem:
+        return problem
+    if args.command == "stats":
+        if args.watch is not None and (problem := seconds("--watch", args.watch)):
+            return problem
+        if args.count is not None and args.watch is None:
+            return "--count needs --watch (without --watch, stats reads once)"
+        if args.count is not None and args.count < 1:
+            return f"--count: must be >= 1, got {args.count}"
+    if getattr(args, "limit", None) is not None and not 1 <= args.limit <= MAX_LIMIT:
+        return f"--limit: must be between 1 and {MAX_LIMIT}, got {args.limit}"
+    if getattr(args, "after", 0) < 0:
+        return f"--after: must be >= 0, got {args.after}"
+    if args.command == "dlq" and args.action in ("redrive", "purge"):
+        chosen = (args.seq is not None) + (args.group is not None) + bool(args.all)
+        if chosen != 1:
+            return "give exactly one of SEQ, --group GROUP or --all"
+        if args.seq is not None and args.seq <= 0:
+            return f"SEQ: must be > 0, got {args.seq}"
+        if args.action == "purge" and args.all and not args.yes and not sys.stdin.isatty():
+            return (
+                "dlq purge --all deletes every dead letter: confirm with --yes "
+                "(standard input is not a terminal to ask on)"
+            )
+    return None
 
 
 def connect(args: argparse.Namespace) -> Any:
@@ -150,19 +227,67 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
         out.write("(none)\n")
 
 
+def _nothing_matched(args: argparse.Namespace) -> str:
+    if args.seq is not None:
+        return (
+            f"no dead letter with seq {args.seq} (redriven or purged already? "
+            "`dlq list` shows what is there)"
+        )
+    if args.group is not None:
+        return f"no dead letters of group {args.group!r}"
+    return "the dead-letter queue is empty"
+
+
+def _confirmed(t: Any) -> bool | None:
+    """Ask on the terminal before purging everything: True to go on, False if declined,
+    None if there is nothing to purge."""
+    n = t.stats().dead_lettered
+    if n == 0:
+        return None
+    sys.stderr.write(f"purge all {n} dead letters for good? [y/N] ")
+    sys.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _settle(t: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """``dlq redrive`` or ``dlq purge``: act, then say how many (or that nothing matched)."""
+    redriving = args.action == "redrive"
+    if not redriving and args.all and not args.yes:
+        go = _confirmed(t)
+        if go is False:
+            print("purge cancelled: nothing was purged", file=sys.stderr)
+            return FAILED
+        if go is None:
+            print(f"error: nothing matched: {_nothing_matched(args)}", file=sys.stderr)
+            return NOTHING
+    act = t.redrive if redriving else t.purge
+    n = act(args.seq, group_id=args.group, all=args.all)
+    if n == 0:
+        print(f"error: nothing matched: {_nothing_matched(args)}", file=sys.stderr)
+        return NOTHING
+    done = "redriven (back at the tail of their groups)" if redriving else "purged"
+    out.write(f"{n} {done}\n")
+    return OK
+
+
 def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
-    """Run one command; returns the exit status (0 ok, 1 the queue refused, 2 usage)."""
+    """Run one command; returns the exit status: 0 done, 1 the nodes or the queue refused
+    (or a purge was not confirmed), 2 bad usage (nothing sent), 3 a redrive or purge that
+    matched nothing."""
     args = build_parser().parse_args(argv)
-    if args.command == "dlq" and args.action in ("redrive", "purge"):
-        chosen = (args.seq is not None) + (args.group is not None) + bool(args.all)
-        if chosen != 1:
-            print("error: give exactly one of SEQ, --group GROUP or --all", file=sys.stderr)
-            return 2
+    problem = check(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return USAGE
     try:
         t = connect(args)
     except (RqueueError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     try:
         if args.command == "stats":
             _stats(t, args, out)
@@ -174,12 +299,9 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             columns = ("seq", "group_id", "deliveries", "event", "last_error")
             _rows(found, args.json, out, columns)
         else:
-            act = t.redrive if args.action == "redrive" else t.purge
-            n = act(args.seq, group_id=args.group, all=args.all)
-            done = "redriven (back at the tail of their groups)" if act == t.redrive else "purged"
-            out.write(f"{n} {done}\n")
+            return _settle(t, args, out)
     except KeyboardInterrupt:
-        return 0
+        return OK
     except StatementError as exc:
         if "no such table" in str(exc):
             print(
@@ -189,10 +311,10 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             )
         else:
             print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     except (RqueueError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     finally:
         t.close()
-    return 0
+    return OK

@@ -19,13 +19,10 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import _blocking
-from ._admin import Admin
+from . import _sync
 from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
 from ._config import Settings
-from ._core import Op, QueueCore
 from ._statements import Statements
-from ._version import ServerInfo
 
 #: the most an answer may hold (a dead-letter page of 10,000 large events fits)
 MAX_ANSWER = 256 * 1024 * 1024
@@ -39,7 +36,7 @@ class _Headers(dict):
 
 
 class SocketSession:
-    """``request(method, url, path, body, timeout) -> Reply``: one HTTP/1.0 exchange."""
+    """A :class:`~rqueue._sync.Session` of one HTTP/1.0 exchange per request."""
 
     def __init__(self, settings: Settings) -> None:
         self._auth = ""
@@ -126,41 +123,24 @@ def _read_answer(sock: socket.socket) -> Reply:
     return Reply(int(status.split()[0]), text, headers)
 
 
-class CliQueue(Admin):
-    """The operator's API (:class:`~rqueue._admin.Admin`) driven over :class:`SocketSession`.
+class CliQueue(_sync.Admin):
+    """The operator's API (:class:`~rqueue._sync.Admin`) driven over :class:`SocketSession`,
+    each call sent alone.
 
     Connecting reads ``/status`` (the version decides the protocol) and creates nothing.
     """
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        self.settings = self._settings = settings
         self._session = SocketSession(settings)
         self._endpoints = settings.endpoints()
         try:
-            server = self._detect(time.monotonic() + settings.timeout)
+            deadline = time.monotonic() + settings.timeout
+            server = _sync.detect(self._session, self._endpoints, deadline, settings)
             self._core = settings.core(server, Statements)
         except BaseException:
             self._session.close()
             raise
 
-    def _open(self) -> QueueCore:
-        return self._core
-
     def close(self) -> None:
         self._session.close()
-
-    def _detect(self, deadline: float) -> ServerInfo:
-        s = self.settings
-        return _blocking.detect(
-            self._session, self._endpoints, deadline, s.request_timeout, s.timeout
-        )
-
-    def _drive(self, op: Op[Any]) -> Any:
-        deadline = time.monotonic() + self.settings.timeout
-        s = self.settings
-        return _blocking.drive(
-            op,
-            lambda call: _blocking.send_alone(
-                self._session, call, self._endpoints, deadline, s.request_timeout, s.timeout
-            ),
-        )

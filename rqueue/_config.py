@@ -1,4 +1,5 @@
-"""What both transports share: their settings, and turning them into a core."""
+"""What both transports and the admin CLI share: their settings, and turning them into a
+core."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _admin, _validate
+from . import _validate
 from ._clock import LeaderClock
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Credentials, Endpoints, parse_urls
-from ._models import Call, DeadLetter, Lease
+from ._models import DeadLetter, HttpCall, Lease
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
 
 #: the call used for ``GET /status`` in error messages
-STATUS_CALL = Call("/status", (), idempotent=True, what="connect")
+STATUS_CALL = HttpCall("/status", (), idempotent=True, what="connect")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Settings:
             clock_tolerance=_validate.seconds("clock_tolerance", clock_tolerance, allow_zero=True),
             assume_version=_validate.optional_text("assume_version", assume_version),
             dedup_ttl=_validate.seconds("dedup_ttl", dedup_ttl, allow_zero=False),
-            max_deliveries=_admin.max_deliveries(max_deliveries),
+            max_deliveries=_validate.max_deliveries(max_deliveries),
             on_dead_letter=on_dead_letter,
         )
 
@@ -105,6 +106,8 @@ class Settings:
             )
         # without the server's stamp, the lease clock is the caller's or the leader's
         leader_clock = None if use_server or self.clock is not None else LeaderClock()
+        source = "server" if use_server else "leader" if leader_clock else "caller's"
+        server = server.in_use(clock=source, read_consistency=self.read_consistency)
         clock = self.clock or (leader_clock.now if leader_clock else _no_clock)
         statements = statements_class(
             server_clock=use_server, clock=clock, clock_tolerance=self.clock_tolerance

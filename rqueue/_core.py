@@ -1,6 +1,6 @@
 """The sans-IO core: each queue operation as a generator of HTTP calls.
 
-An operation yields :class:`~rqueue._models.Call` objects and receives each call's
+An operation yields :class:`~rqueue._models.HttpCall` objects and receives each call's
 results (a tuple of :class:`~rqueue._models.Result`) or has the call's exception thrown
 into it; it returns the operation's value. The sync and async transports only drive
 these generators, so the twins cannot drift. The decisions that make the queue safe under
@@ -23,10 +23,11 @@ faults live here:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import _dlq, _schema
@@ -39,13 +40,12 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._models import Call, DeadLetter, Lease, Result, Stmt
+from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
 from ._statements import BATCH_ITEMS, Statements
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
 T = TypeVar("T")
-Op = Generator[Call, tuple[Result, ...], T]
 
 _TX = (("transaction", "true"),)
 #: how long dedup ids are remembered, in seconds
@@ -57,7 +57,7 @@ def _uses_clock(method: Callable[..., Op[T]]) -> Callable[..., Op[T]]:
 
     @functools.wraps(method)
     def timed(self: QueueCore, *args: Any, **kwargs: Any) -> Op[T]:
-        return (yield from self._with_clock(method(self, *args, **kwargs)))
+        return (yield from self.with_clock(method(self, *args, **kwargs)))
 
     return timed
 
@@ -110,16 +110,16 @@ class QueueCore:
     # -- calls --------------------------------------------------------------------------
     def write(
         self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False, mergeable: bool = False
-    ) -> Call:
+    ) -> HttpCall:
         return self._stamped(
             "/db/execute", stmts, _TX, idempotent=idempotent, what=what, mergeable=mergeable
         )
 
-    def read(self, stmts: Sequence[Stmt], what: str) -> Call:
+    def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall:
         query = (("level", self.read_consistency),)
-        return Call("/db/query", tuple(stmts), query, idempotent=True, what=what)
+        return HttpCall("/db/query", tuple(stmts), query, idempotent=True, what=what)
 
-    def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> Call:
+    def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> HttpCall:
         """A write whose answer carries rows: a ``RETURNING`` write's, or a read's.
 
         Writes alone go to ``/db/execute``, which returns a ``RETURNING`` write's rows just
@@ -134,17 +134,18 @@ class QueueCore:
 
     def _stamped(
         self, path: str, stmts: Sequence[Stmt], query: tuple[tuple[str, str], ...], **kw: Any
-    ) -> Call:
+    ) -> HttpCall:
         """A write call; it starts with the time stamp when its statements read it."""
         s = self.statements
         if s.needs_stamp(stmts):
             stamp = s.stamp()
             assert stamp is not None
-            return Call(path, (stamp, *stmts), query, stamped=True, **kw)
-        return Call(path, tuple(stmts), query, **kw)
+            return HttpCall(path, (stamp, *stmts), query, stamped=True, **kw)
+        return HttpCall(path, tuple(stmts), query, **kw)
 
     # -- the lease clock (servers that cannot stamp time) ------------------------------
-    def _with_clock(self, op: Op[T]) -> Op[T]:
+    def with_clock(self, op: Op[T]) -> Op[T]:
+        """Run ``op`` after reading the leader's clock, when that is due."""
         clock = self.leader_clock
         if clock is None:
             return (yield from op)
@@ -188,14 +189,14 @@ class QueueCore:
         if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
             yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
 
-    # -- publish ------------------------------------------------------------------------
+    # -- publish (timed: a message's ``enqueued_at`` is its request's time) --------------
+    @_uses_clock
     def publish(self, group_id: str, event: str, priority: int, dedup_id: str | None) -> Op[int]:
         if dedup_id is not None:
             return (yield from self._publish_dedup(group_id, event, priority, dedup_id))
         results = yield self.write(self.statements.publish(group_id, event, priority), "publish")
         return _insert_id(results[0])
 
-    @_uses_clock
     def _publish_dedup(self, group_id: str, event: str, priority: int, dedup_id: str) -> Op[int]:
         s = self.statements
         stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl)
@@ -224,6 +225,7 @@ class QueueCore:
                 raise ProtocolError(f"publish: no seq recorded for dedup_id {dedup_id!r}")
             return int(row[0][0])
 
+    @_uses_clock
     def publish_many(self, items: Sequence[tuple[str, str, int]]) -> Op[list[int]]:
         """Publish validated ``(group_id, event, priority)`` items in one request."""
         if not items:
@@ -385,7 +387,7 @@ class QueueCore:
     # -- settle -------------------------------------------------------------------------
     @_uses_clock
     def ack(self, lease: Lease) -> Op[None]:
-        return (yield from self._fenced(lease, self.statements.ack(lease), "ack"))
+        yield from self._fenced(lease, self.statements.ack(lease), "ack")
 
     @_uses_clock
     def ack_and_claim(
@@ -430,12 +432,26 @@ class QueueCore:
     @_uses_clock
     def nack(self, lease: Lease, delay: float, error: str | None = None) -> Op[None]:
         stmts = [self.statements.nack(lease, delay, *(() if error is None else (error,)))]
-        return (yield from self._fenced(lease, stmts, "nack"))
+        yield from self._fenced(lease, stmts, "nack")
 
     @_uses_clock
-    def extend(self, lease: Lease, visibility: float) -> Op[None]:
-        stmts = [self.statements.extend(lease, visibility)]
-        return (yield from self._fenced(lease, stmts, "extend"))
+    def extend(self, lease: Lease, visibility: float) -> Op[Lease]:
+        """Extend; return ``lease`` with the new ``expires_at`` (``RETURNING`` where the
+        server has it, else read back; None if that read fails: the extend applied)."""
+        s = self.statements
+        if self.server.one_request_claim:
+            stmt = s.extend_returning(lease, visibility)
+        else:
+            stmt = s.extend(lease, visibility)
+        applied = yield from self._fenced(lease, [stmt], "extend")
+        if applied.columns:
+            return _with_expiry(lease, applied)
+        try:
+            (res,) = yield self.read([s.extended_read_back(lease)], "extend: read back")
+        except (Unavailable, StatementError, OutcomeUnknown) as exc:
+            log.warning("extend: applied to message %s, expiry not read: %s", lease.seq, exc)
+            return dataclasses.replace(lease, expires_at=None)
+        return _with_expiry(lease, res)
 
     def _fenced(
         self,
@@ -443,8 +459,10 @@ class QueueCore:
         stmts: list[Stmt],
         what: str,
         unknown: OutcomeUnknown | None = None,
-    ) -> Op[None]:
-        """A write that acts only while the row is leased to ``lease.token``.
+    ) -> Op[Result]:
+        """A write that acts only while the row is leased to ``lease.token``; returns the
+        result of its first statement, which changed the row (its ``RETURNING`` rows, or
+        ``rows_affected``).
 
         ``unknown``: an earlier attempt (by another operation) whose outcome is unknown.
         """
@@ -458,8 +476,9 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             else:
-                if results[0].rows_affected > 0:
-                    return None
+                first = results[0]
+                if first.rows if first.columns else first.rows_affected > 0:
+                    return first
                 if unknown is None:
                     raise _lease_lost(what, lease)
             # Unknown so far: look at the row to decide.
@@ -511,6 +530,15 @@ def _after_ack(op: Op[T]) -> Op[T]:
     except RqueueError as exc:
         exc.acked = True
         raise
+
+
+def _with_expiry(lease: Lease, res: Result) -> Lease:
+    """``lease`` with the ``lock_expiry`` read in ``res`` (None when the row is not there)."""
+    try:
+        expiry = res.rows[0][0] if res.rows else None
+        return dataclasses.replace(lease, expires_at=None if expiry is None else float(expiry))
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"extend: unreadable lock_expiry {res.rows!r}: {exc}") from exc
 
 
 def _insert_id(res: Result) -> int:

@@ -1,4 +1,5 @@
-"""The dead-letter queue: moving exhausted messages out, and listing, redriving, purging.
+"""The dead-letter queue's statements: moving exhausted messages out, listing, redriving,
+purging (the operator's calls that run them: :mod:`rqueue._admin`).
 
 With ``max_deliveries`` set, every claim request starts with :meth:`DeadLetters.move`:
 the heads of groups that were claimed ``max_deliveries`` times and are free again (the
@@ -21,14 +22,11 @@ group had moved on past the message anyway (like a redrive from an SQS dead-lett
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._exceptions import ProtocolError
-from ._models import DeadLetter, QueuedMessage, Result, Stmt
-from ._statements import ENQUEUED, NOW, PARKED, SERVER_NOW, Statements
-
-if TYPE_CHECKING:
-    from ._core import Op, QueueCore
+from ._models import DeadLetter, Result, Stmt
+from ._statements import NOW, Statements
 
 _DEAD_COLUMNS = "seq, group_id, event, priority, deliveries, last_error, enqueued_at, dead_at"
 
@@ -101,14 +99,15 @@ class DeadLetters:
         )
 
     def redrive(self, seq: int | None, group_id: str | None) -> list[Stmt]:
-        """Back at the tail of each group as new messages; the first result's
-        ``rows_affected`` is how many."""
+        """Back at the tail of each group as new messages (``enqueued_at`` the request's
+        time); the first result's ``rows_affected`` is how many."""
         where, params = _selection(seq, group_id)
         return [
             self.s.stmt(
-                f"INSERT INTO messages (group_id, event, enqueued_at) "
-                f"SELECT group_id, event, {ENQUEUED} FROM rqueue_dead WHERE {where} "
+                "INSERT INTO messages (group_id, event, enqueued_at) "
+                f"SELECT group_id, event, {{now}} FROM rqueue_dead WHERE {where} "
                 "ORDER BY seq",
+                NOW,
                 *params,
             ),
             self.s.stmt(
@@ -124,20 +123,6 @@ class DeadLetters:
     def purge(self, seq: int | None, group_id: str | None) -> Stmt:
         where, params = _selection(seq, group_id)
         return self.s.stmt(f"DELETE FROM rqueue_dead WHERE {where}", *params)
-
-    def peek(self, group_id: str, limit: int) -> Stmt:
-        """A group's queued messages in order, with their state (a read on the answering
-        node's clock, which any rqlite accepts in a read)."""
-        return self.s.stmt(
-            "SELECT seq, group_id, event, CASE "
-            f"WHEN locked_by IS NULL OR lock_expiry < {SERVER_NOW} THEN 'ready' "
-            "WHEN locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
-            "deliveries, last_error, lock_expiry FROM messages WHERE group_id = ? "
-            "ORDER BY seq LIMIT ?",
-            PARKED,
-            group_id,
-            limit,
-        )
 
 
 def _selection(seq: int | None, group_id: str | None) -> tuple[str, tuple[Any, ...]]:
@@ -171,43 +156,6 @@ def dead_letters_of(res: Result) -> list[DeadLetter]:
 
 def _num(x: Any) -> float | None:
     return None if x is None else float(x)
-
-
-# -- operations (generators the twins drive, like QueueCore's) ---------------------------
-def list_dead(core: QueueCore, group_id: str | None, after: int, limit: int) -> Op[list]:
-    (res,) = yield core.read([core.dead.list(group_id, after, limit)], "dead letters")
-    return dead_letters_of(res)
-
-
-def redrive(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
-    """Redrive; idempotent in effect: a repeat (after an unknown outcome) redrives what is
-    in the dead-letter queue then, and nothing twice."""
-    results = yield core.write(core.dead.redrive(seq, group_id), "redrive", idempotent=True)
-    return results[0].rows_affected
-
-
-def purge(core: QueueCore, seq: int | None, group_id: str | None) -> Op[int]:
-    (res,) = yield core.write([core.dead.purge(seq, group_id)], "purge", idempotent=True)
-    return res.rows_affected
-
-
-def peek(core: QueueCore, group_id: str, limit: int) -> Op[list]:
-    (res,) = yield core.read([core.dead.peek(group_id, limit)], "peek")
-    try:
-        return [
-            QueuedMessage(
-                seq=int(r["seq"]),
-                group_id=str(r["group_id"]),
-                event=str(r["event"]),
-                state=str(r["state"]),
-                deliveries=int(r["deliveries"] or 0),
-                last_error=r.get("last_error"),
-                lock_expiry=_num(r.get("lock_expiry")),
-            )
-            for r in res.dicts()
-        ]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ProtocolError(f"peek: unreadable row: {exc}") from exc
 
 
 def collect(into: dict[int, DeadLetter], results: Sequence[Result]) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class Stmt:
 
 
 @dataclass(frozen=True)
-class Call:
+class HttpCall:
     """One HTTP request the core wants sent: a POST of statements to an endpoint.
 
     ``idempotent`` calls (reads) may be re-sent after an unknown outcome; others may not.
@@ -79,6 +82,11 @@ class Result:
     def dicts(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column name."""
         return [dict(zip(self.columns, row, strict=False)) for row in self.rows]
+
+
+#: one operation of the core (:mod:`rqueue._core`): a generator that yields the calls it
+#: wants sent, receives each call's results (or has its error thrown in), and returns a T
+Op = Generator[HttpCall, tuple[Result, ...], T]
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,9 @@ class Stats:
     """The queue at one moment (see ``stats()``); counts by priority in ``by_priority``.
 
     ``oldest_ready_age``: seconds since the oldest message that is not in flight was
-    published, approximately (None when unknown, e.g. on servers without a time stamp).
+    published (or redriven), to within ``clock_tolerance`` + 0.09 s (how far the nodes'
+    clocks may disagree, plus rqlite's rounding of its time; docs/rqueue.md); None when
+    nothing is ready or the message has no enqueue time (a row written by another tool).
     """
 
     ready: int

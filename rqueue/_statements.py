@@ -55,15 +55,12 @@ STAMP = Stmt(f"INSERT OR REPLACE INTO rqueue_clock (id, ts) VALUES (1, {SERVER_N
 SERVER_CLOCK_STEP = 86400.0 / 1e6
 #: default bound on how far apart the clocks that stamp and check a lease may be
 DEFAULT_CLOCK_TOLERANCE = 0.25
-#: a new message's ``enqueued_at``: the queue's latest stamped time (replicated data, so
-#: every replica stores the same); NULL until a request was stamped (server clock only)
-ENQUEUED = "(SELECT max(ts) FROM rqueue_clock)"
 #: a leased row's columns, as a claim returns them (its ``RETURNING``) or reads them back
 LEASE_COLUMNS = "seq, group_id, event, lock_expiry"
 #: the highest seq ever given to a message (``messages`` is ``AUTOINCREMENT``)
 LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
-#: most items in one :meth:`Statements.publish_batch`: 2 parameters per message and 3 per
-#: group stay within the 999 that SQLite binds before 3.32
+#: most items in one :meth:`Statements.publish_batch`: 2 parameters per message, 3 per
+#: group and the one enqueue time stay within the 999 that SQLite binds before 3.32
 BATCH_ITEMS = 199
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
 PARKED = "__parked__"
@@ -137,15 +134,17 @@ class Statements:
 
     # -- publish ------------------------------------------------------------------------
     def publish(self, group_id: str, event: str, priority: int) -> list[Stmt]:
-        """Insert the message; create its group row (first publish sets the priority).
+        """Insert the message, ``enqueued_at`` the request's time; create its group row
+        (first publish sets the priority).
 
         The first result's ``last_insert_id`` is the message's ``seq``.
         """
         return [
             self.stmt(
-                f"INSERT INTO messages (group_id, event, enqueued_at) VALUES (?, ?, {ENQUEUED})",
+                "INSERT INTO messages (group_id, event, enqueued_at) VALUES (?, ?, {now})",
                 group_id,
                 event,
+                NOW,
             ),
             self.stmt(
                 "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
@@ -164,15 +163,19 @@ class Statements:
         first result's ``last_insert_id`` is the last item's, so item ``i`` of ``n`` got
         ``last_insert_id - (n - 1 - i)``. The group rows read that last seq from
         ``sqlite_sequence``, which nothing else in the statement writes (each row's
-        ``last_insert_rowid()`` would see the previous group row's insert). At most
-        :data:`BATCH_ITEMS` items: SQLite before 3.32 binds at most 999 parameters.
+        ``last_insert_rowid()`` would see the previous group row's insert). Every message's
+        ``enqueued_at`` is the request's time, given once (``WITH``: a bound time is one
+        parameter, not one per row). At most :data:`BATCH_ITEMS` items: SQLite before 3.32
+        binds at most 999 parameters.
         """
         n = len(items)
         if not 1 <= n <= BATCH_ITEMS:
             raise ValueError(f"publish_batch: 1 to {BATCH_ITEMS} items, got {n}")
-        rows = ", ".join([f"(?, ?, {ENQUEUED})"] * n)
+        rows = ", ".join(["(?, ?, (SELECT t FROM enqueued))"] * n)
         inserted = self.stmt(
+            "WITH enqueued (t) AS (SELECT {now}) "
             f"INSERT INTO messages (group_id, event, enqueued_at) VALUES {rows}",
+            NOW,
             *(v for group_id, event, _ in items for v in (group_id, event)),
         )
         firsts: dict[str, tuple[int, int]] = {}
@@ -195,10 +198,11 @@ class Statements:
         return [
             self.stmt("DELETE FROM rqueue_dedup WHERE created_at < {now} - ?", NOW, dedup_ttl),
             self.stmt(
-                f"INSERT INTO messages (group_id, event, enqueued_at) SELECT ?, ?, {ENQUEUED} "
+                "INSERT INTO messages (group_id, event, enqueued_at) SELECT ?, ?, {now} "
                 "WHERE NOT EXISTS (SELECT 1 FROM rqueue_dedup WHERE dedup_id = ?)",
                 group_id,
                 event,
+                NOW,
                 dedup_id,
             ),
             self.stmt(
@@ -377,6 +381,25 @@ class Statements:
             lease.seq,
             lease.token,
             NOW,
+        )
+
+    def extend_returning(self, lease: Lease, visibility: float) -> Stmt:
+        """:meth:`extend` returning the new ``lock_expiry`` (no row: the lease is gone).
+
+        As with :meth:`claim_returning`, a server whose parser does not accept the
+        statement runs it as a plain write and answers without ``columns``: the core then
+        reads the expiry back.
+        """
+        extended = self.extend(lease, visibility)
+        return Stmt(f"{extended.sql} RETURNING lock_expiry", extended.params)
+
+    def extended_read_back(self, lease: Lease) -> Stmt:
+        """Read the ``lock_expiry`` of the row still leased to ``lease.token``."""
+        return self.stmt(
+            "SELECT lock_expiry FROM messages WHERE seq = ? AND locked_by = ?",
+            lease.seq,
+            lease.token,
+            read=True,
         )
 
     def lookup(self, seq: int) -> Stmt:

@@ -1,5 +1,7 @@
-"""``stats()``: the queue's depth from counters and indexes, never a count of the queue.
+"""What an operator reads of the queue: ``stats()`` and ``peek()``'s statements and rows
+(the calls that run them: :mod:`rqueue._admin`).
 
+``stats()``: the queue's depth from counters and indexes, never a count of the queue.
 One read request of three statements:
 
 * ``rqueue_counts``: messages, groups and dead letters per priority, kept exact by
@@ -15,14 +17,12 @@ queued (benchmarks/stats_bench.py shows the plans and the time at 1,000,000 queu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any
 
 from ._exceptions import ProtocolError
-from ._models import Stats, Stmt
+from ._models import QueuedMessage, Result, Stats, Stmt
 from ._statements import PARKED, SERVER_NOW
-
-if TYPE_CHECKING:
-    from ._core import Op, QueueCore
 
 COUNTS = Stmt("SELECT kind, priority, n FROM rqueue_counts")
 IN_FLIGHT = Stmt(
@@ -38,8 +38,8 @@ OLDEST_READY = Stmt(
 STATEMENTS = (COUNTS, IN_FLIGHT, OLDEST_READY)
 
 
-def stats(core: QueueCore) -> Op[Stats]:
-    results = yield core.read(STATEMENTS, "stats")
+def stats_of(results: Sequence[Result]) -> Stats:
+    """The :class:`Stats` in the results of :data:`STATEMENTS`."""
     try:
         counts, flight, oldest = results
         by: dict[int, dict[str, int]] = {}
@@ -73,3 +73,39 @@ def stats(core: QueueCore) -> Op[Stats]:
         )
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"stats: unreadable answer: {exc}") from exc
+
+
+def peek(group_id: str, limit: int) -> Stmt:
+    """A group's queued messages in order, with their state (a read on the answering
+    node's clock, which any rqlite accepts in a read)."""
+    return Stmt(
+        "SELECT seq, group_id, event, CASE "
+        f"WHEN locked_by IS NULL OR lock_expiry < {SERVER_NOW} THEN 'ready' "
+        "WHEN locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
+        "deliveries, last_error, lock_expiry FROM messages WHERE group_id = ? "
+        "ORDER BY seq LIMIT ?",
+        (PARKED, group_id, limit),
+    )
+
+
+def queued_of(res: Result) -> list[QueuedMessage]:
+    """The rows of :func:`peek` as :class:`QueuedMessage`."""
+    try:
+        return [
+            QueuedMessage(
+                seq=int(r["seq"]),
+                group_id=str(r["group_id"]),
+                event=str(r["event"]),
+                state=str(r["state"]),
+                deliveries=int(r["deliveries"] or 0),
+                last_error=r.get("last_error"),
+                lock_expiry=_num(r.get("lock_expiry")),
+            )
+            for r in res.dicts()
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"peek: unreadable row: {exc}") from exc
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None else float(x)

@@ -1,158 +1,179 @@
-"""``RqliteTransport``: the queue over a ``requests`` session (only sends and receives)."""
+# generated from rqueue/_async.py by scripts/unasync.py; do not edit
+# (edit rqueue/_async.py, then run: python scripts/unasync.py)
+"""The twins' I/O, written once: sending the core's calls over an HTTP session.
+
+Written for asyncio in ``rqueue/_async.py``; ``scripts/unasync.py`` writes the blocking
+twin, ``rqueue/_sync.py``, from it (``async``/``await`` dropped, the ``Async`` names
+replaced by an explicit table), and a lint test fails when that file is stale. What
+differs by nature stays hand-written per twin (``rqueue/_async_http.py``,
+``rqueue/_sync_http.py``): the HTTP session over the twin's library, and the merger
+(group commit: tasks on one loop, or threads and a lock). Everything here only sends,
+waits and hands back; the decisions are the core's and :class:`~rqueue._attempts.Attempts`'s.
+No HTTP library is imported here, so the admin CLI, which drives the blocking twin's
+:class:`Admin` over a plain socket, starts without one.
+"""
 
 from __future__ import annotations
 
-import threading
+import json
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar, Protocol, Self
 
-import requests
-import urllib3.exceptions
-
-from . import _admin, _batch, _blocking, _validate
-from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
-from ._config import Settings, check_lease, publish_items
-from ._core import DEFAULT_DEDUP_TTL, Op, QueueCore
-from ._exceptions import TransportClosed
-from ._models import Call, DeadLetter, Lease, Result
+from . import _admin, _batch, _validate
+from ._attempts import Attempts, Reply, SendError, describe_error
+from ._config import STATUS_CALL, Settings, check_lease, publish_items
+from ._core import DEFAULT_DEDUP_TTL, QueueCore
+from ._endpoints import Endpoints
+from ._exceptions import RqueueError, TransportClosed
+from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
 
-_NOT_SENT_REASONS = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
-_JSON = {"Content-Type": "application/json"}
 
-
-def _not_sent(exc: requests.RequestException) -> bool:
-    """True when the request certainly never reached a server."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.SSLError):
-        return True  # no connection, or the TLS handshake failed: nothing was sent
-    if isinstance(exc, requests.exceptions.ConnectionError) and exc.args:
-        reason = getattr(exc.args[0], "reason", exc.args[0])
-        return isinstance(reason, _NOT_SENT_REASONS)
-    return False
-
-
-class _Session:
-    """One ``requests.Session`` (a keep-alive pool per node) behind the small interface
-    both twins' I/O layers share: ``request(...) -> Reply``, raising :class:`SendError`.
-
-    Requests go straight to the session's adapter, prepared here: ``Session.request``
-    would merge session settings, environment and cookies into every request, which
-    costs more client CPU than the rest of a claim. Nothing of that applies here (no
-    proxies, no cookies, no redirects), and the headers and auth are fixed at start.
-    """
-
-    def __init__(self, settings: Settings) -> None:
-        session = requests.Session()
-        session.trust_env = False  # no proxies or .netrc from the environment
-        session.verify = settings.ca_bundle or settings.verify
-        adapter = requests.adapters.HTTPAdapter(pool_connections=8, pool_maxsize=64, max_retries=0)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        template = requests.PreparedRequest()
-        template.prepare_headers(_JSON)
-        if settings.credentials is not None:
-            template.prepare_auth(settings.credentials.as_tuple())
-        self._headers = template.headers
-        self._session = session
-        self._adapter = adapter
+class Session(Protocol):
+    """An HTTP session (a keep-alive pool per node): one exchange per ``request``, which
+    raises :class:`~rqueue._attempts.SendError` saying whether the request may have
+    reached the server."""
 
     def request(
         self, method: str, url: str, path: str, body: bytes | None, timeout: float
-    ) -> Reply:
-        prepared = requests.PreparedRequest()
-        prepared.method = method
-        prepared.url = url + path  # already a clean URL (parse_urls) and an encoded path
-        prepared.headers = self._headers.copy()
-        prepared.prepare_body(body, None)
+    ) -> Reply: ...
+
+    def close(self) -> None: ...
+
+
+class Merger(Protocol):
+    """Group commit (:mod:`rqueue._batch`): sends a mergeable call with the calls that
+    arrive meanwhile, as one request, or says to send it alone."""
+
+    coalescer: _batch.Coalescer
+
+    def run(self, call: HttpCall, deadline: float, request_timeout: float) -> _batch.Settled: ...
+
+
+class Admin:
+    """The operator's API (``stats``, ``peek``, the dead-letter queue), and the loop that
+    drives the core's operations over ``_session``: shared by the transports and the
+    admin CLI. A subclass sets the attributes below."""
+
+    _settings: Settings
+    _session: Session
+    _endpoints: Endpoints
+    _core: QueueCore
+
+    def _open(self) -> QueueCore:
+        """The core, for a new operation."""
+        return self._core
+
+    def stats(self) -> Stats:
+        """Messages ready, leased, parked and dead-lettered, groups, the oldest ready
+        message's age, by priority: from counters and indexes, cheap enough to poll."""
+        return self._drive(_admin.stats(self._open()))
+
+    def peek(self, group_id: str, limit: int = 20) -> list[QueuedMessage]:
+        """The first ``limit`` messages of ``group_id`` in order, with their state."""
+        core = self._open()
+        op = _admin.peek(core, _validate.text("group_id", group_id), _validate.limit(limit))
+        return self._drive(op)
+
+    def dead_letters(
+        self, group_id: str | None = None, *, after: int = 0, limit: int = 100
+    ) -> list[DeadLetter]:
+        """Dead-lettered messages in seq order (of one group, if given), after seq ``after``."""
+        core = self._open()
+        group = None if group_id is None else _validate.text("group_id", group_id)
+        after = _validate.seq("after", after, allow_zero=True)
+        return self._drive(_admin.dead_letters(core, group, after, _validate.limit(limit)))
+
+    def redrive(
+        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
+    ) -> int:
+        """Put dead letters back at the tail of their groups (one by ``seq``, a group, or
+        ``all=True``) as new messages; returns how many."""
+        core = self._open()
+        return self._drive(_admin.redrive(core, *_validate.selection(seq, group_id, all)))
+
+    def purge(
+        self, seq: int | None = None, *, group_id: str | None = None, all: bool = False
+    ) -> int:
+        """Delete dead letters (one by ``seq``, a group, or ``all=True``); returns how many."""
+        core = self._open()
+        return self._drive(_admin.purge(core, *_validate.selection(seq, group_id, all)))
+
+    # -- driving the core ---------------------------------------------------------------
+    def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
+        """Run one operation of the core: send each call it yields, hand back its results
+        (or its error), until it returns; within ``timeout`` unless given a deadline."""
+        if deadline is None:
+            deadline = time.monotonic() + self._settings.timeout
         try:
-            response = self._adapter.send(
-                prepared,
-                timeout=(min(CONNECT_TIMEOUT, timeout), timeout),
-                verify=self._session.verify,
-            )
-            text = response.text
-        except requests.RequestException as exc:
-            raise SendError(describe_error(exc), sent=not _not_sent(exc)) from exc
-        return Reply(response.status_code, text, response.headers)
+            call = next(op)
+            while True:
+                try:
+                    results = self._send(call, deadline)
+                except RqueueError as exc:
+                    call = op.throw(exc)
+                else:
+                    call = op.send(call.for_caller(results))
+        except StopIteration as stop:
+            return stop.value
 
-    def close(self) -> None:
-        self._session.close()
+    def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
+        return self._send_alone(call, deadline)
 
+    def _send_alone(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
+        """Send ``call`` by itself, failing over between nodes as :class:`Attempts`
+        decides; a node failed over to is asked ``/readyz`` first."""
+        s = self._settings
+        attempts = Attempts(call, self._endpoints, deadline, s.request_timeout, limit=s.timeout)
+        path, body = _batch.request_target(call)
+        while True:
+            url, timeout = attempts.next()
+            probe = attempts.probe(url)
+            if probe is not None and not self._probe(attempts, url, probe):
+                _pause(attempts)
+                continue
+            try:
+                reply = self._session.request("POST", url, path, body, timeout)
+            except SendError as exc:
+                if exc.sent:
+                    attempts.maybe_sent(url, str(exc))
+                else:
+                    attempts.not_sent(url, str(exc))
+            else:
+                results = attempts.answered(url, reply.status, reply.text)
+                if results is not None:
+                    return results
+            _pause(attempts)
 
-class _Merger:
-    """Group commit for one transport's threads (see :mod:`rqueue._batch`): a thread
-    whose call arrives during another's merged request waits, then the oldest waiting
-    thread sends every waiting call as one request and hands each its results."""
-
-    def __init__(self, send: Callable[[list[_batch.Waiting], float], list[_batch.Settled]]) -> None:
-        self._send = send
-        self._lock = threading.Lock()
-        self.coalescer = _batch.Coalescer()
-
-    def run(self, call: Call, deadline: float, request_timeout: float) -> _batch.Settled:
-        item = _batch.Waiting(
-            call, deadline, handle=threading.Event(), fragment=_batch.fragment(call)
-        )
-        with self._lock:
-            if not self.coalescer.accepting(time.monotonic()):
-                return _batch.Alone("merging paused after a failed statement")
-            batch = self.coalescer.arrive(item)
-        if batch is None:
-            settled = self._wait(item, deadline, request_timeout)
-            if settled is not None:
-                return settled
-            batch = item.batch
-            assert batch is not None
-        return self._flush(item, batch)
-
-    def _wait(
-        self, item: _batch.Waiting, deadline: float, request_timeout: float
-    ) -> _batch.Settled | None:
-        """Wait to be settled (returned) or made the sender of a batch (None)."""
-        if not item.handle.wait(max(0.0, deadline - time.monotonic())):
-            with self._lock:
-                if self.coalescer.withdraw(item):
-                    return _batch.Alone("no time left while waiting to be merged")
-            # taken into a batch: its one exchange is bounded by the request timeout
-            bound = request_timeout + _batch.SETTLE_MARGIN
-            if not item.handle.wait(bound):
-                return _batch.no_word(item, bound)
-        return None if item.batch is not None else item.settled
-
-    def _flush(self, item: _batch.Waiting, batch: list[_batch.Waiting]) -> _batch.Settled:
-        """Send ``batch`` (``item`` is ours), settle the others, pass the turn on."""
-        settled: list[_batch.Settled] | None = None
+    def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
+        """Ask a node we fail over to whether it is ready, before sending it the call."""
         try:
-            settled = self._send(batch, _batch.deadline_of(batch))
-        finally:
-            if settled is None:  # interrupted: the request may have gone out
-                settled = _batch.stopped_sender(batch, sent=True)
-            with self._lock:
-                wake = self.coalescer.conclude(batch, settled, item, time.monotonic())
-            for w in wake:
-                w.handle.set()
-        return settled[batch.index(item)]
+            reply = self._session.request("GET", url, "/readyz", None, timeout)
+        except SendError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
+            return False
+        return attempts.probe_answered(url, reply.status, reply.text)
 
 
-class RqliteTransport(_admin.Admin):
-    """A FIFO queue with per-group exclusivity on an rqlite cluster (blocking API).
-
-    Create it with :meth:`from_url`. ``statements_class`` is the hook for mutant
-    subjects: subclass the transport and set it to a :class:`~rqueue.Statements`
-    subclass that overrides one builder (see :mod:`rqueue._statements`).
-    """
+class Transport(Admin):
+    """The queue's API over a session and a merger. A twin's transport class names them
+    (``_session_class``, ``_merger_class``); ``statements_class`` is the hook for mutant
+    subjects: a :class:`~rqueue.Statements` subclass that overrides one builder (see
+    :mod:`rqueue._statements`)."""
 
     statements_class: type[Statements] = Statements
+    _session_class: ClassVar[Callable[[Settings], Session]]
+    _merger_class: ClassVar[Callable[[_batch.SendBatch], Merger]]
 
-    def __init__(self, settings: Settings, session: _Session, core: QueueCore) -> None:
+    def __init__(self, settings: Settings, session: Session, core: QueueCore) -> None:
         self._settings = settings
         self._session = session
         self._endpoints = settings.endpoints()
         self._core = core
         self._closed = False
-        self._merger = _Merger(self._send_merged)
+        self._merger = self._merger_class(self._send_merged)
 
     @classmethod
     def from_url(
@@ -172,7 +193,7 @@ class RqliteTransport(_admin.Admin):
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         max_deliveries: int | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
-    ) -> RqliteTransport:
+    ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
         Retries for at most ``timeout`` seconds in all until a node answers and the
@@ -208,13 +229,11 @@ class RqliteTransport(_admin.Admin):
             max_deliveries=max_deliveries,
             on_dead_letter=on_dead_letter,
         )
-        session = _Session(settings)
+        session = cls._session_class(settings)
         try:
             endpoints = settings.endpoints()
             deadline = time.monotonic() + settings.timeout
-            server = _blocking.detect(
-                session, endpoints, deadline, settings.request_timeout, settings.timeout
-            )
+            server = detect(session, endpoints, deadline, settings)
             core = settings.core(server, cls.statements_class)
             self = cls(settings, session, core)
             self._endpoints = endpoints
@@ -275,14 +294,20 @@ class RqliteTransport(_admin.Admin):
         core = self._open()
         lease = check_lease(lease, core)
         delay = _validate.seconds("delay", delay, allow_zero=True)
-        self._drive(core.nack(lease, delay, _admin.error_text(error)))
+        self._drive(core.nack(lease, delay, _validate.error_text(error)))
 
-    def extend(self, lease: Lease, visibility: float) -> None:
-        """Keep the lease for ``visibility`` more seconds from now (a heartbeat)."""
+    def extend(self, lease: Lease, visibility: float) -> Lease:
+        """Keep the lease for ``visibility`` more seconds from now (a heartbeat).
+
+        Returns the extended lease: a new :class:`~rqueue.Lease` (same message and token)
+        whose ``expires_at`` is the new deadline (None if the extend applied but the
+        deadline could not be read back); ``lease`` itself is left unchanged. Either
+        settles the message. :class:`~rqueue.LeaseLost` if the lease was no longer held.
+        """
         core = self._open()
         lease = check_lease(lease, core)
         visibility = _validate.seconds("visibility", visibility, allow_zero=False)
-        self._drive(core.extend(lease, visibility))
+        return self._drive(core.extend(lease, visibility))
 
     def close(self) -> None:
         """Close the HTTP connections; later calls raise :class:`~rqueue.TransportClosed`."""
@@ -295,7 +320,7 @@ class RqliteTransport(_admin.Admin):
         """The server's version and the features in use."""
         return self._core.server
 
-    def __enter__(self) -> RqliteTransport:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -308,19 +333,13 @@ class RqliteTransport(_admin.Admin):
             f"server={self._core.server.version!r}, {state})"
         )
 
-    # -- driving the core ---------------------------------------------------------------
+    # -- sending ------------------------------------------------------------------------
     def _open(self) -> QueueCore:
         if self._closed:
             raise TransportClosed(f"{type(self).__name__} is closed")
         return self._core
 
-    def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
-        if deadline is None:
-            deadline = time.monotonic() + self._settings.timeout
-        until = deadline
-        return _blocking.drive(op, lambda call: self._send(call, until))
-
-    def _send(self, call: Call, deadline: float) -> tuple[Result, ...]:
+    def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         if call.mergeable:
             settled = self._merger.run(call, deadline, self._settings.request_timeout)
             if isinstance(settled, _batch.Done):
@@ -342,8 +361,31 @@ class RqliteTransport(_admin.Admin):
             return ex.failed(str(exc), exc.sent)
         return ex.answered(reply.status, reply.text)
 
-    def _send_alone(self, call: Call, deadline: float) -> tuple[Result, ...]:
-        s = self._settings
-        return _blocking.send_alone(
-            self._session, call, self._endpoints, deadline, s.request_timeout, s.timeout
-        )
+
+def detect(
+    session: Session, endpoints: Endpoints, deadline: float, settings: Settings
+) -> ServerInfo:
+    """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
+    attempts = Attempts(
+        STATUS_CALL, endpoints, deadline, settings.request_timeout, limit=settings.timeout
+    )
+    while True:
+        url, timeout = attempts.next()
+        try:
+            reply = session.request("GET", url, "/status", None, timeout)
+            body = json.loads(reply.text) if reply.status == 200 else None
+        except SendError as exc:
+            attempts.not_sent(url, str(exc))
+        except ValueError as exc:
+            attempts.not_sent(url, describe_error(exc))
+        else:
+            server = attempts.status_answered(url, reply.status, reply.headers, body)
+            if server is not None:
+                return server
+        _pause(attempts)
+
+
+def _pause(attempts: Attempts) -> None:
+    pause = attempts.pause()
+    if pause:
+        time.sleep(pause)

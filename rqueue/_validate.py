@@ -9,6 +9,8 @@ from typing import Any
 from ._models import Lease
 
 MIN_PRIORITY, MAX_PRIORITY = 0, 4
+#: most rows one ``dead_letters`` or ``peek`` call returns
+MAX_LIMIT = 10_000
 
 
 def text(name: str, value: Any) -> str:
@@ -77,3 +79,54 @@ def lease(value: Any, origin: str) -> Lease:
     if value.origin and not set(value.origin.split(",")) & set(origin.split(",")):
         raise ValueError("lease: it was issued by a transport for another queue")
     return value
+
+
+def error_text(value: Any) -> str | None:
+    """The checked ``error`` of a ``nack``: None or a str (kept up to 4,000 characters)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"error: expected a str, got {type(value).__name__}")
+    return value[:4000]
+
+
+def max_deliveries(value: Any) -> int | None:
+    """The checked ``max_deliveries`` transport option: None (off) or an int >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_deliveries: expected an int or None, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_deliveries: must be >= 1, got {value}")
+    return value
+
+
+def limit(value: Any) -> int:
+    """How many rows an operator's listing returns: 1 to :data:`MAX_LIMIT`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"limit: expected an int, got {type(value).__name__}")
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValueError(f"limit: must be between 1 and {MAX_LIMIT}, got {value}")
+    return value
+
+
+def seq(name: str, value: Any, *, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return value
+
+
+def selection(one: Any, group_id: Any, everything: Any) -> tuple[int | None, str | None]:
+    """Exactly one of ``seq``, ``group_id`` or ``all=True`` (nothing is acted on by default):
+    the dead letters a ``redrive`` or ``purge`` acts on, as ``(seq, group_id)``."""
+    chosen = [one is not None, group_id is not None, everything is True]
+    if not isinstance(everything, bool):
+        raise TypeError(f"all: expected a bool, got {type(everything).__name__}")
+    if sum(chosen) != 1:
+        raise ValueError("give exactly one of seq=, group_id= or all=True")
+    return (
+        None if one is None else seq("seq", one),
+        None if group_id is None else text("group_id", group_id),
+    )

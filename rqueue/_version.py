@@ -8,7 +8,7 @@ with a suffix (``v8.36.0-rqueue-embedded``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -43,16 +43,37 @@ def version_from_status(headers: Any, status_json: Any) -> str | None:
     return header or None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ServerInfo:
-    """The server's version and the features rqueue uses because of it."""
+    """The server's version and the features rqueue uses because of it.
+
+    ``one_request_claim``, ``linearizable_reads`` and ``time_rewriting`` say what the
+    version offers; ``features`` what a transport uses, e.g. ``("one-request claims",
+    "server clock", "strong reads")`` (the claim protocol, where lease times come from:
+    the server's stamp, the leader's clock or the caller's, and the read consistency).
+    """
 
     version: str | None
     number: tuple[int, int, int] | None
+    #: what the transport uses with this server (set by :meth:`in_use`)
+    features: tuple[str, ...] = ()
 
     @classmethod
     def from_version(cls, version: str | None) -> ServerInfo:
         return cls(version, parse_version(version))
+
+    def in_use(self, *, clock: str, read_consistency: str) -> ServerInfo:
+        """This server with the ``features`` of a transport whose lease times come from
+        ``clock`` ("server", "leader" or "caller's") and whose reads are
+        ``read_consistency``."""
+        claims = "one-request claims" if self.one_request_claim else "three-request claims"
+        return replace(self, features=(claims, f"{clock} clock", f"{read_consistency} reads"))
+
+    def __repr__(self) -> str:
+        return f"ServerInfo(version={self.version!r}, features={self.features!r})"
+
+    def __str__(self) -> str:
+        return f"{self.version or 'unknown version'}: {', '.join(self.features) or 'none'}"
 
     def _at_least(self, wanted: tuple[int, int, int]) -> bool:
         return self.number is not None and self.number >= wanted

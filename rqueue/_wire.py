@@ -11,7 +11,7 @@ The classification is what makes the transports safe under faults:
   request was sent, HTTP 200 with a top-level ``"error"`` (``leadership lost while
   committing log``; seen applied later), other 5xx, an unreadable body.
 
-Reads (``Call.idempotent``) turn *unknown* into *retry*: re-reading is harmless.
+Reads (``HttpCall.idempotent``) turn *unknown* into *retry*: re-reading is harmless.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ._models import Call, Result
+from ._models import HttpCall, Result
 
 
 class Outcome(enum.Enum):
@@ -41,11 +41,11 @@ class Verdict:
     auth_failed: bool = False
 
 
-def _unknown_or_retry(call: Call, reason: str) -> Verdict:
+def _unknown_or_retry(call: HttpCall, reason: str) -> Verdict:
     return Verdict(Outcome.RETRY if call.idempotent else Outcome.UNKNOWN, reason=reason)
 
 
-def classify_response(call: Call, status: int, text: str) -> Verdict:
+def classify_response(call: HttpCall, status: int, text: str) -> Verdict:
     """Classify one HTTP answer to ``call``."""
     snippet = " ".join(text.split())[:200]
     if status == 200:
@@ -69,7 +69,7 @@ def classify_response(call: Call, status: int, text: str) -> Verdict:
     return _unknown_or_retry(call, f"HTTP {status}: {snippet}")
 
 
-def _classify_body(call: Call, body: Any) -> Verdict:
+def _classify_body(call: HttpCall, body: Any) -> Verdict:
     if not isinstance(body, dict):
         return _unknown_or_retry(call, "HTTP 200 with a JSON body that is not an object")
     top = body.get("error")

@@ -19,3 +19,16 @@ def test_ruff(args: list[str]) -> None:
         [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_blocking_twin_is_generated_from_the_async_one() -> None:
+    """rqueue/_sync.py is what scripts/unasync.py writes from rqueue/_async.py: edit the
+    source, then run the script."""
+    done = subprocess.run(
+        [sys.executable, "scripts/unasync.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

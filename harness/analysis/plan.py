@@ -4,7 +4,8 @@
 (each matrix a ``python -m harness matrix`` child, each shrink a ``python -m harness
 shrink`` child on the first run of its matrix that found the kind it seeks), so the
 report can be refreshed for a new rqlite version by pointing ``--rqlited-v8`` (or
-``--rqlited-v6``) at the new binary.
+``--rqlited-v6``) at the new binary. :func:`engines_needed` says which binaries a
+(partial) plan runs, so that only those are asked for.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-V8 = "/work/shared/rqlite/rqlited-v8.36.18"
-V6 = "/work/shared/rqlite/rqlited-v6.10.2"
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ MATRICES: tuple[MatrixSpec, ...] = (
         ("seed-reference",),
         ("embedded",),
         (1, 2, 3),
-        20.0,
+        30.0,  # --time keeps fault lengths: lease-expiry's 24 s window needs a 26 s run
         ("lease-expiry", "clock-skew", "steady"),
         True,
     ),
@@ -120,12 +118,28 @@ SHRINKS: tuple[ShrinkSpec, ...] = (
 )
 
 
-def engine_spec(engine: str, v8: str, v6: str) -> str:
+def engines_needed(only: Sequence[str] = ()) -> set[str]:
+    """The rqlite engines (``v8``, ``v6``) the plan, or only its named parts, runs (a
+    shrink needs its engine's binary to find its matrix's run); the reproduction
+    (``repro``) runs on both."""
+    needed: set[str] = set()
+    for spec in MATRICES:
+        if not only or spec.name in only:
+            needed.update(e for e in spec.engines if e != "embedded")
+    for shrink in SHRINKS:
+        if (not only or shrink.name in only) and shrink.engine != "embedded":
+            needed.add(shrink.engine)
+    if not only or "repro" in only:
+        needed.update(("v8", "v6"))
+    return needed
+
+
+def engine_spec(engine: str, v8: str | None, v6: str | None) -> str:
     """A plan engine (``embedded``, ``v8``, ``v6``) as ``harness matrix --engine`` takes it."""
     return {"embedded": "embedded", "v8": f"rqlited:{v8}", "v6": f"rqlited:{v6}"}[engine]
 
 
-def matrix_argv(spec: MatrixSpec, out: Path, v8: str, v6: str) -> list[str]:
+def matrix_argv(spec: MatrixSpec, out: Path, v8: str | None, v6: str | None) -> list[str]:
     """The ``python -m harness matrix`` command line of ``spec``."""
     argv = [sys.executable, "-m", "harness", "matrix", "--out", str(out)]
     argv += ["--time", f"{spec.time:g}", "--seeds", *map(str, spec.seeds)]
@@ -140,9 +154,11 @@ def matrix_argv(spec: MatrixSpec, out: Path, v8: str, v6: str) -> list[str]:
     return argv
 
 
-def engine_label(engine: str, v8: str, v6: str) -> str:
+def engine_label(engine: str, v8: str | None, v6: str | None) -> str:
     """The matrix's label for a plan engine (the binary's file name for rqlited)."""
-    return {"embedded": "embedded", "v8": Path(v8).name, "v6": Path(v6).name}[engine]
+    return {"embedded": "embedded", "v8": Path(v8 or "v8").name, "v6": Path(v6 or "v6").name}[
+        engine
+    ]
 
 
 def first_failing(matrix_json: Path, spec: ShrinkSpec, label: str) -> Path | None:
@@ -165,7 +181,9 @@ def shrink_argv(run_dir: Path, spec: ShrinkSpec, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def rerun(root: Path, v8: str, v6: str, only: Sequence[str] = ()) -> tuple[list[Path], list[Path]]:
+def rerun(
+    root: Path, v8: str | None, v6: str | None, only: Sequence[str] = ()
+) -> tuple[list[Path], list[Path]]:
     """Run the plan (or only the named matrices and shrinks) into ``root``.
 
     Returns the matrix folders and the shrink folders, for the report.

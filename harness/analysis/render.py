@@ -166,4 +166,6 @@ def repro_outputs(assets: Path) -> str:
         version = path.stem.removeprefix("repro-")
         parts += [f"On `{version}` ([{path.name}](analysis/{path.name})):", "", "```"]
         parts += [path.read_text().rstrip("\n"), "```", ""]
-    return "\n".join(parts) or "(no output of the reproduction script in docs/analysis/)"
+    return "\n".join(parts) or (
+        f"(no output of the reproduction script in {assets}: `--rerun` runs it)"
+    )

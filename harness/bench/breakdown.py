@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import SERIES, _baseline, _rate, _ratio, _row, _series
+from .series import SERIES, baseline, rate_at, ratio_of, row_at, series
 
 Doc = dict[str, Any]
 
@@ -31,7 +31,7 @@ def cost_rows(doc: Doc) -> list[tuple[str, int, dict[str, Any]]]:
     """(series label, concurrency, cost) for every row that has a cost figure."""
     out = []
     for label, key in COSTED:
-        for row in sorted(_series(doc, key), key=lambda r: r["concurrency"]):
+        for row in sorted(series(doc, key), key=lambda r: r["concurrency"]):
             if row.get("cost"):
                 out.append((label, row["concurrency"], row["cost"]))
     return out
@@ -84,7 +84,7 @@ def _engine_label(doc: Doc) -> str:
     return f"{info.get('engine', '?')}{' ' + version if version else ''}"
 
 
-def _levels(docs: list[Doc]) -> list[int]:
+def levels_of_all(docs: list[Doc]) -> list[int]:
     return sorted({r["concurrency"] for d in docs for r in d.get("store_insert", [])})
 
 
@@ -95,20 +95,20 @@ def comparison_cells(docs: list[Doc]) -> list[tuple[str, list[str]]]:
     INSERT rate measured just before it on the same engine (ratios travel between
     machines and engines, absolute rates do not).
     """
-    levels = _levels(docs)
+    levels = levels_of_all(docs)
     rows: list[tuple[str, list[str]]] = []
     for label, key in SERIES:
-        if not any(_series(d, key) for d in docs):
+        if not any(series(d, key) for d in docs):
             continue
         cells = []
         for d in docs:
             for c in levels:
-                rate = _rate(_series(d, key), c)
+                rate = rate_at(series(d, key), c)
                 if key == "store_insert":
                     cells.append("-" if rate is None else f"{rate:,.0f}/s")
                     continue
-                ratio = _ratio(rate, _baseline(d, key, c))
-                row = _row(_series(d, key), c)
+                ratio = ratio_of(rate, baseline(d, key, c))
+                row = row_at(series(d, key), c)
                 dry = " (dry)" if row and row.get("empty") else ""
                 cells.append("-" if ratio is None else f"{ratio:.2f}{dry}")
         rows.append((label, cells))
@@ -117,7 +117,7 @@ def comparison_cells(docs: list[Doc]) -> list[tuple[str, list[str]]]:
         by = {r["backlog"]: r for r in d.get("claim_latency", [])}
         if len(by) == 2:
             small, big = (by[k] for k in sorted(by))
-            ratio = _ratio(big["p50_ms"], small["p50_ms"])
+            ratio = ratio_of(big["p50_ms"], small["p50_ms"])
             lat.append(
                 f"{ratio:.2f} ({big['p50_ms']:.1f} / {small['p50_ms']:.1f} ms)" if ratio else "-"
             )
@@ -138,7 +138,7 @@ def comparison_cells(docs: list[Doc]) -> list[tuple[str, list[str]]]:
                 None,
             )
             ratio = (
-                _ratio(batched["messages_per_second"], single["messages_per_second"])
+                ratio_of(batched["messages_per_second"], single["messages_per_second"])
                 if single and batched
                 else None
             )
@@ -160,7 +160,7 @@ def _spread(per_engine: list[str], width: int) -> list[str]:
 def comparison_table(docs: list[Doc]) -> Any:
     from rich.table import Table
 
-    levels = _levels(docs)
+    levels = levels_of_all(docs)
     t = Table(title="Engines side by side (INSERTs/s; every other figure a ratio to them)")
     t.add_column("operation")
     for d in docs:
@@ -172,7 +172,7 @@ def comparison_table(docs: list[Doc]) -> Any:
 
 
 def comparison_markdown(docs: list[Doc]) -> str:
-    levels = _levels(docs)
+    levels = levels_of_all(docs)
     head = ["operation"] + [
         f"{_engine_label(d)}, {c} client{'s' if c > 1 else ''}" for d in docs for c in levels
     ]

@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .breakdown import breakdown_markdown
+from .series import SERIES, baseline, levels_of, rate_at, ratio_of, row_at, series
+
 
 @dataclass(frozen=True)
 class Target:
@@ -34,42 +37,6 @@ class Target:
         return out
 
 
-#: the throughput series: (label, bench.json key)
-SERIES = (
-    ("store INSERT", "store_insert"),
-    ("rqueue claim, shared transport", "rqueue_claim_shared"),
-    ("rqueue claim, transport each", "rqueue_claim"),
-    ("rqueue claim+ack, shared transport", "rqueue_cycle_shared"),
-    ("rqueue claim+ack, transport each", "rqueue_cycle"),
-    ("rqueue ack_and_claim cycle, shared transport", "rqueue_cycle_folded"),
-    ("seed claim+ack", "seed_cycle"),
-)
-
-
-def _series(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    return doc.get(key) or []
-
-
-def _levels(doc: dict[str, Any]) -> list[int]:
-    """The concurrency levels of the run's throughput figures."""
-    return sorted({r["concurrency"] for _, key in SERIES for r in _series(doc, key)})
-
-
-def _row(rows: list[dict[str, Any]], concurrency: int) -> dict[str, Any] | None:
-    return next((r for r in rows if r["concurrency"] == concurrency), None)
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b <= 0:
-        return None
-    return a / b
-
-
-def _rate(rows: list[dict[str, Any]], concurrency: int) -> float | None:
-    row = _row(rows, concurrency)
-    return None if row is None else row["per_second"]
-
-
 def _dry_note(*rows: dict[str, Any] | None) -> str:
     """Why figures cannot be used: the queue ran dry during them (claims found nothing)."""
     empty = sum((r or {}).get("empty", 0) or 0 for r in rows)
@@ -82,21 +49,12 @@ def _checked_ratio(value: float | None, note: str) -> float | None:
     return None if note else value
 
 
-def _baseline(doc: dict[str, Any], key: str, concurrency: int) -> float | None:
-    """The INSERT rate a figure is compared with: the one measured just before it if
-    any (``insert_per_second``), else the run's store-limit figure."""
-    row = _row(_series(doc, key), concurrency)
-    if row is not None and row.get("insert_per_second"):
-        return row["insert_per_second"]
-    return _rate(_series(doc, "store_insert"), concurrency)
-
-
 def _unfolded_note(doc: dict[str, Any], cycle_key: str, at: int) -> str:
     """With folded cycles checked, what the two-call cycle (claim, then ack) reached."""
-    if cycle_key != "rqueue_cycle_folded" or not _series(doc, "rqueue_cycle_shared"):
+    if cycle_key != "rqueue_cycle_folded" or not series(doc, "rqueue_cycle_shared"):
         return ""
-    plain = _rate(doc["rqueue_cycle_shared"], at)
-    ratio = _ratio(plain, _baseline(doc, "rqueue_cycle_shared", at))
+    plain = rate_at(doc["rqueue_cycle_shared"], at)
+    ratio = ratio_of(plain, baseline(doc, "rqueue_cycle_shared", at))
     shown = "n/a" if ratio is None else f"{ratio:.2f}"
     return f"; as two calls (claim, then ack): {_fmt(plain)} cycles/s, ratio {shown}"
 
@@ -108,74 +66,74 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
     meant to be run: concurrent calls share requests); runs from before group commit
     have only the transport-per-worker figures, which are checked then.
     """
-    claim_key = "rqueue_claim_shared" if _series(doc, "rqueue_claim_shared") else "rqueue_claim"
+    claim_key = "rqueue_claim_shared" if series(doc, "rqueue_claim_shared") else "rqueue_claim"
     cycle_key = next(
-        (k for k in ("rqueue_cycle_folded", "rqueue_cycle_shared") if _series(doc, k)),
+        (k for k in ("rqueue_cycle_folded", "rqueue_cycle_shared") if series(doc, k)),
         "rqueue_cycle",
     )
     how = "shared transport" if claim_key.endswith("shared") else "a transport per worker"
     out: list[Target] = []
     # claims at the target concurrency and at every higher level measured (8 and 32);
     # a run of some parts only (``--only``) checks the targets of those parts
-    levels = sorted({r["concurrency"] for r in _series(doc, claim_key)})
+    levels = sorted({r["concurrency"] for r in series(doc, claim_key)})
     for c in [c for c in levels if c >= at]:
-        claims, claims_base = _rate(_series(doc, claim_key), c), _baseline(doc, claim_key, c)
-        claims_dry = _dry_note(_row(_series(doc, claim_key), c))
+        claims, claims_base = rate_at(series(doc, claim_key), c), baseline(doc, claim_key, c)
+        claims_dry = _dry_note(row_at(series(doc, claim_key), c))
         out.append(
             Target(
                 f"claims/s vs INSERTs/s at concurrency {c}",
-                _checked_ratio(_ratio(claims, claims_base), claims_dry),
+                _checked_ratio(ratio_of(claims, claims_base), claims_dry),
                 0.8,
                 f"{_fmt(claims)} claims/s ({how}), {_fmt(claims_base)} INSERTs/s just before"
                 + claims_dry,
             )
         )
-    cycles = _rate(_series(doc, cycle_key), at)
-    cycles_base = _baseline(doc, cycle_key, at)
-    cycles_dry = _dry_note(_row(_series(doc, cycle_key), at))
+    cycles = rate_at(series(doc, cycle_key), at)
+    cycles_base = baseline(doc, cycle_key, at)
+    cycles_dry = _dry_note(row_at(series(doc, cycle_key), at))
     folded = cycle_key.endswith("folded")
     cycles_how = how + (", each ack folded into the next claim" if folded else "")
     cycle_target = Target(
         f"claim+ack cycles/s vs INSERTs/s at concurrency {at}",
-        _checked_ratio(_ratio(cycles, cycles_base), cycles_dry),
+        _checked_ratio(ratio_of(cycles, cycles_base), cycles_dry),
         0.6 if folded else 0.4,
         f"{_fmt(cycles)} cycles/s ({cycles_how}), {_fmt(cycles_base)} INSERTs/s just before"
         + cycles_dry
         + _unfolded_note(doc, cycle_key, at),
     )
-    if _series(doc, cycle_key):
+    if series(doc, cycle_key):
         out.append(cycle_target)
-    lat = {r["backlog"]: r for r in _series(doc, "claim_latency")}
+    lat = {r["backlog"]: r for r in series(doc, "claim_latency")}
     small, big = (lat.get(k) for k in sorted(lat)) if len(lat) == 2 else (None, None)
     if small and big:
         out.append(
             Target(
                 f"claim p50 with {big['backlog']:,} queued vs with {small['backlog']:,}",
-                _ratio(big["p50_ms"], small["p50_ms"]),
+                ratio_of(big["p50_ms"], small["p50_ms"]),
                 1.5,
                 f"p50 {big['p50_ms']:.2f} ms vs {small['p50_ms']:.2f} ms",
                 at_most=True,
             )
         )
-    for c in sorted({r["concurrency"] for r in _series(doc, "publish")}):
+    for c in sorted({r["concurrency"] for r in series(doc, "publish")}):
         single = next(
-            (r for r in _series(doc, "publish") if r["concurrency"] == c and r["batch"] == 1), None
+            (r for r in series(doc, "publish") if r["concurrency"] == c and r["batch"] == 1), None
         )
         batched = next(
-            (r for r in _series(doc, "publish") if r["concurrency"] == c and r["batch"] > 1), None
+            (r for r in series(doc, "publish") if r["concurrency"] == c and r["batch"] > 1), None
         )
         if single and batched:
             out.append(
                 Target(
                     f"batched vs single publish, messages/s at concurrency {c}",
-                    _ratio(batched["messages_per_second"], single["messages_per_second"]),
+                    ratio_of(batched["messages_per_second"], single["messages_per_second"]),
                     10.0,
                     f"{_fmt(batched['messages_per_second'])} vs "
                     f"{_fmt(single['messages_per_second'])} messages/s "
                     f"(batches of {batched['batch']})",
                 )
             )
-    rows = _series(doc, "sync_vs_async")
+    rows = series(doc, "sync_vs_async")
     shared = any(r.get("shared") for r in rows)
     modes = {r["mode"]: r for r in rows if bool(r.get("shared")) == shared}
     if "threads" in modes and "tasks" in modes:
@@ -185,7 +143,7 @@ def targets(doc: dict[str, Any], at: int = 8) -> list[Target]:
             Target(
                 f"{n} async tasks vs {n} threads, claim+ack cycles/s",
                 _checked_ratio(
-                    _ratio(modes["tasks"]["per_second"], modes["threads"]["per_second"]), dry
+                    ratio_of(modes["tasks"]["per_second"], modes["threads"]["per_second"]), dry
                 ),
                 1.0,
                 f"{_fmt(modes['tasks']['per_second'])} vs "
@@ -212,7 +170,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     info = doc["cluster"]
     seconds = doc["settings"]["seconds"]
     title = f"{info['engine']} {info['nodes']}-node cluster, {seconds:g} s per figure"
-    levels = _levels(doc)
+    levels = levels_of(doc)
     t = Table(title=f"Throughput, ops/s (ratio to INSERTs/s measured just before) — {title}")
     lt = Table(title="Latency of those operations, p50 / p99 ms")
     for table in (t, lt):
@@ -221,12 +179,12 @@ def tables(doc: dict[str, Any]) -> list[Any]:
             table.add_column(f"{c} client{'s' if c > 1 else ''}", justify="right")
     for label, key in SERIES:
         rates, lats = [label], [label]
-        if not _series(doc, key):
+        if not series(doc, key):
             continue
         for c in levels:
-            r = _row(doc[key], c)
-            base = _baseline(doc, key, c)
-            ratio = _ratio(_rate(doc[key], c), base)
+            r = row_at(doc[key], c)
+            base = baseline(doc, key, c)
+            ratio = ratio_of(rate_at(doc[key], c), base)
             flag = " !" if r and (r.get("empty") or r.get("errors")) else ""
             rates.append(
                 "-"
@@ -246,7 +204,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     p = Table(title="Publish (messages/s)")
     for col in ("concurrency", "mode", "messages/s", "requests/s", "p50 ms", "p99 ms"):
         p.add_column(col, justify="right")
-    for r in _series(doc, "publish"):
+    for r in series(doc, "publish"):
         mode = "single" if r["batch"] == 1 else f"publish_many({r['batch']})"
         p.add_row(
             str(r["concurrency"]),
@@ -260,7 +218,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     cl = Table(title="Claim latency, one claimer (ms)")
     for col in ("queued messages", "groups", "samples", "p50", "p99"):
         cl.add_column(col, justify="right")
-    for r in _series(doc, "claim_latency"):
+    for r in series(doc, "claim_latency"):
         cl.add_row(
             f"{r['backlog']:,}",
             f"{r['groups']:,}",
@@ -272,7 +230,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
     sa = Table(title="Sync threads vs async tasks (claim+ack cycles)")
     for col in ("mode", "concurrency", "cycles/s", "p50 ms", "p99 ms"):
         sa.add_column(col, justify="right")
-    for r in _series(doc, "sync_vs_async"):
+    for r in series(doc, "sync_vs_async"):
         sa.add_row(
             _mode(r),
             str(r["concurrency"]),
@@ -309,7 +267,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     ax = axes[0][0]
     for label, key in SERIES:
-        rows = sorted(_series(doc, key), key=lambda r: r["concurrency"])
+        rows = sorted(series(doc, key), key=lambda r: r["concurrency"])
         if rows:
             ax.plot(
                 [r["concurrency"] for r in rows],
@@ -326,9 +284,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax = axes[0][1]
     labels = [
         f"{'single' if r['batch'] == 1 else 'batch ' + str(r['batch'])}\nc={r['concurrency']}"
-        for r in _series(doc, "publish")
+        for r in series(doc, "publish")
     ]
-    ax.bar(labels, [r["messages_per_second"] for r in _series(doc, "publish")])
+    ax.bar(labels, [r["messages_per_second"] for r in series(doc, "publish")])
     ax.set_yscale("log")
     ax.set_ylabel("messages/s")
     ax.set_title("Publish")
@@ -362,7 +320,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 # -- markdown (for the README) ------------------------------------------------------
 def markdown(doc: dict[str, Any]) -> str:
     """The run's figures as Markdown tables: what the README's performance section quotes."""
-    levels = _levels(doc)
+    levels = levels_of(doc)
     head = "| operation | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in levels)
     rule = "|---|" + "---:|" * len(levels)
     lines = [
@@ -379,13 +337,13 @@ def markdown(doc: dict[str, Any]) -> str:
         rule,
     ]
     for label, key in SERIES:
-        if not _series(doc, key):
+        if not series(doc, key):
             continue
         cells = []
         for c in levels:
-            r = _row(doc[key], c)
-            base = _baseline(doc, key, c)
-            ratio = _ratio(_rate(doc[key], c), base)
+            r = row_at(doc[key], c)
+            base = baseline(doc, key, c)
+            ratio = ratio_of(rate_at(doc[key], c), base)
             if r is None:
                 cells.append("-")
                 continue
@@ -401,7 +359,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| publish | concurrency | messages/s | p50 / p99 ms |",
         "|---|---:|---:|---:|",
     ]
-    for r in _series(doc, "publish"):
+    for r in series(doc, "publish"):
         mode = "single `publish`" if r["batch"] == 1 else f"`publish_many` of {r['batch']}"
         lines.append(
             f"| {mode} | {r['concurrency']} | {r['messages_per_second']:,.0f} | "
@@ -412,7 +370,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| claim latency, one claimer | groups | p50 ms | p99 ms |",
         "|---|---:|---:|---:|",
     ]
-    for r in _series(doc, "claim_latency"):
+    for r in series(doc, "claim_latency"):
         lines.append(
             f"| {r['backlog']:,} queued | {r['groups']:,} | {_ms(r['p50_ms'])} | "
             f"{_ms(r['p99_ms'])} |"
@@ -423,7 +381,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| cycles/s | p50 / p99 ms |",
         "|---|---:|---:|---:|",
     ]
-    for r in _series(doc, "sync_vs_async"):
+    for r in series(doc, "sync_vs_async"):
         lines.append(
             f"| {_mode(r)} | {r['concurrency']} | {r['per_second']:,.0f} | "
             f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
@@ -436,7 +394,5 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {t['name']} ({t['detail']}) | {value} | {bound} | "
             f"{'yes' if t['met'] else '**no**'} |"
         )
-    from .breakdown import breakdown_markdown
-
     cost = breakdown_markdown(doc)
     return "\n".join(lines) + "\n" + ("\n" + cost if cost else "")

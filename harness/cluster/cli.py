@@ -1,21 +1,29 @@
-"""``python -m harness cluster up|status|down``: clusters that outlive the command.
+"""``python -m harness cluster up|status|urls|down``: clusters that outlive the command.
 
 ::
 
     python -m harness cluster up --nodes 3 --dir /tmp/c [--engine embedded|rqlited]
-                                 [--rqlited PATH] [--netns] [--timeout S]
+                                 [--rqlited PATH] [--base-port P] [--netns] [--timeout S]
     python -m harness cluster status --dir /tmp/c
+    python -m harness cluster urls --dir /tmp/c        # http://127.0.0.1:P1,http://...
     python -m harness cluster down --dir /tmp/c        # stop these nodes, keep their files
+    python -m harness cluster up --dir /tmp/c          # start them again on their data
     python -m harness cluster down --all [--tag TAG]   # reap every leftover cluster here
 
 ``up`` and ``status`` print exactly one JSON object on stdout,
-``{"dir": DIR, "leader": URL, "nodes": [{"id", "url", "pid", ...}], ...}``; ``down`` prints
-one too. Diagnostics go to stderr. Exit status: 0 done, 1 ``status`` found no leader,
-2 the command failed (the message says why), 130 ``up`` interrupted (Ctrl-C; what it had
-started is stopped). ``--backend docker`` drives the Docker
-backend instead (a directory holding a Docker cluster's state is recognised by itself).
-``down --all`` takes every cluster started by this project on the machine, other users'
-too; ``--tag`` limits it to nodes started with ``RQUEUE_REAP_TAG=TAG``.
+``{"dir": DIR, "leader": URL, "urls": "URL,URL,...", "nodes": [{"id", "url", "pid", ...}],
+...}``; ``down`` prints one too; ``urls`` prints the nodes' URLs joined by commas (what
+``RqliteTransport.from_url`` and ``$RQUEUE_URL`` take). Diagnostics go to stderr. Exit
+status: 0 done, 1 ``status`` found no leader, 2 the command failed (the message says
+why), 130 ``up`` interrupted (Ctrl-C; what it had started is stopped).
+
+``--base-port P`` gives the nodes fixed HTTP ports P, P+10, P+20, ... (Raft: the port
+after each); without it they take free ports. ``up --dir D`` on the folder of a cluster
+that ``down`` stopped starts it again on its data, ports and engine (options given then
+must agree with them). ``--backend docker`` drives the Docker backend instead (a
+directory holding a Docker cluster's state is recognised by itself). ``down --all``
+takes every cluster started by this project on the machine, other users' too; ``--tag``
+limits it to nodes started with ``RQUEUE_REAP_TAG=TAG``.
 
 Until ``python -m harness`` wires it, ``python -m harness.cluster.cli ...`` works the same.
 """
@@ -27,6 +35,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.factory import BACKENDS, make_cluster
@@ -34,10 +43,13 @@ from harness.cluster.local import ENGINES, STATE_FILE, LocalCluster, reap
 
 DOCKER_STATE_FILE = "docker-cluster.json"
 EXAMPLES = """examples:
-  python -m harness cluster up --nodes 3 --dir /tmp/c      # prints {"dir", "leader", "nodes"}
+  python -m harness cluster up --nodes 3 --dir /tmp/c      # prints {"dir", "leader", "urls", ...}
+  python -m harness cluster up --dir /tmp/q --base-port 4001   # nodes on :4001, :4011, :4021
   python -m harness cluster up --nodes 5 --dir /tmp/p --netns   # root: partitions possible
   python -m harness cluster status --dir /tmp/c
+  python -m harness cluster urls --dir /tmp/c              # http://127.0.0.1:...,http://...
   python -m harness cluster down --dir /tmp/c              # stops the nodes, keeps the files
+  python -m harness cluster up --dir /tmp/c                # starts them again on their data
   python -m harness cluster down --all                     # reaps every leftover cluster here
 """
 
@@ -49,6 +61,18 @@ def _node_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"--nodes must be a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"--nodes must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--base-port must be a port number, got {text!r}"
+        ) from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"--base-port must be 1-65535, got {value}")
     return value
 
 
@@ -75,7 +99,7 @@ def add_image_argument(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add the ``cluster`` command with ``up``, ``status`` and ``down`` to ``subparsers``."""
+    """Add the ``cluster`` command with ``up``, ``status``, ``urls`` and ``down``."""
     parser = subparsers.add_parser(
         "cluster",
         help="start, inspect and stop clusters",
@@ -83,13 +107,28 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="cluster_command", metavar="{up,status,down}")
+    sub = parser.add_subparsers(dest="cluster_command", metavar="{up,status,urls,down}")
     sub.required = True
 
-    up = sub.add_parser("up", help="start a cluster and print it as JSON")
-    up.add_argument("--nodes", type=_node_count, default=3, help="number of nodes (default 3)")
+    up = sub.add_parser(
+        "up",
+        help="start a cluster (or a stopped one again) and print it as JSON",
+        description=(
+            "Start a cluster in DIR and print it as JSON. On the folder of a cluster that "
+            "`cluster down` stopped, start that cluster again on its data, ports and engine."
+        ),
+    )
+    up.add_argument("--nodes", type=_node_count, help="number of nodes (default 3)")
     up.add_argument("--dir", type=Path, required=True, help="directory for state, data, logs")
     add_engine_arguments(up)
+    up.set_defaults(engine=None)  # None: embedded for a new cluster, as it was for a restart
+    up.add_argument(
+        "--base-port",
+        type=_port,
+        metavar="P",
+        help="HTTP ports P, P+10, P+20, ... and Raft ports P+1, P+11, ... on 127.0.0.1 "
+        "(default: free ports)",
+    )
     up.add_argument("--netns", action="store_true", help="one network namespace per node (root)")
     up.add_argument("--backend", choices=BACKENDS, default="local")
     add_image_argument(up)
@@ -101,9 +140,18 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     status.add_argument("--backend", choices=BACKENDS, default=None)
     status.set_defaults(handler=cmd_status)
 
-    down = sub.add_parser("down", help="stop a cluster, or reap all leftovers")
+    urls = sub.add_parser("urls", help="print the nodes' URLs, joined by commas")
+    urls.add_argument("--dir", type=Path, required=True)
+    urls.add_argument("--backend", choices=BACKENDS, default=None)
+    urls.set_defaults(handler=cmd_urls)
+
+    down = sub.add_parser(
+        "down", help="stop a cluster (`up --dir` starts it again), or reap all leftovers"
+    )
     which = down.add_mutually_exclusive_group(required=True)
-    which.add_argument("--dir", type=Path, help="the cluster's directory (files are kept)")
+    which.add_argument(
+        "--dir", type=Path, help="the cluster's directory (files are kept: `up --dir` restarts)"
+    )
     which.add_argument("--all", action="store_true", help="reap every leftover cluster")
     down.add_argument("--backend", choices=BACKENDS, default=None)
     down.add_argument("--tag", help="with --all: only nodes started with RQUEUE_REAP_TAG=TAG")
@@ -140,22 +188,67 @@ def _attach(directory: Path, backend: str | None) -> Cluster:
 def _describe(cluster: Cluster, directory: Path) -> dict:
     info = cluster.describe()
     info.setdefault("dir", str(directory.resolve()))
+    info.setdefault("urls", ",".join(n.url for n in cluster.nodes()))
     return info
+
+
+def _start(args: argparse.Namespace) -> Cluster:
+    """A new cluster as the options say, or the stopped one in ``--dir`` started again."""
+    if args.backend == "local" and (args.dir / STATE_FILE).exists():
+        return _restart(args)
+    if args.base_port is not None:
+        if args.backend != "local":
+            raise ClusterError("--base-port is for --backend local (Docker picks free ports)")
+        return LocalCluster.start(
+            nodes=args.nodes or 3,
+            directory=args.dir,
+            engine=args.engine or "embedded",
+            rqlited=args.rqlited,
+            netns=args.netns,
+            timeout=args.timeout,
+            base_port=args.base_port,
+        )
+    return make_cluster(
+        backend=args.backend,
+        engine=args.engine or "embedded",
+        nodes=args.nodes or 3,
+        directory=args.dir,
+        rqlited=args.rqlited,
+        netns=args.netns,
+        timeout=args.timeout,
+        image=args.image,
+    )
+
+
+def _restart(args: argparse.Namespace) -> Cluster:
+    """Start the stopped cluster in ``--dir`` again, if the options agree with it."""
+    old = LocalCluster.attach(args.dir)
+    nodes = old.nodes()
+    port = urlsplit(nodes[0].url).port
+    differs = []
+    if args.nodes is not None and args.nodes != len(nodes):
+        differs.append(f"{len(nodes)} nodes, not {args.nodes}")
+    if args.engine is not None and args.engine != old.engine:
+        differs.append(f"engine {old.engine}, not {args.engine}")
+    if args.base_port is not None and args.base_port != port:
+        differs.append(f"base port {port}, not {args.base_port}")
+    if args.rqlited is not None:
+        differs.append("the rqlited binary it was started with (leave --rqlited out)")
+    if args.netns and not old.supports_partitions:
+        differs.append("no network namespaces (leave --netns out)")
+    if differs:
+        raise ClusterError(
+            f"{old.directory} holds a stopped cluster with {'; '.join(differs)}: `up --dir` "
+            "starts it again as it was; give a new directory for a different cluster"
+        )
+    cluster = LocalCluster.restart_stopped(args.dir, args.timeout)
+    print(f"started the stopped cluster in {old.directory} again on its data", file=sys.stderr)
+    return cluster
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     try:
-        cluster = make_cluster(
-            backend=args.backend,
-            engine=args.engine,
-            nodes=args.nodes,
-            directory=args.dir,
-            rqlited=args.rqlited,
-            netns=args.netns,
-            timeout=args.timeout,
-            image=args.image,
-        )
-        _print(_describe(cluster, args.dir))
+        _print(_describe(_start(args), args.dir))
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     except KeyboardInterrupt:
@@ -171,6 +264,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         return _fail(exc)
     _print(info)
     return 0 if info.get("leader") else 1
+
+
+def cmd_urls(args: argparse.Namespace) -> int:
+    try:
+        cluster = _attach(args.dir, args.backend)
+    except (ClusterError, OSError) as exc:
+        return _fail(exc)
+    sys.stdout.write(",".join(n.url for n in cluster.nodes()) + "\n")
+    return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -191,7 +293,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point: ``python -m harness.cluster.cli up|status|down ...``."""
+    """Standalone entry point: ``python -m harness.cluster.cli up|status|urls|down ...``."""
     parser = argparse.ArgumentParser(prog="python -m harness.cluster.cli")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["cluster", *(sys.argv[1:] if argv is None else argv)])

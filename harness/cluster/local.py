@@ -10,9 +10,12 @@ Engines:
 
 - ``"embedded"`` (default): our node, ``python -m harness.node`` (see docs/embedded-node.md).
 - ``"rqlited"``: a real rqlite binary (``rqlited=PATH``, default the one on ``PATH``). Its
-  flags depend on ``rqlited -version``: v8 and later take ``-bootstrap-expect N -join
-  raft1,raft2,...``; v6/v7 start the first node alone and join the others over HTTP
-  (``-join http://first``).
+  flags depend on its version, read by running ``rqlited -version`` (never from the file's
+  name): v8 and later take ``-bootstrap-expect N -join raft1,raft2,...``; v6/v7 start the
+  first node alone and join the others over HTTP (``-join http://first``). Settings given
+  as ``rqlited_settings`` (named as v10 names them) become the flags that version has:
+  ``raft-heartbeat-timeout`` is ``-raft-timeout`` before v10, ``on-disk-path`` does not
+  exist in v10. A version outside v6 to v10 is refused in one line, before any node starts.
 
 Processes run in their own session, so ``python -m harness cluster up`` can exit and
 leave them running. Everything about a cluster is kept in ``DIR/cluster.json``;
@@ -25,11 +28,20 @@ Every node process carries ``RQUEUE_CLUSTER_DIR=<DIR>`` in its environment (and 
 earlier runs left behind, and how a pid read from the state file is checked to still be
 ours before it is signalled.
 
+Node processes inherit the caller's environment, so ``RQUEUE_CLUSTER_SECRET`` (the cluster
+secret that authenticates Raft, see docs/embedded-node.md) reaches every embedded node when
+the caller sets it; loopback clusters, these included, need none.
+
 Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` raises
 :class:`ClusterError`. With ``netns=True`` (root only) each node runs in its own network
 namespace on a bridge (see :mod:`harness.cluster.netns`), on ports 4001 (HTTP) and 4002
 (Raft) of its own 127.77.X.Y address, and partitions are iptables rules inside the
 namespaces (:mod:`harness.cluster.partition`).
+
+``base_port=P`` fixes the loopback ports instead: HTTP on P, P+10, P+20, ... and Raft on
+the port after each (P=4001: 4001/4002, 4011/4012, ..., rqlite's default ports first).
+:meth:`LocalCluster.restart_stopped` starts a stopped loopback cluster again on its data,
+ports and engine.
 """
 
 from __future__ import annotations
@@ -85,6 +97,8 @@ _POLL = 0.05  # seconds between checks of a condition we wait for
 PORT_ATTEMPTS = 3
 #: loopback clusters take ports from here up to the kernel's ephemeral range
 PORT_FLOOR = 20000
+#: with ``base_port``: node k's HTTP port is ``base_port + PORT_STEP * k``, Raft the next
+PORT_STEP = 10
 
 
 class NodeDied(ClusterError):
@@ -150,26 +164,83 @@ def embedded_argv(
     return argv
 
 
+#: rqlited prints ``rqlited VERSION GOOS GOARCH GOVERSION [sqliteX] (commit ..., branch ...,
+#: compiler ...)`` for ``-version`` (v6/v7 on stdout, v8 and later on stderr)
+_VERSION_LINE = re.compile(r"^rqlited\s+v?(\d+)\.(\d+)\.(\d+)\b", re.MULTILINE)
+#: the rqlite major versions whose command lines the harness knows
+RQLITED_MAJORS = range(6, 11)
+#: settings the harness can give rqlited (named as v10 names the flags) -> the flag each
+#: major version has for it (None: that version has none; v6/v7 need -on-disk with it)
+RQLITED_SETTINGS: dict[str, dict[int, str | None]] = {
+    "raft-heartbeat-timeout": {
+        6: "-raft-timeout", 7: "-raft-timeout", 8: "-raft-timeout", 9: "-raft-timeout",
+        10: "-raft-heartbeat-timeout",
+    },
+    "raft-election-timeout": dict.fromkeys(RQLITED_MAJORS, "-raft-election-timeout"),
+    "on-disk-path": {
+        6: "-on-disk-path", 7: "-on-disk-path", 8: "-on-disk-path", 9: "-on-disk-path",
+        10: None,
+    },
+}  # fmt: skip
+
+
 def parse_rqlited_version(text: str) -> tuple[int, int, int]:
-    """``rqlited -version`` output (e.g. ``rqlited 8.36.1 linux/amd64 ...``) → (8, 36, 1)."""
-    m = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", text)
+    """``rqlited -version`` output (``rqlited v10.2.7 linux amd64 go1.24.4 sqlite3.50.1
+    (commit ..., branch ..., compiler gc)``) → (10, 2, 7). Only a line rqlited itself
+    printed counts: a version in a path or an error message is not read."""
+    m = _VERSION_LINE.search(text)
     if not m:
         raise ClusterError(f"cannot read a version from `rqlited -version` output: {text!r}")
     return int(m[1]), int(m[2]), int(m[3])
 
 
+def check_rqlited_version(version: tuple[int, int, int]) -> None:
+    """One clear line for a version whose command line the harness does not know."""
+    shown = ".".join(map(str, version))
+    if version[0] < RQLITED_MAJORS.start:
+        raise ClusterError(f"rqlited {shown} is too old; need v6 or later")
+    if version[0] not in RQLITED_MAJORS:
+        raise ClusterError(
+            f"rqlited {shown} is newer than the versions this harness knows the flags of "
+            f"(v{RQLITED_MAJORS.start} to v{RQLITED_MAJORS.stop - 1}); use one of those, "
+            "or the embedded engine"
+        )
+
+
+def rqlited_setting_flags(version: tuple[int, int, int], settings: dict[str, str]) -> list[str]:
+    """``settings`` (v10 names -> values) as the flags this version has; a clear error for
+    a setting it lacks or the harness does not know."""
+    major, argv = version[0], []
+    for name, value in settings.items():
+        if name not in RQLITED_SETTINGS:
+            raise ClusterError(
+                f"unknown rqlited setting {name!r}; known: {', '.join(RQLITED_SETTINGS)}"
+            )
+        flag = RQLITED_SETTINGS[name][major]
+        if flag is None:
+            raise ClusterError(f"rqlited {'.'.join(map(str, version))} has no setting {name!r}")
+        if name == "on-disk-path" and major < 8:
+            argv.append("-on-disk")  # before v8 the path needs the on-disk mode
+        argv += [flag, value]
+    return argv
+
+
 def rqlited_argv(
-    binary: str, version: tuple[int, int, int], node: NodeSpec, nodes: Sequence[NodeSpec]
+    binary: str,
+    version: tuple[int, int, int],
+    node: NodeSpec,
+    nodes: Sequence[NodeSpec],
+    settings: dict[str, str] | None = None,
 ) -> list[str]:
     """The command line for one ``rqlited`` node of a static cluster of ``nodes``.
 
     v8+: every node gets ``-bootstrap-expect N -join`` with all Raft addresses (a node
     restarted with existing state just rejoins). v6/v7: the first node starts alone, the
     others ``-join`` the first node's HTTP URL (ignored when they already have state).
+    ``settings``: see :data:`RQLITED_SETTINGS`.
     """
+    check_rqlited_version(version)
     major = version[0]
-    if major < 6:
-        raise ClusterError(f"rqlited {'.'.join(map(str, version))} is too old; need v6 or later")
     argv = [binary, "-node-id", node.id, "-http-addr", node.http_addr]
     argv += ["-raft-addr", node.raft_addr]
     if len(nodes) > 1:
@@ -178,6 +249,7 @@ def rqlited_argv(
             argv += ["-join", ",".join(n.raft_addr for n in nodes)]
         elif node.id != nodes[0].id:
             argv += ["-join", nodes[0].url]
+    argv += rqlited_setting_flags(version, settings or {})
     argv.append(str(node.data_dir))
     return argv
 
@@ -222,12 +294,17 @@ def is_dynamic_executable(path: str) -> bool:
 
 
 def rqlited_version(binary: str) -> tuple[int, int, int]:
-    """Run ``rqlited -version`` and parse it."""
+    """Run ``rqlited -version`` and parse what it printed (whatever the file is called)."""
     try:
         out = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ClusterError(f"cannot run {binary} -version: {exc}") from exc
-    return parse_rqlited_version(out.stdout + out.stderr)
+    if out.returncode != 0:
+        first = (out.stderr or out.stdout).strip().splitlines()[:1]
+        raise ClusterError(
+            f"`{binary} -version` failed (exit {out.returncode}): {first[0] if first else ''}"
+        )
+    return parse_rqlited_version(out.stdout + "\n" + out.stderr)
 
 
 def resolve_rqlited(path: str | os.PathLike | None) -> str:
@@ -288,6 +365,34 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
+def fixed_ports(base_port: int, count: int) -> list[int]:
+    """HTTP and Raft port of ``count`` nodes from ``base_port``: ``[P, P+1, P+10, P+11, ...]``."""
+    if isinstance(base_port, bool) or not isinstance(base_port, int) or base_port < 1:
+        raise ClusterError(f"base port must be a positive integer, got {base_port!r}")
+    last = base_port + PORT_STEP * (count - 1) + 1
+    if last > 65535:
+        raise ClusterError(
+            f"base port {base_port} leaves no room for {count} nodes (the last Raft port "
+            f"would be {last}; ports end at 65535)"
+        )
+    return [base_port + PORT_STEP * k + d for k in range(count) for d in (0, 1)]
+
+
+def busy_ports(ports: Iterable[int], host: str = "127.0.0.1") -> list[int]:
+    """Those of ``ports`` that a server cannot bind on ``host`` right now (with
+    SO_REUSEADDR, as every node sets it: a stopped node's lingering connections do not
+    count, a listening socket does)."""
+    busy = []
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
 def process_environ(pid: int) -> dict[str, str] | None:
     """The environment of a live (non-zombie) process, or None if gone or unreadable."""
     try:
@@ -321,6 +426,16 @@ def log_tail(path: Path, lines: int = 20) -> str:
     return "\n".join(f"    {line}" for line in tail) or "    (log is empty)"
 
 
+def _require_free(ports: Sequence[int], host: str = "127.0.0.1") -> None:
+    busy = busy_ports(ports, host)
+    if busy:
+        raise ClusterError(
+            f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} on {host} "
+            "already in use (another cluster? `python -m harness cluster down --all` reaps "
+            "this project's leftovers); free them or choose another --base-port"
+        )
+
+
 def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
@@ -344,12 +459,14 @@ class LocalCluster(Cluster):
         faketime: str | None = None,
         network: NetnsNetwork | None = None,
         partitioned: list[str] | None = None,
+        rqlited_settings: dict[str, str] | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.engine = engine
         self._specs = {s.id: s for s in specs}
         self._rqlited = rqlited
         self._rqlited_version = rqlited_version
+        self._rqlited_settings = dict(rqlited_settings or {})
         self._faketime = faketime
         self._network = network
         self._partitioned = list(partitioned or [])  # nodes that carry partition rules
@@ -366,8 +483,14 @@ class LocalCluster(Cluster):
         rqlited: str | os.PathLike | None = None,
         netns: bool = False,
         timeout: float = 30.0,
+        base_port: int | None = None,
+        rqlited_settings: dict[str, str] | None = None,
     ) -> LocalCluster:
-        """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready."""
+        """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready.
+
+        ``base_port``: fixed loopback ports (see the module docstring) instead of free ones.
+        ``rqlited_settings``: engine ``rqlited`` only, see :data:`RQLITED_SETTINGS`.
+        """
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
             raise ClusterError(f"nodes must be a positive integer, got {nodes!r}")
         if engine not in ENGINES:
@@ -384,25 +507,40 @@ class LocalCluster(Cluster):
                     f"stop it first (python -m harness cluster down --dir {directory})"
                 )
             raise ClusterError(
-                f"{directory} holds a stopped cluster's state and data; "
+                f"{directory} holds a stopped cluster's state and data; restart it with "
+                f"`python -m harness cluster up --dir {directory}` (restart_stopped), or "
                 "start a new cluster in an empty directory"
             )
+        ports = None
+        if base_port is not None:
+            if netns:
+                raise ClusterError(
+                    "--base-port is for loopback clusters: with --netns every node listens "
+                    f"on {NETNS_HTTP_PORT} (HTTP) and {NETNS_RAFT_PORT} (Raft) of its own address"
+                )
+            ports = fixed_ports(base_port, nodes)
+            _require_free(ports)
         binary = version = None
         faketime = None
         if engine == "rqlited":
             binary = resolve_rqlited(rqlited)
             version = rqlited_version(binary)
+            check_rqlited_version(version)
+            rqlited_setting_flags(version, rqlited_settings or {})  # refused before any start
             faketime = find_faketime()
+        elif rqlited_settings:
+            raise ClusterError("rqlited_settings are for the engine 'rqlited'")
         if netns:
             require_root()
         for attempt in range(1, PORT_ATTEMPTS + 1):
             try:
                 return cls._start_once(
-                    nodes, directory, engine, binary, version, faketime, netns, timeout
-                )
+                    nodes, directory, engine, binary, version, faketime, netns, timeout, ports,
+                    rqlited_settings,
+                )  # fmt: skip
             except NodeDied as exc:
                 # a free port can be taken by another process before the node binds it
-                if netns or attempt == PORT_ATTEMPTS or not exc.port_taken:
+                if netns or ports or attempt == PORT_ATTEMPTS or not exc.port_taken:
                     raise
                 for i in range(1, nodes + 1):
                     shutil.rmtree(directory / f"n{i}", ignore_errors=True)
@@ -420,6 +558,8 @@ class LocalCluster(Cluster):
         faketime: str | None,
         netns: bool,
         timeout: float,
+        fixed: list[int] | None = None,
+        rqlited_settings: dict[str, str] | None = None,
     ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
@@ -430,7 +570,7 @@ class LocalCluster(Cluster):
                 for i in ids
             ]
         else:
-            ports = free_ports(2 * nodes)
+            ports = fixed or free_ports(2 * nodes)
             specs = [
                 NodeSpec(i, "127.0.0.1", ports[2 * k], ports[2 * k + 1], "")
                 for k, i in enumerate(ids)
@@ -445,6 +585,7 @@ class LocalCluster(Cluster):
             rqlited_version=version,
             faketime=faketime,
             network=network,
+            rqlited_settings=rqlited_settings,
         )
         try:
             cluster._save()
@@ -458,6 +599,38 @@ class LocalCluster(Cluster):
                 cluster.stop()
             except ClusterError as stop_exc:
                 exc.add_note(f"and stopping the half-started cluster failed: {stop_exc}")
+            raise
+        return cluster
+
+    @classmethod
+    def restart_stopped(
+        cls,
+        directory: Path | str,
+        timeout: float = 30.0,
+    ) -> LocalCluster:
+        """Start every node of the stopped cluster in ``directory`` again, on its data,
+        ports and engine, and wait (``timeout``) for a leader and every node ready.
+        Clock offsets restart at 0."""
+        cluster = cls.attach(directory)
+        specs = list(cluster._specs.values())
+        if any(cluster._alive(s) for s in specs):
+            raise ClusterError(f"a cluster is already running in {cluster.directory}")
+        if cluster._network is not None:
+            raise ClusterError(
+                f"{cluster.directory} holds a stopped --netns cluster, whose namespaces are "
+                "gone: restarting one is not supported; start a new cluster in an empty directory"
+            )
+        _require_free([p for s in specs for p in (s.http_port, s.raft_port)], specs[0].host)
+        try:
+            for s in specs:
+                cluster._write_clock(s, 0.0)
+                cluster._launch(s)
+            cluster.wait_for_leader(timeout)
+        except BaseException as exc:
+            try:
+                cluster.stop()
+            except ClusterError as stop_exc:
+                exc.add_note(f"and stopping the half-restarted cluster failed: {stop_exc}")
             raise
         return cluster
 
@@ -485,6 +658,7 @@ class LocalCluster(Cluster):
                 faketime=data.get("faketime"),
                 network=network,
                 partitioned=data.get("partitioned"),
+                rqlited_settings=data.get("rqlited_settings"),
             )
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"{path} is not a cluster state file: {exc!r}") from exc
@@ -495,6 +669,7 @@ class LocalCluster(Cluster):
             "engine": self.engine,
             "rqlited": self._rqlited,
             "rqlited_version": self._rqlited_version,
+            "rqlited_settings": self._rqlited_settings,
             "faketime": self._faketime,
             "netns": self._network.to_json() if self._network else None,
             "partitioned": self._partitioned,
@@ -512,7 +687,9 @@ class LocalCluster(Cluster):
             argv = embedded_argv(spec, nodes, module=self.node_module)
         else:
             assert self._rqlited and self._rqlited_version
-            argv = rqlited_argv(self._rqlited, self._rqlited_version, spec, nodes)
+            argv = rqlited_argv(
+                self._rqlited, self._rqlited_version, spec, nodes, self._rqlited_settings
+            )
         if self._network:
             argv = self._network.exec_prefix(spec.id) + argv
         return argv

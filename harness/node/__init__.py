@@ -4,6 +4,7 @@ Run it as ``python -m harness.node --node-id n1 --http-addr ... --raft-addr ... 
 Modules, one job each:
 
 - :mod:`.config`     command-line flags -> :class:`NodeConfig`
+- :mod:`.versions`   the rqlite releases the node can follow (``--rqlite-version``)
 - :mod:`.clock`      the node's wall clock, with an offset read from a file
 - :mod:`.rewrite`    rqlite's rewriting of RANDOM()/randomblob()/time functions, decided as it does
 - :mod:`.rqlite_sql` a model of rqlite's SQL parser and printer (expressions: ``.rqlite_sql_expr``)
@@ -19,11 +20,16 @@ Modules, one job each:
 - :mod:`.api`        ``/db/execute``, ``/db/query``, ``/db/request``
 - :mod:`.admin`      ``/status``, ``/nodes``, ``/readyz``, ``/leader``, ``/db/backup``,
   ``/db/load``, ``/remove``
+- :mod:`.stats`      rqlite's HTTP counters (``/debug/vars``)
 - :mod:`.replies`    the reply shapes; :mod:`.httpd` the HTTP server and routing
 - :mod:`.server`     wiring it all together and shutting down cleanly
 """
 
-#: the rqlite version whose API this node matches (clients detect features by it)
-RQLITE_COMPAT_VERSION = "v8.36.0"
-#: what the node reports as its build version and in ``X-RQLITE-VERSION``
-VERSION = f"{RQLITE_COMPAT_VERSION}-rqueue-embedded"
+from .versions import DEFAULT as _DEFAULT
+from .versions import get as _get
+
+#: the rqlite version whose API the node matches unless told otherwise (``--rqlite-version``;
+#: clients detect features by it)
+RQLITE_COMPAT_VERSION = _get(_DEFAULT).tag
+#: what the node reports by default as its build version and in ``X-RQLITE-VERSION``
+VERSION = _get(_DEFAULT).build_version

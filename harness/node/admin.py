@@ -1,5 +1,6 @@
 """The cluster endpoints of rqlite's API: ``/status``, ``/nodes``, ``/readyz``, ``/leader``,
-``/db/backup``, ``/db/load`` and ``/remove`` (shapes checked against v8.36.18).
+``/db/backup``, ``/db/load``, ``/remove`` and ``/debug/vars`` (shapes checked against
+v8.36.18; the version reported is that of the rqlite release the node follows).
 
 :class:`ClusterEndpoints` is a mixin of :class:`harness.node.api.NodeService`; it uses the
 service's ``cfg``, ``store``, ``db``, ``clock``, ``started``, ``leader()`` and
@@ -11,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +20,6 @@ from typing import Any
 
 import apsw
 
-from . import RQLITE_COMPAT_VERSION, VERSION
 from .config import Peer
 from .dump import dump_sql
 from .raft import LOAD, NotApplied, OutcomeUnknown
@@ -48,6 +49,9 @@ class ClusterEndpoints:
     db: Any
     clock: Any
     started: float
+    version: Any  # the RqliteVersion followed
+    build_version: str
+    stats: Any  # HttpStats
     leader: Callable[[], tuple[str, str, str] | None]
     _not_leader: Callable[..., Reply]
     execute: Callable[..., Reply]
@@ -69,8 +73,8 @@ class ClusterEndpoints:
         lead = self.leader()
         body = {
             "build": {
-                "version": VERSION,
-                "compatible_with": RQLITE_COMPAT_VERSION,
+                "version": self.build_version,
+                "compatible_with": self.version.tag,
                 "engine": "rqueue-embedded (PySyncObj Raft + SQLite)",
             },
             "http": {"bind_addr": self.cfg.http_addr, "auth": "disabled"},
@@ -114,7 +118,7 @@ class ClusterEndpoints:
         def probe(member: Peer) -> tuple[bool, float, str, str]:
             t0 = time.perf_counter()
             if member.node_id == self.cfg.node_id:
-                return True, time.perf_counter() - t0, VERSION, ""
+                return True, time.perf_counter() - t0, self.build_version, ""
             http_addr = member.reach
             conn = None
             try:
@@ -193,9 +197,23 @@ class ClusterEndpoints:
                 return json_reply({"results": [], "error": str(exc)})
             reply = json_reply({"results": []})
         else:
-            reply = self.execute(params, query, body, headers, "text/plain")
+            reply = self.execute(params, query, body, headers, "text/plain", counted=False)
         reply.content_type = "text/plain; charset=utf-8"
         return reply
+
+    def debug_vars(self, params: QueryParams) -> Reply:
+        """rqlite's expvar page, as its handler writes it (one top-level key a line, in
+        key order; ``?key=NAME`` keeps one): the command line and the HTTP counters, under
+        the names of the rqlite version followed (:mod:`.stats`)."""
+        variables = {"cmdline": sys.argv, "http": dict(sorted(self.stats.snapshot().items()))}
+        wanted = params.raw.get("key")
+        lines = [
+            f"{json.dumps(k)}: {json.dumps(v)}"
+            for k, v in sorted(variables.items())
+            if not wanted or wanted == k
+        ]
+        body = "{\n" + ",\n".join(lines) + "\n}\n"
+        return Reply(200, body.encode("utf-8"), "application/json; charset=utf-8")
 
     def remove(self, body: bytes) -> Reply:
         """``DELETE /remove {"id": ...}``: an id that is not a member is a no-op (200)."""

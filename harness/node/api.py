@@ -3,6 +3,8 @@ from the HTTP plumbing in :mod:`.httpd` and the cluster endpoints in :mod:`.admi
 
 Bodies are parsed by :mod:`.body`, statements run by :mod:`.database` and
 :mod:`.sqlexec`, values rendered by :mod:`.values`; facts checked against rqlite v8.36.18.
+Rewriting follows the rqlite version of ``--rqlite-version`` (:mod:`.versions`); the
+requests are counted as rqlite counts them (:mod:`.stats`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from .replies import Reply, json_reply, text_reply
 from .rewrite import mentions_returning, process
 from .sqlexec import NAMED_HERE
 from .statements import QueryParams, Statement
+from .stats import REMOTE, HttpStats
 from .values import infinity_sign, json_default
+from .versions import get as get_version
 
 LEADER_NOT_FOUND = "leader not found"
 #: rqlite's 500 when a result holds an infinite REAL (Go's JSON encoder refuses it)
@@ -41,6 +45,16 @@ class NodeService(ClusterEndpoints):
         self.clock = clock
         self.forwarder = Forwarder(cfg.node_id, timeout=cfg.apply_timeout + 5.0)
         self.started = time.time()
+        #: the rqlite release this node follows, and what it reports as its version
+        self.version = get_version(cfg.rqlite_version)
+        self.build_version = self.version.build_version
+        self.stats = HttpStats(self.version)
+
+    def count(self, headers: Any, counter: str, n: int = 1) -> None:
+        """Count as rqlite's HTTP service does, unless the request was forwarded here by
+        another node (rqlite's leader gets those over its cluster protocol, uncounted)."""
+        if headers is None or not headers.get(FORWARDED_HEADER):
+            self.stats.add(counter, n)
 
     # -- leadership -------------------------------------------------------------------------
     def leader(self) -> tuple[str, str, str] | None:
@@ -70,6 +84,7 @@ class NodeService(ClusterEndpoints):
         statements, already rewritten, or else the ``raw`` body as it came)."""
         lead = self.leader_peer()
         if lead is None or lead.node_id == self.cfg.node_id or headers.get(FORWARDED_HEADER):
+            self.count(headers, "leader_not_found")
             return text_reply(503, LEADER_NOT_FOUND)
         target = f"{path}?{query}" if query else path
         if params.flag("redirect"):
@@ -96,9 +111,13 @@ class NodeService(ClusterEndpoints):
                 leader_http, method, target, body, wait, still_leader
             )
         except ForwardError as exc:
+            if path in ("/db/execute", "/db/query", "/db/request"):  # rqlite: failed and tried
+                self.count(headers, f"{REMOTE[path]}_failed")
+                self.count(headers, REMOTE[path])
             if not exc.sent:
                 return text_reply(503, LEADER_NOT_FOUND)
             return json_reply({"results": [], "error": str(exc)})
+        self.count(headers, REMOTE[path])
         return Reply(status, data, ctype, served_by=lead.raft_addr)
 
     # -- /db/* ------------------------------------------------------------------------------
@@ -114,6 +133,7 @@ class NodeService(ClusterEndpoints):
                 rewrite_time=rw_time,
                 now=self.clock.now,
                 positional=None if s.named else len(s.positional),
+                version=self.version,
             )
             s.sql = r.sql
             s.positional.extend(r.bound)
@@ -164,11 +184,20 @@ class NodeService(ClusterEndpoints):
         return Reply(200, text.encode("utf-8"))
 
     def _statements(
-        self, body: bytes, content_type: str | None, plain_ok: bool
+        self,
+        body: bytes,
+        content_type: str | None,
+        plain_ok: bool,
+        headers: Any = None,
+        received: str | None = None,
     ) -> list[Statement] | None:
         """The body's statements without the empty ones (rqlite skips ``""``); None when
-        nothing is left to run."""
-        stmts = [s for s in parse_body(body, content_type, plain_ok) if s.sql != ""]
+        nothing is left to run. Counted (as rqlite counts them: every statement parsed)
+        on ``received``, when given."""
+        parsed = parse_body(body, content_type, plain_ok)
+        if received is not None:
+            self.count(headers, received, len(parsed))
+        stmts = [s for s in parsed if s.sql != ""]
         return stmts or None
 
     def execute(
@@ -178,9 +207,16 @@ class NodeService(ClusterEndpoints):
         body: bytes,
         headers: Any,
         content_type: str | None = None,
+        counted: bool = True,
     ) -> Reply:
+        """``counted``: False for a SQL dump run by ``/db/load`` (rqlite counts a load).
+        ``queue`` is run as an ordinary write, but counted as rqlite counts a queued one."""
         start = time.perf_counter()
-        stmts = self._statements(body, content_type, plain_ok=True)
+        queued = counted and params.flag("queue")
+        if queued:
+            self.count(headers, "queued_executions")
+        rx = "execute_stmts_rx" if counted and not queued else None
+        stmts = self._statements(body, content_type, True, headers, rx)
         if stmts is None:
             return self._results([], params, start)
         self._rewrite(stmts, params, execute=True)
@@ -201,8 +237,9 @@ class NodeService(ClusterEndpoints):
         start = time.perf_counter()
         if method == "GET" and not body:
             stmts = [Statement(params.raw["q"])] if "q" in params.raw else None
+            self.count(headers, "query_stmts_rx", len(stmts or ()))
         else:
-            stmts = self._statements(body, content_type, plain_ok=True)
+            stmts = self._statements(body, content_type, True, headers, "query_stmts_rx")
         if stmts is None:
             return self._results([], params, start)
         return self._read(stmts, params, query, start, headers, "/db/query", request=False)
@@ -216,7 +253,7 @@ class NodeService(ClusterEndpoints):
         content_type: str | None = None,
     ) -> Reply:
         start = time.perf_counter()
-        stmts = self._statements(body, content_type, plain_ok=False)
+        stmts = self._statements(body, content_type, False, headers, "request_stmts_rx")
         if stmts is None:
             return self._results([], params, start)
         self._rewrite(stmts, params)

@@ -1,11 +1,25 @@
-"""The node's command-line flags (modelled on rqlited's) and their validation."""
+"""The node's command-line flags (modelled on rqlited's) and their validation.
+
+Also the rule for listening beyond this machine: PySyncObj unpickles what arrives on the
+Raft port, so a node whose Raft or HTTP address is not a loopback address must be given a
+cluster secret (``--cluster-secret-file`` or :data:`SECRET_ENV`), which PySyncObj uses to
+authenticate and encrypt every Raft message (see docs/embedded-node.md).
+"""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
+import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import versions
+
+#: environment variable holding the cluster secret (``--cluster-secret-file`` wins)
+SECRET_ENV = "RQUEUE_CLUSTER_SECRET"
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,9 @@ class NodeConfig:
     apply_timeout: float = 10.0  # how long a request waits for its log entry's outcome
     compaction_entries: int = 20000  # snapshot the database once the log holds this many
     compaction_bytes: int = 64 * 1024 * 1024  # ... or once its journal holds this many bytes
+    #: authenticates (and encrypts) Raft traffic; every member must have the same one
+    cluster_secret: bytes | None = field(default=None, repr=False)
+    rqlite_version: str = versions.DEFAULT  # the rqlite release the node follows
 
     @property
     def members(self) -> tuple[Peer, ...]:
@@ -56,6 +73,60 @@ def _host_port(flag: str, value: str) -> str:
         if not host.replace("-", "").replace(".", "").isalnum():
             raise argparse.ArgumentTypeError(f"{flag} has a bad host in {value!r}") from None
     return value
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an address, ``[v6]``, or a name: all it resolves to) is loopback."""
+    host = host.strip("[]")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return False  # unresolvable: cannot be shown to stay on this machine
+        return bool(infos) and all(is_loopback_host(str(info[4][0])) for info in infos)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def exposure_refusal(cfg: NodeConfig) -> str | None:
+    """Why the node must not start (one line), or None: listening beyond loopback needs a
+    cluster secret, since anyone who reaches the Raft port could otherwise run code here."""
+    if cfg.cluster_secret is not None:
+        return None
+    for flag, addr in (("--raft-addr", cfg.raft_addr), ("--http-addr", cfg.http_addr)):
+        if not is_loopback_host(addr.rpartition(":")[0]):
+            return (
+                f"refusing to listen on {addr} ({flag}) without a cluster secret: it is not "
+                "a loopback address, and an unauthenticated Raft peer can run code in the "
+                f"node; give every node the same secret with --cluster-secret-file PATH or "
+                f"the {SECRET_ENV} environment variable"
+            )
+    return None
+
+
+def read_secret(path: Path | None, environ: Mapping[str, str]) -> bytes | None:
+    """The cluster secret: the file's bytes if given, else the environment variable's;
+    surrounding whitespace (a trailing newline) is not part of it. Raises ValueError
+    when it is given but empty or unreadable."""
+    if path is not None:
+        try:
+            secret = path.read_bytes().strip()
+        except OSError as exc:
+            raise ValueError(
+                f"cannot read --cluster-secret-file {path}: {exc.strerror or exc}"
+            ) from None
+        if not secret:
+            raise ValueError(f"--cluster-secret-file {path} is empty")
+        return secret
+    value = environ.get(SECRET_ENV)
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError(f"{SECRET_ENV} is set but empty")
+    return value.strip().encode("utf-8", "surrogateescape")
 
 
 def _peer(value: str) -> Peer:
@@ -118,12 +189,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=64.0,
         help="... or once the log's journal holds this many MiB (default 64)",
     )
+    p.add_argument(
+        "--cluster-secret-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"file holding the secret every member shares: Raft traffic is authenticated and "
+        f"encrypted with it (default: ${SECRET_ENV}); needed to listen beyond loopback",
+    )
+    p.add_argument(
+        "--rqlite-version",
+        choices=versions.SUPPORTED,
+        default=versions.DEFAULT,
+        help="the rqlite release to follow: its rewriting, its version in /status, its "
+        f"/debug/vars counter names (default {versions.DEFAULT}, the current release)",
+    )
     return p
 
 
-def parse_args(argv: list[str] | None = None) -> NodeConfig:
+def parse_args(
+    argv: list[str] | None = None, environ: Mapping[str, str] | None = None
+) -> NodeConfig:
+    """The node's configuration from its flags and (for the secret) ``environ``."""
     parser = build_parser()
     a = parser.parse_args(argv)
+    try:
+        secret = read_secret(a.cluster_secret_file, os.environ if environ is None else environ)
+    except ValueError as exc:
+        parser.error(str(exc))
     cfg = NodeConfig(
         node_id=a.node_id,
         http_addr=a.http_addr,
@@ -134,6 +227,8 @@ def parse_args(argv: list[str] | None = None) -> NodeConfig:
         apply_timeout=a.apply_timeout,
         compaction_entries=a.compaction_entries,
         compaction_bytes=int(a.compaction_mib * 1024 * 1024) if a.compaction_mib > 0 else 0,
+        cluster_secret=secret,
+        rqlite_version=a.rqlite_version,
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):

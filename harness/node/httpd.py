@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import VERSION
 from .api import NodeService
+from .forward import FORWARDED_HEADER
 from .replies import Reply, text_reply
 from .rewrite import RewriteError
 from .statements import QueryParams, RequestError
@@ -61,6 +61,8 @@ _ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("/readyz", ("GET",), lambda h, m, p, q, b: h.service.readyz(p)),
     ("/leader", ("GET",), lambda h, m, p, q, b: h.service.leader_info()),
 ]
+#: exact paths, any method (rqlite serves its expvar page so)
+_EXACT: dict[str, Route] = {"/debug/vars": lambda h, m, p, q, b: h.service.debug_vars(p)}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -163,14 +165,25 @@ class Handler(BaseHTTPRequestHandler):
         self._send(reply)
 
     def _route(self, method: str, path: str, query: str, body: bytes) -> Reply:
+        """The handler's reply; a query string rqlite cannot parse is a 400 before anything
+        is counted, then the request is counted (:mod:`.stats`), then its method checked."""
         for prefix, methods, handle in _ROUTES:
             if path.startswith(prefix):
+                params = self._counted(path, query)
                 if method not in methods:
                     return Reply(405, b"", "text/plain; charset=utf-8")
-                return handle(self, method, QueryParams.parse(query), query, body)
+                return handle(self, method, params, query, body)
+        if path in _EXACT:
+            return _EXACT[path](self, method, self._counted(path, query), query, body)
         if path in ("", "/"):
             return Reply(302, b"", "text/html; charset=utf-8", "/status")
         return Reply(404, b"", "text/plain; charset=utf-8")
+
+    def _counted(self, path: str, query: str) -> QueryParams:
+        params = QueryParams.parse(query)
+        if not self.headers.get(FORWARDED_HEADER):  # rqlite's leader: cluster protocol
+            self.service.stats.count_request(path)
+        return params
 
     def _send(self, reply: Reply) -> None:
         try:
@@ -181,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             f"HTTP/1.1 {reply.status} {reason}",
             f"Content-Type: {reply.content_type}",
             f"Content-Length: {len(reply.body)}",
-            f"X-RQLITE-VERSION: {VERSION}",
+            f"X-RQLITE-VERSION: {self.service.build_version}",
             f"Date: {formatdate(usegmt=True)}",
             _CORS,
         ]

@@ -9,6 +9,10 @@ request on the leader appends one entry and waits (bounded) for its outcome:
 - ``LEADER_CHANGED``, ``UNKNOWN_OUTCOME`` or no answer within the bound ->
   :class:`OutcomeUnknown` (PySyncObj never cancels an entry: it may still commit).
 
+The Raft port is bound to exactly the node's Raft address (PySyncObj's default is every
+interface), and with a cluster secret PySyncObj authenticates and encrypts every message
+before unpickling it (see :mod:`harness.node.config` for when a secret is required).
+
 Snapshots (log compaction) store the SQLite image via ``sqlite3_serialize`` through
 PySyncObj's custom serializer hook, so nothing unpicklable is ever pickled and a
 follower restored from a snapshot gets the database, not an empty one.
@@ -87,6 +91,13 @@ def sync_conf(data_dir: str, compaction_entries: int, on_state: Any) -> dict[str
     }
 
 
+def bind_address(raft_addr: str) -> str:
+    """PySyncObj's ``bindAddress`` for the node's Raft address: exactly that address
+    (``[v6]:port`` without brackets, as PySyncObj splits at the last colon)."""
+    host, _, port = raft_addr.rpartition(":")
+    return f"{host.strip('[]')}:{port}"
+
+
 class RaftStore(SyncObj):
     """The replicated SQL state machine of one node."""
 
@@ -102,6 +113,10 @@ class RaftStore(SyncObj):
         conf = SyncObjConf(
             serializer=self._write_snapshot,
             deserializer=self._read_snapshot,
+            # without it PySyncObj listens on 0.0.0.0 (every interface) whatever the address
+            bindAddress=bind_address(cfg.raft_addr),
+            # authenticates (and encrypts) every message before it is unpickled
+            password=cfg.cluster_secret,
             **sync_conf(str(cfg.data_dir), cfg.compaction_entries, self._on_state_changed),
         )
         super().__init__(

@@ -23,6 +23,11 @@ dials) and calls a connection dead when nothing was *read* from it for
   socket: it is declared connected before its handshake is done. Here reconnects only
   happen from the transport's tick.
 
+With a cluster secret, every message is checked by PySyncObj's Fernet encryptor before it
+is unpickled; PySyncObj drops a connection whose message fails that check without a word.
+Here such a failure is logged (at most every :data:`AUTH_WARNING_PERIOD`), so that a node
+with another secret, or none, shows up in the log of the node it tries to talk to.
+
 An incoming connection whose first message is not a node address (a Raft message on a
 link whose handshake went wrong) is closed with a warning; PySyncObj raised a
 ``TypeError`` out of its poll loop on every message of it, skipping the other sockets'
@@ -57,6 +62,42 @@ CONNECT_TIMEOUT = 1.0
 DNS_CACHE_TIME = 2.0
 #: the keepalive message; never handed to Raft
 KEEPALIVE = {"type": "rqueue_keepalive"}
+#: at most one "failed authentication" warning per this many seconds
+AUTH_WARNING_PERIOD = 10.0
+
+
+class CheckedEncryptor:
+    """PySyncObj's encryptor (Fernet), logging the messages that fail authentication."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._last_warning = -AUTH_WARNING_PERIOD
+
+    def encrypt_at_time(self, data: bytes, current_time: int) -> bytes:
+        return self._inner.encrypt_at_time(data, current_time)
+
+    def extract_timestamp(self, token: bytes) -> int:
+        try:
+            return self._inner.extract_timestamp(token)
+        except Exception:
+            self._warn()
+            raise
+
+    def decrypt(self, token: bytes) -> bytes:
+        try:
+            return self._inner.decrypt(token)
+        except Exception:
+            self._warn()
+            raise
+
+    def _warn(self) -> None:
+        now = monotonic()
+        if now - self._last_warning >= AUTH_WARNING_PERIOD:
+            self._last_warning = now
+            log.warning(
+                "a raft message failed authentication: a node with another cluster secret, "
+                "or none, is trying to talk to this one (connection dropped)"
+            )
 
 
 def _writable(fd: int | None) -> bool:
@@ -78,7 +119,21 @@ class LinkTransport(TCPTransport):
         self._last_sent: dict[Any, float] = {}
         self._links_up: set[Any] = set()
         self._in_tick = False
+        inner = syncObj.encryptor
+        self._encryptor = CheckedEncryptor(inner) if inner is not None else None
         super().__init__(syncObj, selfNode, otherNodes)
+
+    # -- authentication failures in the log -----------------------------------------------
+    def addNode(self, node: Any) -> None:
+        super().addNode(node)
+        conn = self._connections.get(node)
+        if conn is not None and self._encryptor is not None:
+            conn.encryptor = self._encryptor
+
+    def _onNewIncomingConnection(self, conn: Any) -> None:
+        super()._onNewIncomingConnection(conn)
+        if self._encryptor is not None:
+            conn.encryptor = self._encryptor
 
     # -- reconnects from the tick only ------------------------------------------------------
     def _connectIfNecessarySingle(self, node: Any) -> bool:

@@ -1,4 +1,8 @@
-"""rqlite v8.36.18's rewriting of time functions and random(), decided exactly as rqlite does.
+"""rqlite's rewriting of time functions and random(), decided exactly as rqlite does.
+
+Each function takes the rqlite version to follow (``version``: ``"10.2.7"``, the default,
+``"9.4.5"`` or ``"8.36.18"``, see :mod:`.versions`): the versions differ in what their
+parser accepts and how they print a few expressions, not in the rules below.
 
 On the node that receives a request, rqlite parses each statement with its own SQL parser
 (modelled in :mod:`.rqlite_sql`), walks the tree and rewrites
@@ -36,6 +40,8 @@ from datetime import UTC, datetime
 
 from .rqlite_sql import Parser
 from .rqlite_sql_expr import Node, ParseError, PrintPanic
+from .versions import RqliteVersion
+from .versions import get as get_version
 
 _NOW_ARG0 = frozenset({"date", "time", "datetime", "julianday", "unixepoch"})
 #: statements longer than this are processed on every call instead of cached
@@ -182,23 +188,30 @@ def _render(node: Node, out: list[str | tuple]) -> None:
             out.append(part)
 
 
-def plan(sql: str, rewrite_random: bool = True, rewrite_time: bool = True) -> Plan:
-    """Decide what rqlite's processor does with ``sql`` (cached for short texts)."""
+def plan(
+    sql: str,
+    rewrite_random: bool = True,
+    rewrite_time: bool = True,
+    version: str | RqliteVersion | None = None,
+) -> Plan:
+    """Decide what rqlite's processor (of ``version``, default the node's default) does with
+    ``sql`` (cached for short texts)."""
+    v = get_version(version)
     if len(sql) <= _CACHE_MAX_SQL:
-        return _cached_plan(sql, rewrite_random, rewrite_time)
-    return _plan(sql, rewrite_random, rewrite_time)
+        return _cached_plan(sql, rewrite_random, rewrite_time, v)
+    return _plan(sql, rewrite_random, rewrite_time, v)
 
 
 @functools.lru_cache(maxsize=4096)
-def _cached_plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> Plan:
-    return _plan(sql, rewrite_random, rewrite_time)
+def _cached_plan(sql: str, rewrite_random: bool, rewrite_time: bool, v: RqliteVersion) -> Plan:
+    return _plan(sql, rewrite_random, rewrite_time, v)
 
 
-def _plan(sql: str, rewrite_random: bool, rewrite_time: bool) -> Plan:
+def _plan(sql: str, rewrite_random: bool, rewrite_time: bool, v: RqliteVersion) -> Plan:
     if not rewrite_random and not rewrite_time and "returning" not in sql.lower():
         return Plan((sql,), False, False, None)
     try:
-        tree = Parser(sql).statement()
+        tree = Parser(sql, v.dialect).statement()
     except ParseError:
         return Plan((sql,), False, False, None)
     walker = _Walker(rewrite_random, rewrite_time)
@@ -266,14 +279,16 @@ def fill(
     return "".join(out)
 
 
-def rqlite_process(sql: str, now: datetime, rand: int) -> str:
-    """``sql`` as rqlite v8.36.18 puts it in its Raft log, its clock reading ``now`` and its
-    random source giving ``rand`` (blob bytes are drawn from ``rand`` too, big-endian and
-    repeated: rqlite takes them from a separate source). Raises :class:`RewriteError`
-    where rqlite answers HTTP 500."""
+def rqlite_process(
+    sql: str, now: datetime, rand: int, version: str | RqliteVersion | None = None
+) -> str:
+    """``sql`` as rqlite ``version`` (default: v10.2.7, see :mod:`.versions`) puts it in its
+    Raft log, its clock reading ``now`` and its random source giving ``rand`` (blob bytes
+    are drawn from ``rand`` too, big-endian and repeated: rqlite takes them from a separate
+    source). Raises :class:`RewriteError` where rqlite answers HTTP 500."""
     seed = (rand & (2**64 - 1)).to_bytes(8, "big")
     return fill(
-        plan(sql),
+        plan(sql, version=version),
         lambda: julian_day(now),
         lambda: rand,
         lambda n: (seed * (n // 8 + 1))[:n],
@@ -310,13 +325,15 @@ def process(
     rewrite_time: bool = True,
     now: Callable[[], float] | None = None,
     positional: int | None = None,
+    version: str | RqliteVersion | None = None,
 ) -> Processed:
-    """What the node does with one statement of a request: rqlite's processing with the
-    node's clock (``now``: epoch seconds, read once per statement) and a random source.
-    With ``positional`` (how many positional parameters came with it; None for named
-    ones) the values may come back as ``bound`` values instead of literals, where that is
-    observably the same. Raises :class:`RewriteError` where rqlite answers HTTP 500."""
-    p = plan(sql, rewrite_random, rewrite_time)
+    """What the node does with one statement of a request: rqlite's processing (of
+    ``version``) with the node's clock (``now``: epoch seconds, read once per statement)
+    and a random source. With ``positional`` (how many positional parameters came with
+    it; None for named ones) the values may come back as ``bound`` values instead of
+    literals, where that is observably the same. Raises :class:`RewriteError` where
+    rqlite answers HTTP 500."""
+    p = plan(sql, rewrite_random, rewrite_time, version)
     if p.unchanged and p.error is None:
         return Processed(sql, p.returning)
     clock = now or time.time

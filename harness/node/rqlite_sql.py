@@ -1,9 +1,12 @@
-"""A model of the SQL parser rqlite v8.36.18 uses before rewriting (Go package rqlite/sql).
+"""A model of the SQL parser rqlite uses before rewriting (Go package rqlite/sql).
 
 rqlite only rewrites statements this parser accepts, walks the tree it builds, and re-prints
 it (every identifier double-quoted). To decide exactly as rqlite does, this module accepts
 what that parser accepts, rejects what it rejects (measured against the real binary: see
-``docs/embedded-node.md``, section "Rewriting"), and re-prints as it prints.
+``docs/embedded-node.md``, section "Rewriting"), and re-prints as it prints. The grammar is
+v8.36.18's; a :class:`~.versions.Dialect` adds what later versions' parsers accept
+(``UPDATE ... FROM``, ``COLLATE`` in expressions, backticks, postfix null tests) and takes
+away what v10 rejects (``DELETE ... LIMIT``).
 
 The tree is generic: a :class:`Node` holds printable parts (strings and child nodes), a
 ``walk`` flag (``False`` where rqlite's tree walk does not descend: a scalar subquery used
@@ -15,6 +18,8 @@ from __future__ import annotations
 import re
 
 from .rqlite_sql_expr import ExprMixin, Node, ParseError, Tok, join_, n_, quote_ident
+from .versions import Dialect
+from .versions import get as get_version
 
 # -- lexer ---------------------------------------------------------------------------------
 _LEX = re.compile(
@@ -24,6 +29,7 @@ _LEX = re.compile(
   | (?P<blob>[xX]'[0-9a-fA-F]*')
   | (?P<str>'(?:[^']|'')*')
   | (?P<qid>"(?:[^"]|"")*")
+  | (?P<bqid>`(?:[^`]|``)*`)
   | (?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<bind>\?\d*|[:@$][A-Za-z0-9_]+)
   | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
@@ -68,13 +74,19 @@ BARE_OK = _words(
 )
 
 
-def tokenize(sql: str) -> list[Tok]:
+def tokenize(sql: str, backticks: bool = False) -> list[Tok]:
+    """The statement's tokens; with ``backticks`` a `` `name` `` is a quoted identifier (as
+    if written ``"name"``), without it the backtick is an illegal character."""
     out: list[Tok] = []
     for m in _LEX.finditer(sql):
         kind = m.lastgroup or "bad"
         text = m.group()
         if kind in ("ws", "comment"):
             continue
+        if kind == "bqid":
+            if not backticks:
+                raise ParseError("illegal character '`'")
+            kind, text = "qid", quote_ident(text[1:-1].replace("``", "`"))
         if kind == "bad":
             raise ParseError(f"illegal character {text!r}")
         if kind == "id" and text.upper() in KEYWORDS:
@@ -90,10 +102,14 @@ _CONFLICT = {"ROLLBACK", "ABORT", "REPLACE", "FAIL", "IGNORE"}
 
 
 class Parser(ExprMixin):
-    """Recursive descent over rqlite's grammar; :meth:`statement` parses one statement."""
+    """Recursive descent over rqlite's grammar; :meth:`statement` parses one statement.
 
-    def __init__(self, sql: str) -> None:
-        self.toks = tokenize(sql)
+    ``dialect`` is what the parser of the rqlite version followed accepts beyond
+    v8.36.18's (default: the version the node follows by default)."""
+
+    def __init__(self, sql: str, dialect: Dialect | None = None) -> None:
+        self.dialect = dialect if dialect is not None else get_version().dialect
+        self.toks = tokenize(sql, self.dialect.backticks)
         self.i = 0
 
     # -- token helpers
@@ -507,6 +523,8 @@ class Parser(ExprMixin):
         parts += self.qualified_table()
         self.expect("SET")
         parts += [" SET ", *join_(self.assignments())]
+        if self.dialect.update_from and self.accept("FROM"):
+            parts += [" FROM ", self.source()]
         if self.accept("WHERE"):
             parts += [" WHERE ", self.expr()]
         if self.at("RETURNING"):  # walked, but rqlite does not print it back
@@ -522,6 +540,8 @@ class Parser(ExprMixin):
             parts += [" WHERE ", self.expr()]
         if self.at("RETURNING"):
             parts.append(n_("hidden", self.returning()))
+        if not self.dialect.delete_limit:  # ORDER BY/LIMIT: "expected semicolon or EOF"
+            return n_("delete", *parts)
         if self.at("ORDER"):
             parts += [" ORDER BY ", *join_(self.order_by())]
         if self.accept("LIMIT"):

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .versions import Dialect
 
 
 class ParseError(ValueError):
@@ -70,6 +74,8 @@ _PREC = {
     "||": 10, "->": 10, "->>": 10,
 }  # fmt: skip
 _NEGATABLE = ("IN", "LIKE", "GLOB", "REGEXP", "MATCH", "BETWEEN")
+#: postfix null tests (rqlite/sql since May 2025) and how they are printed back
+_POSTFIX = {"ISNULL": " IS NULL", "NOTNULL": " NOT NULL"}
 _CURRENT = ("CURRENT_TIME", "CURRENT_DATE", "CURRENT_TIMESTAMP")
 _COL_CONSTRAINT = (
     "CONSTRAINT", "PRIMARY", "NOT", "UNIQUE", "CHECK", "DEFAULT", "COLLATE", "REFERENCES",
@@ -82,6 +88,7 @@ class ExprMixin:
     """Expression, window and schema-statement rules; mixed into the parser."""
 
     # provided by the parser
+    dialect: Dialect
     tok: Tok
     peek: object
     next: object
@@ -103,15 +110,19 @@ class ExprMixin:
 
     # -- expressions
     def expr(self, min_prec: int = 1) -> Node:
-        x = self.operand()
+        x = self.collated_operand()
         while True:
             op, width = self._binary_op()
-            prec = _PREC[op.split()[0] if op.startswith("IS") else op.split()[-1]] if op else 0
-            if op is None or prec < min_prec:
+            if op is None:
+                return x
+            prec = _PREC["IS" if op.startswith("IS") or op in _POSTFIX else op.split()[-1]]
+            if prec < min_prec:
                 return x
             for _ in range(width):
                 self.next()
-            if op.endswith("BETWEEN"):
+            if op in _POSTFIX:
+                x = n_("postfix", x, _POSTFIX[op])
+            elif op.endswith("BETWEEN"):
                 lo = self.expr(3)
                 self.expect("AND")
                 hi = self.expr(3)
@@ -132,13 +143,34 @@ class ExprMixin:
         if t.kind != "kw":
             return None, 0
         word = t.up
-        if word == "NOT" and self.peek().up in _NEGATABLE and self.peek().kind == "kw":
-            return "NOT " + self.peek().up, 2
-        if word == "IS" and self.peek().up == "NOT" and self.peek().kind == "kw":
+        nxt = self.peek().up if self.peek().kind == "kw" else ""
+        if self.dialect.null_postfix:
+            if word in ("ISNULL", "NOTNULL"):
+                return word, 1
+            if word == "NOT" and nxt == "NULL":
+                return "NOTNULL", 2
+            if (
+                self.dialect.is_not_null_postfix
+                and (word, nxt) == ("IS", "NOT")
+                and self.peek(2).kind == "kw"
+                and self.peek(2).up == "NULL"
+            ):
+                return "NOTNULL", 3
+        if word == "NOT" and nxt in _NEGATABLE:
+            return "NOT " + nxt, 2
+        if word == "IS" and nxt == "NOT":
             return "IS NOT", 2
         if word in _PREC:
             return word, 1
         return None, 0
+
+    def collated_operand(self) -> Node:
+        """An operand and, where the dialect has it, its postfix ``COLLATE name``."""
+        x = self.operand()
+        while self.dialect.collate_expr and self.at("COLLATE"):
+            self.next()
+            x = n_("collate", x, " COLLATE ", self.ident("collation name"))
+        return x
 
     def _in_rhs(self) -> Node:
         self.expect("(")

@@ -28,13 +28,14 @@ container the advertised address is the host's, unreachable from inside); ``/nod
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import VERSION
-from .config import NodeConfig, Peer, build_parser, parse_args
+from .config import NodeConfig, Peer, build_parser, exposure_refusal, parse_args, read_secret
 from .discovery import WILDCARDS, DiscoveryError, NodeCard, discover, reach_addr
 
 #: flag name -> kind ("str", "int", "duration", "bool")
@@ -279,6 +280,21 @@ def to_config(flags: RqlitedFlags, peers: Sequence[NodeCard]) -> NodeConfig:
     return replace(cfg, peers=advertised, http_adv_addr=flags.http_advertised)
 
 
+def _refusal(flags: RqlitedFlags) -> str | None:
+    """Why the node would refuse to start (listening beyond loopback without a cluster
+    secret, or an unreadable one), told before the peers are waited for."""
+    path = Path(flags.cluster_secret_file) if flags.cluster_secret_file is not None else None
+    try:
+        secret = read_secret(path, os.environ)
+    except ValueError as exc:
+        return str(exc)
+    probe = NodeConfig(
+        flags.identity, flags.http_addr, flags.raft_advertised, flags.data_dir,
+        cluster_secret=secret,
+    )  # fmt: skip
+    return exposure_refusal(probe)
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the node from rqlited's flags; exit status 2 with one line when it cannot."""
     logging.basicConfig(
@@ -291,6 +307,10 @@ def main(argv: Sequence[str]) -> int:
         if isinstance(flags, str):
             print(flags)
             return 0
+        why = _refusal(flags)
+        if why is not None:  # before waiting for peers that would be refused too
+            print(f"harness.node: {why}", file=sys.stderr)
+            return 2
         peers = discover(
             flags.card(),
             flags.raft_addr,

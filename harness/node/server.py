@@ -8,14 +8,18 @@ import socket
 import sys
 import threading
 
+from pysyncobj.encryptor import HAS_CRYPTO
+
 from .api import NodeService
 from .clock import OffsetClock, OffsetClockError
-from .config import NodeConfig, parse_args
+from .config import NodeConfig, exposure_refusal, parse_args
 from .database import Database
 from .httpd import make_server
 from .raft import RaftStore
 
 log = logging.getLogger("harness.node")
+#: a shorter cluster secret is accepted with a warning
+MIN_SECRET_BYTES = 16
 
 
 def _check_bindable(flag: str, addr: str) -> None:
@@ -29,8 +33,28 @@ def _check_bindable(flag: str, addr: str) -> None:
             raise SystemExit(f"harness.node: cannot listen on {flag} {addr}: {exc}") from None
 
 
+def refusal(cfg: NodeConfig) -> str | None:
+    """Why the node must not start at all (one line), or None."""
+    why = exposure_refusal(cfg)
+    if why is None and cfg.cluster_secret is not None and not HAS_CRYPTO:
+        why = (
+            "a cluster secret needs the 'cryptography' package, which is not installed "
+            "(pip install 'rqueue[harness]')"
+        )
+    return why
+
+
 def run(cfg: NodeConfig) -> int:
-    """Run the node until SIGTERM/SIGINT; return the exit status."""
+    """Run the node until SIGTERM/SIGINT; return the exit status (2: refused to start)."""
+    why = refusal(cfg)
+    if why is not None:
+        print(f"harness.node: {why}", file=sys.stderr, flush=True)
+        return 2
+    if cfg.cluster_secret is not None and len(cfg.cluster_secret) < MIN_SECRET_BYTES:
+        log.warning(
+            "the cluster secret is shorter than %d bytes: use a long random one",
+            MIN_SECRET_BYTES,
+        )
     try:
         clock = OffsetClock(str(cfg.clock_offset_file) if cfg.clock_offset_file else None)
     except OffsetClockError as exc:
@@ -52,11 +76,12 @@ def run(cfg: NodeConfig) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     log.info(
-        "node %s: http %s raft %s peers %s",
+        "node %s: http %s raft %s peers %s raft auth %s",
         cfg.node_id,
         cfg.http_addr,
         cfg.raft_addr,
         ",".join(p.node_id for p in cfg.peers) or "-",
+        "cluster secret" if cfg.cluster_secret is not None else "none (loopback only)",
     )
     try:
         httpd.serve_forever(poll_interval=0.2)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..scenario import Scenario, parse_scenario
+from ..scenario import Scenario
 
 #: no candidate runs shorter than this (seconds of workload)
 MIN_DURATION = 5.0
@@ -42,8 +42,7 @@ def plain(data: Data) -> Data:
 
 def validate(data: Data) -> Scenario:
     """Parse ``data`` as the run command would (``ScenarioError`` if it is not runnable)."""
-    doc = {k: v for k, v in plain(data).items() if k not in ("name", "source")}
-    return parse_scenario(data.get("name", "shrunk"), doc, f"candidate {data.get('name')}")
+    return Scenario.from_json(plain(data), f"candidate {data.get('name')}", name="shrunk")
 
 
 def size(data: Data) -> tuple:

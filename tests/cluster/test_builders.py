@@ -45,7 +45,7 @@ def test_embedded_argv_names_every_other_node_as_peer() -> None:
     [
         ("rqlited 8.36.1 linux/amd64 go1.22.5 commit 1a2b branch master", (8, 36, 1)),
         ("rqlited v7.21.4 (commit abc, branch master, compiler gc)", (7, 21, 4)),
-        ("v6.10.2", (6, 10, 2)),
+        ("\nrqlited v6.10.2 linux amd64 go1.15 (commit x, branch y, compiler gc)", (6, 10, 2)),
     ],
 )
 def test_parse_rqlited_version(text: str, version: tuple[int, int, int]) -> None:
@@ -55,6 +55,8 @@ def test_parse_rqlited_version(text: str, version: tuple[int, int, int]) -> None
 def test_parse_rqlited_version_names_bad_output() -> None:
     with pytest.raises(ClusterError, match="cannot read a version"):
         parse_rqlited_version("command not understood")
+    with pytest.raises(ClusterError, match="cannot read a version"):  # a path is not a version
+        parse_rqlited_version("/opt/rqlited-v8.36.18: exec format error")
 
 
 def test_rqlited_v8_bootstraps_with_every_raft_address() -> None:

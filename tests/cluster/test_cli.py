@@ -1,9 +1,10 @@
-"""``cluster up|status|down`` run as a user runs them: separate processes, JSON on stdout."""
+"""``cluster up|status|urls|down`` run as a user runs them: separate processes, JSON on stdout."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import uuid
@@ -11,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster.local import LocalCluster, process_environ
-from tests.cluster.helpers import execute, rows
+from harness.cluster.base import ClusterError
+from harness.cluster.local import (
+    LocalCluster,
+    busy_ports,
+    fixed_ports,
+    process_environ,
+)
+from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,5 +101,66 @@ def test_bad_input_is_named() -> None:
     assert bad.returncode == 2 and "--nodes must be a whole number" in bad.stderr
     missing = cli("status", "--dir", "/nonexistent/rqueue-cluster")
     assert missing.returncode == 2 and "no cluster in /nonexistent/rqueue-cluster" in missing.stderr
+    port = cli("up", "--dir", "/nonexistent/x", "--base-port", "0")
+    assert port.returncode == 2 and "--base-port must be 1-65535, got 0" in port.stderr
+    docker = cli("up", "--dir", "/nonexistent/x", "--base-port", "4001", "--backend", "docker")
+    assert docker.returncode == 2 and "--base-port is for --backend local" in docker.stderr
     both = cli("down")
     assert both.returncode == 2 and "one of the arguments --dir --all is required" in both.stderr
+
+
+def _free_base(nodes: int) -> int:
+    """A base port whose HTTP and Raft ports for ``nodes`` nodes are free right now."""
+    for _ in range(200):
+        base = random.randrange(21001, 30000, 10)
+        if not busy_ports(fixed_ports(base, nodes)):
+            return base
+    raise AssertionError("no free base port found")
+
+
+def test_fixed_ports_follow_rqlites_convention() -> None:
+    assert fixed_ports(4001, 3) == [4001, 4002, 4011, 4012, 4021, 4022]
+    with pytest.raises(ClusterError, match="no room for 3 nodes"):
+        fixed_ports(65520, 3)
+
+
+def test_base_port_then_down_then_up_again_on_the_data(tmp_path: Path) -> None:
+    if os.environ.get("RQLITE_URLS"):
+        pytest.skip("starts its own cluster")
+    d = tmp_path / "c"
+    base = _free_base(3)
+    want = [f"http://127.0.0.1:{base + 10 * k}" for k in range(3)]
+    try:
+        up = cli("up", "--dir", str(d), "--base-port", str(base))
+        assert up.returncode == 0, up.stderr
+        info = one_json(up.stdout)
+        assert [n["url"] for n in info["nodes"]] == want
+        assert info["urls"] == ",".join(want)
+        state = json.loads((d / "cluster.json").read_text())
+        assert [n["raft_port"] for n in state["nodes"]] == [base + 1 + 10 * k for k in range(3)]
+        urls = cli("urls", "--dir", str(d))
+        assert urls.returncode == 0 and urls.stdout == ",".join(want) + "\n", urls
+
+        other = cli("up", "--dir", str(tmp_path / "o"), "--base-port", str(base))
+        assert other.returncode == 2 and f"{base}" in other.stderr
+        assert "already in use" in other.stderr
+
+        execute(want[0], [["CREATE TABLE t (v TEXT)"], ["INSERT INTO t VALUES (?)", "kept"]])
+        pids = [n["pid"] for n in info["nodes"]]
+        assert cli("down", "--dir", str(d)).returncode == 0
+        assert not any(process_environ(p) for p in pids)
+
+        bigger = cli("up", "--dir", str(d), "--nodes", "5")
+        assert bigger.returncode == 2 and "3 nodes, not 5" in bigger.stderr
+
+        again = cli("up", "--dir", str(d))
+        assert again.returncode == 0, again.stderr
+        back = one_json(again.stdout)
+        assert [n["url"] for n in back["nodes"]] == want and back["leader"] in want
+        assert all(process_environ(n["pid"]) for n in back["nodes"])
+        assert wait_until(lambda: rows(want[2], "SELECT v FROM t"), 30, "the row back") == [
+            ["kept"]
+        ]
+    finally:
+        if (d / "cluster.json").exists():
+            LocalCluster.attach(d).stop()

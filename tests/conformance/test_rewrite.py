@@ -1,5 +1,6 @@
-"""The node's rewriting decides as rqlite v8.36.18's processor: its corpus, measured probes of
-the same kinds, and properties of the rules. (Pure: no cluster.)"""
+"""The node's rewriting decides as rqlite's processor: each version's corpus (v8.36.18, v9.4.5,
+v10.2.7), measured probes of the same kinds (v8.36.18), and properties of the rules. (Pure:
+no cluster.)"""
 
 from __future__ import annotations
 
@@ -39,13 +40,13 @@ def _shared_dirs() -> list[Path]:
     return [r.parent / "shared" / "rqlite" for r in roots]
 
 
-SHARED = next(
-    (d / "rewrite-corpus-v8.36.18.jsonl" for d in _shared_dirs() if d.is_dir()),
-    ROOT.parent / "shared" / "rqlite" / "rewrite-corpus-v8.36.18.jsonl",
-)
+SHARED = next((d for d in _shared_dirs() if d.is_dir()), ROOT.parent / "shared" / "rqlite")
+#: every version measured: its corpus is in data/ (and ../shared/rqlite, their source)
+VERSIONS = ("8.36.18", "9.4.5", "10.2.7")
 CLOCK = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)  # the corpus's fixed clock
 RAND = 4242424242  # the corpus's fixed random value
 JD = "2461042.627843"
+V8 = "8.36.18"
 ESCAPE_500 = "SQL rewrite: panic during SQL processing: sql.BinaryExpr.String(): invalid op ESCAPE"
 
 
@@ -75,14 +76,14 @@ def _random_left(sql: str) -> int:
     )
 
 
-def _check(entry: dict) -> None:
+def _check(entry: dict, version: str) -> None:
     sql = entry["sql"]
-    p = plan(sql)
+    p = plan(sql, version=version)
     if entry["http_500"]:
         with pytest.raises(RewriteError):
-            rqlite_process(sql, CLOCK, RAND)
+            rqlite_process(sql, CLOCK, RAND, version)
         return
-    out = rqlite_process(sql, CLOCK, RAND)
+    out = rqlite_process(sql, CLOCK, RAND, version)
     assert p.parsed == entry["parsed"], sql
     assert (out != sql) == entry["rewritten"], sql
     assert _now_left(out) == entry["now_left"], out
@@ -96,22 +97,44 @@ def _check(entry: dict) -> None:
         assert out == entry["out"]  # exact text, as it enters rqlite's Raft log
 
 
-CORPUS = _lines(DATA / "rewrite-corpus-v8.36.18.jsonl")
+CORPUS = [
+    (version, i, entry)
+    for version in VERSIONS
+    for i, entry in enumerate(_lines(DATA / f"rewrite-corpus-v{version}.jsonl"))
+]
 
 
-@pytest.mark.parametrize("entry", CORPUS, ids=[str(i) for i in range(len(CORPUS))])
-def test_corpus_copy(entry: dict) -> None:
-    _check(entry)
+@pytest.mark.parametrize(
+    ("version", "entry"), [(v, e) for v, _, e in CORPUS], ids=[f"v{v}-{i}" for v, i, _ in CORPUS]
+)
+def test_corpus_copy(version: str, entry: dict) -> None:
+    """Every line of every version's corpus: the node, told to follow that version."""
+    _check(entry, version)
 
 
-def test_corpus_shared() -> None:
+def test_the_default_is_the_current_release() -> None:
+    """Without a version the node follows v10.2.7: its corpus, line for line."""
+    for entry in _lines(DATA / "rewrite-corpus-v10.2.7.jsonl"):
+        if not entry["http_500"] and "randomblob" not in entry["sql"]:
+            assert rqlite_process(entry["sql"], CLOCK, RAND) == entry["out"]
+
+
+def test_the_corpora_hold_the_same_statements() -> None:
+    """The versions were measured on the same 78 statements, in the same order."""
+    sqls = [[e["sql"] for e in _lines(DATA / f"rewrite-corpus-v{v}.jsonl")] for v in VERSIONS]
+    assert len(sqls[0]) == 78 and all(s == sqls[0] for s in sqls)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_corpus_shared(version: str) -> None:
     """The same checks on ``../shared/rqlite``'s corpus, the source of the copy."""
-    if not SHARED.exists():
-        pytest.skip(f"{SHARED} is absent (it is only on the project's own machines)")
-    entries = _lines(SHARED)
-    assert len(entries) >= 78
+    path = SHARED / f"rewrite-corpus-v{version}.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (it is only on the project's own machines)")
+    entries = _lines(path)
+    assert entries == _lines(DATA / path.name), f"{path.name} differs from its copy in data/"
     for entry in entries:
-        _check(entry)
+        _check(entry, version)
 
 
 def _norm(sql: str) -> str:
@@ -130,10 +153,10 @@ def test_measured_probes(probe: dict) -> None:
     its Raft log (``out``) or its HTTP 500 answer (``error``)."""
     if "error" in probe:
         with pytest.raises(RewriteError) as info:
-            rqlite_process(probe["sql"], CLOCK, RAND)
+            rqlite_process(probe["sql"], CLOCK, RAND, V8)
         assert str(info.value) == probe["error"]
     else:
-        assert _norm(rqlite_process(probe["sql"], CLOCK, RAND)) == _norm(probe["out"])
+        assert _norm(rqlite_process(probe["sql"], CLOCK, RAND, V8)) == _norm(probe["out"])
 
 
 @pytest.mark.parametrize(
@@ -173,7 +196,70 @@ def test_measured_probes(probe: dict) -> None:
     ],
 )
 def test_own_statements(sql: str, expected: str | None) -> None:
-    assert rqlite_process(sql, CLOCK, RAND) == (sql if expected is None else expected)
+    """Cases of each rule, as v8.36.18 decides them (the other versions: below)."""
+    assert rqlite_process(sql, CLOCK, RAND, V8) == (sql if expected is None else expected)
+
+
+@pytest.mark.parametrize(
+    ("sql", "v8", "v9", "v10"),
+    [
+        # parsed since v9: backticks, COLLATE in an expression, UPDATE ... FROM
+        (
+            "UPDATE `q` SET v = julianday('now')",
+            None,
+            f'UPDATE "q" SET "v" = julianday({JD})',
+            f'UPDATE "q" SET "v" = julianday({JD})',
+        ),
+        (
+            "UPDATE q SET v = julianday('now') WHERE w = 'a' COLLATE NOCASE",
+            None,
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" = \'a\' COLLATE "NOCASE"',
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" = \'a\' COLLATE "NOCASE"',
+        ),
+        (
+            "UPDATE q SET v = r.w FROM r WHERE r.t < julianday('now')",
+            None,
+            f'UPDATE "q" SET "v" = "r"."w" FROM "r" WHERE "r"."t" < julianday({JD})',
+            f'UPDATE "q" SET "v" = "r"."w" FROM "r" WHERE "r"."t" < julianday({JD})',
+        ),
+        # still not parsed anywhere: [brackets], unquoted groups, UPDATE ... LIMIT
+        ("UPDATE q SET v = julianday('now') WHERE [w] = 1", None, None, None),
+        ("DELETE FROM groups WHERE t < julianday('now')", None, None, None),
+        ("UPDATE q SET v = julianday('now') ORDER BY w LIMIT 1", None, None, None),
+        # rejected by v10 only: DELETE ... LIMIT
+        (
+            "DELETE FROM q WHERE t < julianday('now') ORDER BY t LIMIT 5",
+            f'DELETE FROM "q" WHERE "t" < julianday({JD}) ORDER BY "t" LIMIT 5',
+            f'DELETE FROM "q" WHERE "t" < julianday({JD}) ORDER BY "t" LIMIT 5',
+            None,
+        ),
+        # IS NOT NULL: re-printed as NOT NULL by v10; the postfix forms parse since v9
+        (
+            "UPDATE q SET v = julianday('now') WHERE w IS NOT NULL AND x IS NULL",
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" IS NOT NULL AND "x" IS NULL',
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" IS NOT NULL AND "x" IS NULL',
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" NOT NULL AND "x" IS NULL',
+        ),
+        (
+            "UPDATE q SET v = julianday('now') WHERE w NOTNULL AND x ISNULL",
+            None,
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" NOT NULL AND "x" IS NULL',
+            f'UPDATE "q" SET "v" = julianday({JD}) WHERE "w" NOT NULL AND "x" IS NULL',
+        ),
+        # still not walked in any version: a scalar subquery as a value
+        ("UPDATE q SET v = (SELECT max(t) FROM r WHERE t < julianday('now'))", None, None, None),
+    ],
+)
+def test_what_each_version_parses(sql: str, v8: str | None, v9: str | None, v10: str | None):
+    for version, expected in (("8.36.18", v8), ("9.4.5", v9), ("10.2.7", v10)):
+        got = rqlite_process(sql, CLOCK, RAND, version)
+        assert got == (sql if expected is None else expected), version
+
+
+def test_an_unknown_version_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"rqlite version '7.0.0' .* 10.2.7, 9.4.5, 8.36.18"):
+        rqlite_process("SELECT 1", CLOCK, RAND, "7.0.0")
+    assert rqlite_process("SELECT julianday('now')", CLOCK, RAND, "v9.4.5").endswith(f"({JD})")
 
 
 def test_escape_with_a_time_function_is_a_500_and_without_it_is_left_alone() -> None:

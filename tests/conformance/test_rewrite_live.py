@@ -118,7 +118,7 @@ def _norm(sql: str) -> str:
 def test_same_text_as_rqlited(live: LocalCluster, index: int) -> None:
     sql = f"{STATEMENTS[index]} -- live{index}"  # the tag keeps an unrewritten text unique
     try:
-        expected, error = rqlite_process(sql, datetime.now(UTC), 4242424242), None
+        expected, error = rqlite_process(sql, datetime.now(UTC), 4242424242, "8.36.18"), None
     except RewriteError as exc:
         expected, error = None, str(exc)
     node = live.nodes()[0]

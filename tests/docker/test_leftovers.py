@@ -32,7 +32,7 @@ def _harness(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _run(image: str, out: Path, scenario: str = "partition-leader", seconds: int = 12) -> Any:
+def _run(image: str, out: Path, scenario: str = "partition-leader", seconds: int = 20) -> Any:
     return _harness(
         "run", scenario, "--backend", "docker", "--image", image, "--time", str(seconds),
         "--no-progress", "--no-plots", "--out", str(out),

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster.local import LocalCluster
+from harness.cluster.local import LocalCluster, parse_rqlited_version
+from harness.node import VERSION
 from harness.node.discovery import NodeCard, decode, encode, reach_addr
 from harness.node.rqlited_flags import (
     FlagError,
@@ -116,7 +117,9 @@ def test_what_the_embedded_node_cannot_run_is_named(argv: list[str], message: st
 
 
 def test_version_and_help() -> None:
-    assert "rqlited v8" in str(parse(["-version"]))
+    text = str(parse(["-version"]))
+    assert text.startswith(f"rqlited {VERSION} ")  # as rqlited prints it
+    assert ".".join(map(str, parse_rqlited_version(text))) in VERSION
     assert str(parse(["-h"])).startswith("usage:")
 
 
@@ -373,3 +376,32 @@ def test_a_connection_reset_mid_introduction_is_not_an_answer(tmp_path: Path) ->
         stop.set()
         worker.join(timeout=10)
         server.close()
+
+
+def test_no_cluster_secret_beyond_loopback_is_refused_before_waiting(tmp_path: Path) -> None:
+    """The refusal comes at once, not after -bootstrap-expect-timeout spent waiting for
+    peers (which would be refused too)."""
+    http, raft, other = _free_ports(3)
+    argv = [
+        "-http-addr", f"0.0.0.0:{http}",
+        "-raft-addr", f"127.0.0.1:{raft}",
+        "-bootstrap-expect", "2",
+        "-bootstrap-expect-timeout", "120s",
+        "-join", f"127.0.0.1:{raft},127.0.0.1:{other}",
+        str(tmp_path),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RQUEUE_CLUSTER_SECRET"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.node", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+    )
+    try:
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"harness.node: refusing to listen on 0.0.0.0:{http} (--http-addr)")

@@ -84,7 +84,7 @@ def _cli(args: list[str], address: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "args",
     [
-        ["run", "leader-failover", "--backend", "docker", "--time", "5"],
+        ["run", "leader-failover", "--backend", "docker", "--time", "20"],
         ["cluster", "up", "--backend", "docker", "--dir"],
         ["cluster", "down", "--all", "--backend", "docker"],
     ],

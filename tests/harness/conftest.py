@@ -6,10 +6,14 @@
 - ``empty_db``: ``own_cluster`` with every table dropped first.
 - ``run_scenario``: runs ``harness.runner.run`` (a scenario name or a file) into a fresh
   folder and returns the result.
+- ``squeezed``: writes a scenario with its whole schedule, fault lengths included, scaled
+  to a few seconds (``--time`` keeps each fault's length and would drop every window of a
+  6 s run); returns the file's path, named after the scenario.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +24,8 @@ import requests
 from harness.cluster.external import URLS_ENV
 from harness.cluster.local import LocalCluster
 from harness.runner import RunOptions, RunResult, run
+from harness.scenario import load_scenario
+from harness.shrink.steps import to_toml
 
 ENGINE = os.environ.get("RQUEUE_TEST_ENGINE", "embedded")
 RQLITED = os.environ.get("RQUEUE_TEST_RQLITED")
@@ -89,3 +95,23 @@ def run_scenario(tmp_path: Path) -> Callable[..., RunResult]:
         return run(opts)
 
     return go
+
+
+@pytest.fixture
+def squeezed(tmp_path: Path) -> Callable[[str, float], str]:
+    def write(name: str, seconds: float) -> str:
+        s = load_scenario(name)
+        k = seconds / s.duration
+        faults = [
+            dataclasses.replace(
+                f, start=f.start * k, duration=f.duration * k, every=f.every and f.every * k
+            )
+            for f in s.faults
+        ]
+        path = tmp_path / "squeezed" / f"{name}.toml"
+        path.parent.mkdir(exist_ok=True)
+        data = dataclasses.replace(s, duration=seconds, faults=tuple(faults)).to_json()
+        path.write_text(to_toml(data, f"{name}, squeezed into {seconds:g} s"))
+        return str(path)
+
+    return write

@@ -116,7 +116,7 @@ def test_the_committed_template_only_names_known_placeholders(tmp_path: Path) ->
 def test_the_plan_builds_matrix_and_shrink_commands(tmp_path: Path) -> None:
     spec = plan.MATRICES[1]
     argv = plan.matrix_argv(spec, tmp_path, "/b/rqlited-v9", "/b/rqlited-v6")
-    assert argv[3:] == ["matrix", "--out", str(tmp_path), "--time", "20", "--seeds", "1", "2",
+    assert argv[3:] == ["matrix", "--out", str(tmp_path), "--time", "30", "--seeds", "1", "2",
                         "3", "--subject", "seed-reference", "--engine", "embedded",
                         "--scenario", "lease-expiry", "--scenario", "clock-skew",
                         "--scenario", "steady", "--expect-anomalies"]  # fmt: skip
@@ -131,3 +131,71 @@ def test_the_plan_builds_matrix_and_shrink_commands(tmp_path: Path) -> None:
     label = plan.engine_label(subq.engine, "/b/rqlited-v9", "/b/rqlited-v6")
     assert plan.first_failing(m / "matrix.json", subq, label) == Path("/r/2")
     assert "--kind" in plan.shrink_argv(Path("/r/2"), subq, tmp_path)
+
+
+# -- defaults a user can use -----------------------------------------------------------------
+PRODUCT = ("rqueue", "harness", "scripts", "benchmarks")
+
+
+def test_no_path_of_the_development_machine_in_the_product() -> None:
+    root = Path(render.REPO)
+    found = []
+    for top in PRODUCT:
+        for path in sorted((root / top).rglob("*")):
+            if not path.is_file() or path.suffix in (".pyc", ".png"):
+                continue
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if "/work/" in line or "shared/" in line:
+                    found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def _parse(*argv: str):
+    import argparse
+
+    from harness import analysis
+
+    parser = argparse.ArgumentParser()
+    analysis.register(parser.add_subparsers())
+    return parser, parser.parse_args(["analysis", *argv])
+
+
+def test_the_analysis_writes_under_results_unless_told(tmp_path: Path, monkeypatch) -> None:
+    from harness import analysis
+
+    parser, args = _parse()
+    help_text = parser._subparsers._group_actions[0].choices["analysis"].format_help()
+    assert "/work/" not in help_text and "shared/" not in help_text
+    out = analysis.output_path(args.out)
+    assert out.parts[0] == "results" and out.name == "analysis.md", out
+    assert not out.resolve().is_relative_to(Path(render.REPO) / "docs")
+    assert analysis.output_path(tmp_path / "r.md") == tmp_path / "r.md"
+
+
+def test_a_rerun_names_the_binary_it_lacks(tmp_path: Path, monkeypatch) -> None:
+    from harness import analysis
+
+    for name in ("RQLITED", "RQLITED_V8", "RQLITED_V6"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no rqlited on PATH
+    _, args = _parse("--rerun", str(tmp_path / "a"))
+    with pytest.raises(ValueError, match=r"--rqlited-v8 PATH.*RQLITED_V8"):
+        analysis.binaries(args)
+    # the embedded-only parts of the plan need no binary at all
+    _, args = _parse("--rerun", str(tmp_path / "a"), "--only", "mutants")
+    assert analysis.binaries(args) == (None, None)
+    fake = tmp_path / "rqlited"
+    fake.write_text("#!/bin/sh\necho 'rqlited 8.36.18 linux/amd64'\n")
+    fake.chmod(0o755)
+    old = tmp_path / "old"
+    old.write_text("#!/bin/sh\necho 'rqlited v6.10.2 linux/amd64'\n")
+    old.chmod(0o755)
+    _, args = _parse("--rerun", str(tmp_path / "a"), "--only", "subquery-now")
+    with pytest.raises(ValueError, match=r"--rqlited-v6 PATH.*RQLITED_V6"):
+        analysis.binaries(args)  # v8 from PATH, v6 missing
+    monkeypatch.setenv("RQLITED_V6", str(old))
+    assert analysis.binaries(args) == (str(fake), str(old))
+    monkeypatch.setenv("RQLITED_V6", str(fake))
+    with pytest.raises(ValueError, match=r"rqlite v6 or v7.*8\.36\.18"):
+        analysis.binaries(args)
+    assert analysis.main_analysis(_parse()[1]) == 2  # no matrix: says so, writes nothing

@@ -40,7 +40,8 @@ def execute(cluster: LocalCluster, statements: list[Any]) -> None:
 
 def rewriting_engine() -> None:
     """Skip unless the engine rewrites time calls as rqlite >= 8.33 does (the embedded
-    node decides as rqlite v8.36.18: see harness.node.rewrite)."""
+    node decides as the rqlite version it follows, v10.2.7 by default: see
+    harness.node.rewrite)."""
     if ENGINE != "rqlited":
         return
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 import warnings
@@ -18,20 +19,22 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from harness.checker import check, main_check
-from harness.history import fault_intervals
+from harness.history import fault_intervals, read_history
 from harness.plots import (
     DPI,
     SIZE,
     _bin_edges,
     _steps_with_gaps,
+    anomaly_timeline_figure,
     binned_percentiles,
+    drain_span,
     latency_figure,
     main_plot,
     plot_run,
     recoveries,
     throughput_figure,
 )
-from harness.report import write_report
+from harness.report import PLOTS, write_report
 
 HISTORIES = Path(__file__).parent / "histories"
 _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "checker_bench.py"
@@ -110,6 +113,7 @@ def test_report_shows_anomalies_as_history_lines(tmp_path: Path) -> None:
                     "faults": [{"kind": "lease-expiry", "start": 5.0, "duration": 10.0}]})
     )  # fmt: skip
     (tmp_path / "versions.json").write_text(json.dumps({"rqueue": "0.1.0", "python": "3.11"}))
+    (tmp_path / "run.json").write_text(json.dumps({"exit": 1}))  # the run finished
     assert main_check(tmp_path / "history.jsonl") == 1
     plot_run(tmp_path)
     report = write_report(tmp_path, {"verdict": "ANOMALIES", "ops": {"claim": {"ok": 2}}})
@@ -154,9 +158,10 @@ def _op(rows: list, t0: float, t1: float, p: int, f: str, value: Any, out: Any =
     rows.append((t1, p, "ok", f, value if out is None else out))
 
 
-def _gapped_history(end: float = 12.6) -> list[dict]:
+def _gapped_history(end: float = 12.6, burst: int = 0) -> list[dict]:
     """Claims and acks every 0.1 s except during 4-7 s; two overlapping faults at 4 s
-    (one ends, one never does) and one alone at 8 s; a last event at ``end``."""
+    (one ends, one never does) and one alone at 8 s; a last event at ``end``, and
+    ``burst`` more claims just before it."""
     rows: list = []
     n = 0
     t = 0.0
@@ -185,6 +190,10 @@ def _gapped_history(end: float = 12.6) -> list[dict]:
         (9.0, "heal", {"fault": "partition-leader", "phase": "end", "nodes": ["n3"]}),
     ]
     rows += [(t, "nemesis", "info", f, v) for t, f, v in nem]
+    for k in range(burst):
+        t = end - 0.4 + 0.01 * k
+        lease = {"group": f"b{k}", "msg": f"b{k}", "seq": 1000 + k, "token": f"b{k}"}
+        _op(rows, t, t + 0.005, 100 + k, "claim", {"visibility": 5, "min_priority": 0}, lease)
     rows.append((end, 0, "invoke", "publish", {"group": "gz", "msg": "mz", "priority": 0}))
     rows.sort(key=lambda r: (r[0], r[2] != "invoke"))
     return [
@@ -312,3 +321,145 @@ def test_an_empty_history_plots_without_warnings(tmp_path: Path) -> None:
         warnings.simplefilter("error")
         written = plot_run(tmp_path)
     assert [p.name for p in written] == ["throughput.png", "latency.png"]
+
+
+# -- what each mark says --------------------------------------------------------------------
+def _titles(fig: Figure) -> list[str]:
+    return [a.get_title() for a in fig.axes if a.get_title()]
+
+
+def test_each_plot_is_titled_as_the_report_captions_it(tmp_path: Path) -> None:
+    shutil.copy(HISTORIES / "duplicate-group-lease.jsonl", tmp_path / "history.jsonl")
+    events = read_history(tmp_path / "history.jsonl")
+    result = check(events)
+    end = events[-1]["time"]
+    faults = fault_intervals(events)
+    captions = dict(PLOTS)
+    figures = {
+        "throughput.png": throughput_figure(events, faults, end, recoveries(result)),
+        "latency.png": latency_figure(events, faults, end),
+        "anomaly-timeline.png": anomaly_timeline_figure(events, result),
+    }
+    for name, fig in figures.items():
+        assert fig is not None
+        assert _titles(fig) == [captions[name]], name
+        plt.close(fig)
+    plot_run(tmp_path)
+    text = write_report(tmp_path).read_text()
+    for name, caption in PLOTS:
+        assert f"### {caption}\n\n![{caption}]({name})" in text
+
+
+def test_the_last_bins_note_names_the_series_and_the_bin() -> None:
+    events = _gapped_history(12.6, burst=30)
+    fig = throughput_figure(events, fault_intervals(events), events[-1]["time"])
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    # 4 claims of the run plus the burst's 30 in the last 0.6 s: 57/s, off the scale
+    assert notes == ["claims (leases): 57/s in the last 0.60 s, above the axis ↑"]
+    plt.close(fig)
+
+
+def test_the_drain_after_the_workload_is_marked(tmp_path: Path) -> None:
+    run = {"phases": {"cluster-up": 1.2, "workload": 10.0, "heal": 0.5, "drain": 1.5}}
+    assert drain_span(run) == (10.5, 12.0)
+    assert drain_span({"phases": {"workload": 10.0}}) is None and drain_span(None) is None
+    events = _gapped_history(12.6)
+    faults = fault_intervals(events)
+    for fig in (
+        throughput_figure(events, faults, 12.6, None, (10.5, 12.0)),
+        latency_figure(events, faults, 12.6, (10.5, 12.0)),
+    ):
+        data = fig.axes[0]
+        legend = [t.get_text() for t in data.get_legend().get_texts()]
+        assert "drain after the workload\n(10.50-12.00 s)" in legend
+        starts = [ln.get_xdata()[0] for ln in data.get_lines() if ln.get_linestyle() == "-."]
+        assert starts == [10.5]  # where the workload stopped
+        plt.close(fig)
+    # plot_run reads the phases from run.json: its PNG differs over the drain's 1.5 s
+    for name in ("plain", "with-run-json"):
+        (tmp_path / name).mkdir()
+        with (tmp_path / name / "history.jsonl").open("w") as out:
+            out.writelines(json.dumps(e) + "\n" for e in events)
+    (tmp_path / "with-run-json" / "run.json").write_text(json.dumps(run))
+    plain, marked = (_pixels(plot_run(tmp_path / name)[0]) for name in ("plain", "with-run-json"))
+    assert plain.shape == marked.shape
+    assert (plain != marked).any(axis=2).sum() > 20_000
+
+
+def test_latency_ticks_are_milliseconds() -> None:
+    events = _gapped_history()
+    fig = latency_figure(events, fault_intervals(events), events[-1]["time"])
+    data = fig.axes[0]
+    _drawn(fig)
+    assert data.get_ylabel() == "latency (ms)"
+    labels = [t.get_text() for t in data.get_yticklabels() + data.get_yticklabels(minor=True)]
+    shown = [s for s in labels if s]
+    assert shown and all(float(s.replace(",", "")) > 0 for s in shown), shown
+    ok = next(c for c in data.collections if str(c.get_label()).startswith("ok"))
+    # the claims took 10-50 ms: plotted as 10-50, not 0.01-0.05
+    assert 9.9 < float(np.max(ok.get_offsets()[:, 1])) < 50.1
+    plt.close(fig)
+
+
+def _crowded_anomalies() -> list[dict]:
+    """Three groups, each leased twice at once around 2 s, 0.02 s apart: three anomalies
+    close together, labelled where the leases' own labels are."""
+    rows: list = []
+    for k in range(3):
+        g, m, t = f"g{k}", f"m{k}", 2.0 + 0.02 * k
+        _op(rows, 0.0, 0.05, 10 + k, "publish", {"group": g, "msg": m, "priority": 0})
+        a = {"group": g, "msg": m, "seq": k + 1, "token": f"a{k}", "visibility": 5.0}
+        _op(rows, t, t + 0.01, 20 + k, "claim", {"visibility": 5.0, "min_priority": 0}, a)
+        b = {**a, "token": f"b{k}"}
+        _op(rows, t + 0.03, t + 0.04, 30 + k, "claim", {"visibility": 5.0, "min_priority": 0}, b)
+        _op(rows, t + 0.2, t + 0.3, 30 + k, "ack", {x: b[x] for x in ("group", "msg", "seq")})
+    rows.sort(key=lambda r: (r[0], r[2] != "invoke"))
+    return [
+        {"index": i, "time": t, "process": p, "type": typ, "f": f, "value": v}
+        for i, (t, p, typ, f, v) in enumerate(rows)
+    ]
+
+
+def test_anomaly_labels_hide_neither_each_other_nor_lease_labels() -> None:
+    events = _crowded_anomalies()
+    result = check(events)
+    assert result["anomalies"]["duplicate-group-lease"]["count"] == 3
+    fig = anomaly_timeline_figure(events, result)
+    assert fig is not None
+    renderer = _drawn(fig)
+    texts = [t for a in fig.axes for t in a.texts]
+    anomalies = [t for t in texts if t.get_text().strip().startswith("duplicate-group-lease")]
+    leases = [t for t in texts if re.fullmatch(r"m\d+ p\d+", t.get_text())]
+    assert len(anomalies) == 3 and len(leases) == 6
+    boxes = [t.get_window_extent(renderer) for t in anomalies]
+    assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    for box in boxes:
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1
+        assert not any(_overlap(box, t.get_window_extent(renderer)) for t in leases)
+    plt.close(fig)
+
+
+def test_the_summary_table_is_the_same_from_the_runner_and_from_run_json(
+    tmp_path: Path,
+) -> None:
+    summary = {
+        "scenario": "steady", "subject": "rqueue", "engine": "embedded", "nodes": 3,
+        "ops": {"publish": {"ok": 5}, "claim": {"ok": 4, "fail": 1}},
+        "faults": {"pause-leader": 1, "kill-leader": 2}, "anomalies": {"lost": 0},
+        "verdict": "valid", "drain": "complete", "exit": 0, "run_dir": "x",
+    }  # fmt: skip
+    tables = []
+    for name in ("runner", "plot"):
+        root = tmp_path / name
+        root.mkdir()
+        shutil.copy(HISTORIES / "valid-basic.jsonl", root / "history.jsonl")
+        if name == "runner":
+            text = write_report(root, summary).read_text()
+        else:  # as the runner stores it, and `python -m harness plot` reads it back
+            (root / "run.json").write_text(json.dumps({"summary": summary}, sort_keys=True))
+            text = write_report(root).read_text()
+        tables.append(text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0])
+    assert tables[0] == tables[1]
+    keys = [line.split(" | ")[0].removeprefix("| ") for line in tables[0].splitlines()[2:]]
+    assert keys[:3] == ["scenario", "verdict", "subject"]
+    assert keys[keys.index("ops.claim.fail") - 1] == "nodes"

@@ -122,7 +122,12 @@ def test_a_signalled_run_tears_everything_down(tmp_path, sig):
         with pytest.raises(ProcessLookupError):
             os.kill(node["pid"], 0)
     run_info = json.loads((out / "run.json").read_text())
-    assert run_info["exit"] == 2 and "interrupted" in run_info["reason"]
+    assert run_info["exit"] == 2
+    assert run_info["reason"] == ("interrupted (Ctrl-C)" if sig == signal.SIGINT else
+                                  f"interrupted (signal {int(sig)})")  # fmt: skip
+    report = (out / "report.md").read_text()
+    assert "**No verdict: the run failed:** interrupted" in report
+    assert "Verdict: valid" not in report
     assert run_info["summary"]["ops"]["publish"]["ok"] > 0
     assert _lines(out / "history.jsonl") > 50  # what was recorded stays checkable
 
@@ -221,3 +226,53 @@ def test_a_run_whose_fault_could_not_happen_exits_3_and_says_why(tmp_path):
     assert check["valid"] is True and check["coverage"]["conclusive"] is False
     run_json = json.loads((out / "run.json").read_text())
     assert run_json["exit"] == 3 and run_json["summary"]["verdict"] == "INCONCLUSIVE"
+    # issue 21: checking the history again keeps the run's coverage, and the report that
+    # `plot` writes then says INCONCLUSIVE everywhere, as the run did
+    assert main(["check", str(out / "history.jsonl")]) == 3
+    again = json.loads((out / "check.json").read_text())
+    assert again["coverage"] == check["coverage"]
+    assert main(["plot", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "**Verdict: INCONCLUSIVE**" in report and "1 of 2 planned faults" in report
+    assert "Verdict: valid" not in report and "| verdict | INCONCLUSIVE |" in report
+
+
+TWO_KILLS = """\
+description = "Two short leader kills; at --time 10 the second has no room left."
+nodes = 3
+duration = 20.0
+
+[[faults]]
+kind = "kill-leader"
+start = 2.0
+duration = 2.0
+
+[[faults]]
+kind = "kill-leader"
+start = 12.0
+duration = 2.0
+"""
+
+
+def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
+    scenario = tmp_path / "two-kills.toml"
+    scenario.write_text(TWO_KILLS)
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(scenario), "--out", str(out),
+         "--time", "10", "--seed", "3"],
+        capture_output=True, text=True, cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    why = (
+        "kill-leader at 12-14 s of the scenario: it would run 8-10 s, 0.0 s before the run's "
+        "end, where it needs 5 s to recover and be judged"
+    )
+    first = proc.stderr.splitlines()[0]  # before the cluster starts
+    assert first == f"--time 10: dropped {why}", proc.stderr
+    resolved = json.loads((out / "scenario.json").read_text())
+    assert [(f["start"], f["duration"]) for f in resolved["faults"]] == [(1.0, 2.0)]
+    assert resolved["dropped"] == [why]
+    assert json.loads((out / "run.json").read_text())["summary"]["dropped"] == [why]
+    assert "fault dropped" in proc.stdout
+    assert f"- {why}" in (out / "report.md").read_text()

@@ -17,7 +17,8 @@ import pytest
 from harness.cluster.local import find_faketime
 from harness.scenario import list_scenarios
 
-#: seconds of workload per run in the default suite (the schedule is scaled to it)
+#: seconds of workload per run in the default suite (the whole schedule, fault lengths
+#: included, is squeezed into it: see the ``squeezed`` fixture)
 BRIEF = float(os.environ.get("HARNESS_TEST_RUN_TIME", "6"))
 
 RUN_FILES = ("history.jsonl", "check.json", "scenario.json", "versions.json", "run.json")
@@ -80,8 +81,8 @@ def assert_no_cluster_left(result) -> None:
 
 
 @pytest.mark.parametrize("scenario", FAULT_SCENARIOS)
-def test_rqueue_is_valid_under_every_scenario(run_scenario, scenario):
-    result = run_scenario(scenario, time=BRIEF, plots=False)
+def test_rqueue_is_valid_under_every_scenario(run_scenario, squeezed, scenario):
+    result = run_scenario(squeezed(scenario, BRIEF), plots=False)
     assert result.exit_code in (0, 1, 3), (result.reason, result.summary)
     check = assert_complete_run_folder(result, scenario, plots=False)
     if result.exit_code == 3:
@@ -123,8 +124,8 @@ def test_each_mutant_is_caught(run_scenario, subject, anomaly):
         ("clock-skew", {"duplicate-group-lease"}),
     ],
 )
-def test_seed_reference_shows_anomalies(run_scenario, scenario, anomalies):
-    result = run_scenario(scenario, time=BRIEF, subject="seed-reference")
+def test_seed_reference_shows_anomalies(run_scenario, squeezed, scenario, anomalies):
+    result = run_scenario(squeezed(scenario, BRIEF), subject="seed-reference")
     assert result.exit_code == 1, (result.reason, result.summary)
     found = {k for k, v in result.check["anomalies"].items() if v["count"]}
     assert found & anomalies, result.check["anomalies"]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
 
 from harness.scenario import (
     FAULT_KINDS,
+    OUTAGE_KINDS,
+    RECOVERY,
     SCENARIO_DIR,
+    Scenario,
     ScenarioError,
     list_scenarios,
     load_scenario,
@@ -68,15 +73,69 @@ def test_partition_scenarios_say_they_need_partitions():
     assert not load_scenario("leader-failover").needs_partitions
 
 
-def test_time_scales_the_schedule():
-    s = load_scenario("leader-failover")
-    short = s.scaled(15)
-    assert short.duration == 15
-    f, g = s.faults[0], short.faults[0]
-    assert (g.start, g.duration, g.every) == (f.start / 4, f.duration / 4, f.every / 4)
-    assert short.workload == s.workload  # visibility and work times stay as written
-    windows = g.windows(short.duration)
-    assert windows[0] == (2.0, 3.5) and all(end <= 15 for _, end in windows)
+def test_time_moves_the_windows_but_keeps_each_faults_duration():
+    s = load_scenario("leader-failover")  # kill-leader 8+6 every 15, 60 s
+    short = s.scaled(20)
+    assert short.duration == 20 and short.workload == s.workload  # visibility etc. as written
+    assert [(f.start, f.duration) for f in short.faults] == [(round(8 / 3, 3), 6.0)]
+    assert len(short.dropped) == 3 and "kill-leader at 23-29 s of the scenario" in short.dropped[0]
+    long = s.scaled(120)
+    assert [(f.start, f.duration) for f in long.faults] == [(16, 6), (46, 6), (76, 6), (106, 6)]
+    assert long.dropped == ()
+    same = s.scaled(60)
+    assert [f.windows(60) for f in same.faults] == [[w] for w in s.faults[0].windows(60)]
+
+
+def test_a_shortened_crash_restart_all_leaves_room_after_each_kill():
+    """Issue 23: at --time 30 the last kill-all came 25.5 s into the run and its window
+    could not be judged; now it is dropped, and the run says so."""
+    short = load_scenario("crash-restart-all").scaled(30)  # kill-all 10+4 every 20
+    assert [(f.start, f.duration) for f in short.faults] == [(5, 4), (15, 4)]
+    (why,) = short.dropped
+    assert why == (
+        "kill-all at 50-54 s of the scenario: it would run 25-29 s, 1.0 s before the run's "
+        "end, where it needs 5 s to recover and be judged"
+    )
+
+
+def _windows(s):
+    return sorted((a, b, f.kind) for f in s.faults for a, b in f.windows(s.duration))
+
+
+@pytest.mark.parametrize("seconds", [12, 20, 30, 45, 90])
+@pytest.mark.parametrize("path", sorted(SCENARIO_DIR.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_scaled_window_keeps_its_length_and_its_room(path: Path, seconds: float) -> None:
+    s = load_scenario(path)
+    try:
+        short = s.scaled(seconds)
+    except ScenarioError as e:
+        assert "leaves no room for any fault" in str(e)
+        least = float(str(e).rsplit(" is ", 1)[1].removesuffix(" s"))
+        assert least > seconds and s.scaled(least).faults  # the time it names does keep one
+        return
+    original, moved = _windows(s), _windows(short)
+    assert len(moved) + len(short.dropped) == len(original)
+    lengths = sorted(round(b - a, 6) for a, b, _ in original)
+    for a, b, kind in moved:
+        assert round(b - a, 6) in lengths  # each fault's own duration
+        room = RECOVERY if kind in OUTAGE_KINDS else 0.0
+        left = min(s.duration - e for _, e, k in original if k == kind)  # by the scenario
+        assert b + min(room, left) <= seconds + 1e-6
+    for (_, b, kind), (c, _, _) in itertools.pairwise(moved):
+        if kind in OUTAGE_KINDS and not any(x < c < y for x, y, _ in moved):
+            assert c - b >= min(RECOVERY, _least_gap(original)) - 1e-6  # recovery room
+
+
+def _least_gap(windows) -> float:
+    return min((c - b for (_, b, _), (c, _, _) in itertools.pairwise(windows)), default=0.0)
+
+
+def test_a_time_too_short_for_any_fault_names_the_shortest_that_fits():
+    with pytest.raises(ScenarioError, match=r"--time 20 leaves no room for any fault of lease-"
+                       r"expiry: .* the shortest run that keeps one is 26 s"):  # fmt: skip
+        load_scenario("lease-expiry").scaled(20)
+    assert len(load_scenario("lease-expiry").scaled(26).faults) == 1
+    assert load_scenario("steady").scaled(2).faults == ()
 
 
 def test_nodes_override_is_checked():
@@ -193,3 +252,37 @@ def test_unknown_scenario_lists_the_known_ones():
 def test_bad_time_is_refused():
     with pytest.raises(ScenarioError, match="--time must be > 0"):
         load_scenario("steady").scaled(0)
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIO_DIR.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_scenario_round_trips_through_its_run_folder(tmp_path: Path, path: Path) -> None:
+    """What a run saves as scenario.json loads back as the same scenario (issue 21: a fault
+    without ``every`` was saved as ``"every": null``, which the loader refused), and shrink
+    accepts the folder."""
+    from harness.shrink import load_run
+    from harness.store import RunStore
+
+    s = load_scenario(path)
+    store = RunStore.create(s.name, tmp_path / "run")
+    store.write_json("scenario.json", s.to_json())
+    store.write_json("run.json", {"options": {"seed": 1}, "summary": {"anomalies": {}}})
+    assert load_run(store.root)["scenario"] == store.read_json("scenario.json")
+    assert Scenario.from_json(store.read_json("scenario.json")) == s
+    for seconds in (30, 90):  # as --time resolves it, with the windows it dropped
+        scaled = s.scaled(seconds)
+        store.write_json("scenario.json", scaled.to_json())
+        assert Scenario.from_json(store.read_json("scenario.json")) == scaled
+        load_run(store.root)
+
+
+def test_a_run_folder_saved_with_every_null_still_loads(tmp_path: Path) -> None:
+    from harness.shrink import load_run
+
+    s = load_scenario("poison")
+    data = s.to_json()
+    for f in data["faults"]:
+        f.setdefault("every", None)  # as runs saved it before the fix
+    (tmp_path / "scenario.json").write_text(json.dumps(data))
+    (tmp_path / "run.json").write_text("{}")
+    assert load_run(tmp_path)["scenario"]["faults"][0]["every"] is None
+    assert Scenario.from_json(data) == s

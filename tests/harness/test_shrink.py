@@ -29,7 +29,11 @@ from harness.shrink.trials import reproduces, run_argv
 
 
 def _data(name: str = "clock-skew", time: float = 20.0) -> dict:
-    return plain(load_scenario(name).scaled(time).to_json())
+    """The scenario with its whole schedule, fault lengths too, scaled to ``time`` s (as a
+    shrink's "scale the run" does; ``--time`` would keep the lengths and drop windows)."""
+    data = scale_to(plain(load_scenario(name).to_json()), time)
+    assert data is not None
+    return data
 
 
 def test_every_candidate_is_runnable_and_strictly_smaller() -> None:

@@ -172,6 +172,14 @@ def test_a_client_that_does_not_fit_exits_2_with_one_line(tmp_path: Path) -> Non
         "harness: error: subject 'noextend:SUBJECT': open_sync returned a client that does "
         "not fit: Client lacks extend"
     ]
+    # issue 21: the run folder it leaves, over an empty history, never says valid
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Verdict: valid" not in report
+    assert (
+        "**No verdict: the run failed:** subject 'noextend:SUBJECT': open_sync returned a "
+        "client that does not fit: Client lacks extend" in report
+    )
+    assert "| verdict | no verdict |" in report
 
 
 def test_installed_subjects_are_listed_and_run_by_name(tmp_path: Path) -> None:

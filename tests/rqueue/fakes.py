@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rqueue._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
-from rqueue._models import Call
+from rqueue._models import HttpCall
 from rqueue._wire import Outcome, classify_response
 
 
@@ -72,7 +72,7 @@ class SqliteExecutor:
             return self.conn.execute(sql, params).fetchall()
 
 
-def drive(op: Generator[Call, Any, Any], executor: SqliteExecutor) -> Any:
+def drive(op: Generator[HttpCall, Any, Any], executor: SqliteExecutor) -> Any:
     """Run a core operation against ``executor``, as a transport would (no failover)."""
     try:
         call = next(op)

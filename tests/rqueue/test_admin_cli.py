@@ -58,7 +58,8 @@ def test_stats_dlq_and_peek(queue_urls, capsys) -> None:
 
         assert cli("dlq", "purge", urls=queue_urls)[0] == 2  # no selection: refused
         assert "exactly one" in capsys.readouterr().err
-        assert cli("dlq", "purge", "--all", urls=queue_urls) == (0, "0 purged\n")
+        assert cli("dlq", "purge", "--all", "--yes", urls=queue_urls) == (3, "")
+        assert "nothing matched" in capsys.readouterr().err
         q.ack(held)
     finally:
         q.close()
@@ -96,3 +97,105 @@ def test_a_large_answer_arrives_whole(queue_urls) -> None:
     code, text = cli("peek", "big", "--limit", "2000", "--json", urls=queue_urls)
     assert code == 0 and len(text) > 400_000
     assert [json.loads(m["event"])["n"] for m in json.loads(text)] == list(range(2000))
+
+
+# -- arguments: where they go, and what is refused before anything is sent ----------------
+
+UNREACHABLE = "http://127.0.0.1:9"
+
+
+def test_connection_options_go_before_or_after_the_subcommand(queue_urls) -> None:
+    url = ",".join(queue_urls)
+    for argv in (
+        ["stats", "--json", "--url", url],
+        ["dlq", "list", "--json", "--url", url, "--timeout", "5"],
+        ["dlq", "--url", url, "list", "--json"],
+        ["--timeout", "5", "peek", "g", "--json", "--url", url],
+        ["--url", UNREACHABLE, "stats", "--json", "--url", url],  # the later one counts
+    ):
+        out = io.StringIO()
+        assert _cli.run(argv, out=out) == 0, argv
+        json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["stats", "--watch", "-1"], "--watch: must be a number of seconds > 0, got -1"),
+        (["stats", "--watch", "0"], "--watch: must be a number of seconds > 0"),
+        (["stats", "--watch", "nan"], "--watch: must be a number of seconds > 0"),
+        (["stats", "--count", "2"], "--count needs --watch"),
+        (["stats", "--watch", "1", "--count", "0"], "--count: must be >= 1"),
+        (["peek", "g", "--limit", "0"], "--limit: must be between 1 and"),
+        (["dlq", "list", "--after", "-1"], "--after: must be >= 0"),
+        (["dlq", "redrive", "0"], "SEQ: must be > 0"),
+        (["stats", "--timeout", "0"], "--timeout: must be a number of seconds > 0"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_sent(argv, says, capsys) -> None:
+    code = _cli.run(["--url", UNREACHABLE, "--timeout", "1", *argv], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and says in err, err
+
+
+# -- redrive and purge: nothing matched, and confirming a purge of everything -------------
+
+
+class Terminal(io.StringIO):
+    """Standard input that is a terminal, with the operator's answer typed in."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def dead_letters(urls: list[str], n: int) -> list[int]:
+    """Dead-letter ``n`` messages (one group each); their seqs."""
+    q = RqliteTransport.from_url(urls, max_deliveries=1)
+    try:
+        seqs = q.publish_many([(f"p{i}", {"n": i}) for i in range(n)])
+        for _ in range(n):
+            q.nack(q.claim("w", VIS), 0, error="boom")
+        assert q.claim("w", VIS) is None  # moves them all
+        assert [d.seq for d in q.dead_letters()] == seqs
+    finally:
+        q.close()
+    return seqs
+
+
+def test_redrive_or_purge_that_matches_nothing_says_so(queue_urls, capsys) -> None:
+    [seq] = dead_letters(queue_urls, 1)
+    assert cli("dlq", "redrive", str(seq), urls=queue_urls) == (
+        0,
+        "1 redriven (back at the tail of their groups)\n",
+    )
+    for argv, says in (
+        (("redrive", str(seq)), f"no dead letter with seq {seq}"),  # redriven already
+        (("purge", "999999"), "no dead letter with seq 999999"),
+        (("redrive", "--group", "nope"), "no dead letters of group 'nope'"),
+        (("redrive", "--all"), "the dead-letter queue is empty"),
+        (("purge", "--all", "--yes"), "the dead-letter queue is empty"),
+    ):
+        code, text = cli("dlq", *argv, urls=queue_urls)
+        err = capsys.readouterr().err
+        assert (code, text) == (3, ""), argv
+        assert err.startswith("error: nothing matched: ") and says in err, err
+
+
+def test_purge_all_asks_on_a_terminal(queue_urls, monkeypatch, capsys) -> None:
+    dead_letters(queue_urls, 2)
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    assert cli("dlq", "purge", "--all", urls=queue_urls) == (1, "")
+    err = capsys.readouterr().err
+    assert "purge all 2 dead letters" in err and "nothing was purged" in err
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    assert cli("dlq", "purge", "--all", urls=queue_urls) == (0, "2 purged\n")
+
+
+def test_purge_all_without_a_terminal_needs_yes(queue_urls, monkeypatch, capsys) -> None:
+    dead_letters(queue_urls, 1)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # a pipe, not a terminal
+    assert cli("dlq", "purge", "--all", urls=queue_urls) == (2, "")
+    err = capsys.readouterr().err
+    assert "--yes" in err and "not a terminal" in err
+    assert cli("dlq", "list", "--json", urls=queue_urls)[1] != "[]\n"  # nothing purged
+    assert cli("dlq", "purge", "--all", "--yes", urls=queue_urls) == (0, "1 purged\n")

@@ -33,17 +33,17 @@ from rqueue._batch import (
 )
 from rqueue._core import QueueCore
 from rqueue._endpoints import Endpoints
-from rqueue._models import Call, Result, Stmt
+from rqueue._models import HttpCall, Result, Stmt
 from rqueue._version import ServerInfo
 
 TX = (("transaction", "true"),)
 A, B = "http://a:4001", "http://b:4011"
 
 
-def call(n: int = 1, path: str = "/db/execute", what: str = "op", query: Any = TX) -> Call:
+def call(n: int = 1, path: str = "/db/execute", what: str = "op", query: Any = TX) -> HttpCall:
     """A mergeable call of ``n`` statements, each tagged with ``what`` and its index."""
     stmts = tuple(Stmt("SELECT ?", (f"{what}.{i}",)) for i in range(n))
-    return Call(path, stmts, query, what=what, mergeable=True)
+    return HttpCall(path, stmts, query, what=what, mergeable=True)
 
 
 def waiting(n: int = 1, what: str = "op", deadline: float = 100.0) -> Waiting:
@@ -318,7 +318,7 @@ def test_request_target() -> None:
     path, body = request_target(merged)
     assert path == "/db/request?transaction=true"
     assert json.loads(body) == [["SELECT ?", "x.0"], ["SELECT ?", "y.0"], ["SELECT ?", "y.1"]]
-    assert request_target(Call("/db/execute", (Stmt("DELETE FROM t"),)))[0] == "/db/execute"
+    assert request_target(HttpCall("/db/execute", (Stmt("DELETE FROM t"),)))[0] == "/db/execute"
 
 
 def test_merged_body_joins_the_fragments_each_caller_encoded() -> None:
@@ -331,11 +331,11 @@ def test_merged_body_joins_the_fragments_each_caller_encoded() -> None:
     assert request_path(merge(calls)) == "/db/request?transaction=true"
 
 
-def stamped_call(what: str, n: int = 2) -> Call:
+def stamped_call(what: str, n: int = 2) -> HttpCall:
     """A call that starts with the core's time stamp, then ``n`` statements of its own."""
     own = call(n, what=what)
     stamp = Stmt("INSERT OR REPLACE INTO rqueue_clock (id, ts) VALUES (1, 0.5)")
-    return Call(own.path, (stamp, *own.statements), own.query, what=what, stamped=True)
+    return HttpCall(own.path, (stamp, *own.statements), own.query, what=what, stamped=True)
 
 
 def test_merged_stamped_calls_share_one_stamp_at_the_front() -> None:
@@ -406,7 +406,7 @@ def test_conclude_settles_the_others_and_wakes_the_next_sender_first() -> None:
 # -- answered: what one exchange means for each call -----------------------------------------
 
 
-def three() -> list[Call]:
+def three() -> list[HttpCall]:
     return [call(3, path="/db/request", what="claim"), call(1, what="ack"), call(2, what="nack")]
 
 
@@ -565,7 +565,7 @@ def test_stopped_sender() -> None:
 LEASE = Lease(7, "g", "{}", "w:tok")
 
 
-def first_call(op: Any) -> Call:
+def first_call(op: Any) -> HttpCall:
     return next(op)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rqueue import Lease, LeaseLost, OutcomeUnknown, ProtocolError, Statements, Unavailable
 from rqueue._core import QueueCore, decide_after_unknown
-from rqueue._models import Call, Result
+from rqueue._models import HttpCall, Result
 from rqueue._version import ServerInfo
 
 LEASE = Lease(7, "g", "{}", "w:tok")
@@ -26,12 +26,12 @@ class Script:
 
     def __init__(self, op: Any) -> None:
         self.op = op
-        self.calls: list[Call] = [next(op)]
+        self.calls: list[HttpCall] = [next(op)]
         self.value: Any = None
         self.done = False
 
     @property
-    def call(self) -> Call:
+    def call(self) -> HttpCall:
         return self.calls[-1]
 
     def _step(self, fn: Any, arg: Any) -> Script:
@@ -48,12 +48,12 @@ class Script:
         return self._step(self.op.throw, exc)
 
 
-def own(call: Call) -> tuple:
+def own(call: HttpCall) -> tuple:
     """The operation's own statements (without the time stamp the core puts first)."""
     return call.statements[1:] if call.stamped else call.statements
 
 
-def token_of(call: Call) -> str:
+def token_of(call: HttpCall) -> str:
     return own(call)[0].params[0]
 
 
@@ -228,7 +228,7 @@ def test_linearizable_needs_a_new_enough_server() -> None:
 
 
 # -- ack_and_claim ------------------------------------------------------------------------
-def fused_token(call: Call) -> str:
+def fused_token(call: HttpCall) -> str:
     """The claim's token in an ack_and_claim request (the group mark's only parameter)."""
     return call.statements[-1].params[0]
 

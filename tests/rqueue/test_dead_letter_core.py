@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rqueue import _dlq, _stats
+from rqueue import _admin
 from rqueue._models import DeadLetter, Result
 
 from .fakes import SqliteExecutor, drive
@@ -22,7 +22,7 @@ PREVIOUS_SCHEMA = [
 
 
 def stats(q: Queue):
-    return drive(_stats.stats(q.core), q.ex)
+    return drive(_admin.stats(q.core), q.ex)
 
 
 def exact(q: Queue) -> tuple[int, int, int]:
@@ -76,7 +76,7 @@ def test_counters_stay_exact_through_every_operation(executor: SqliteExecutor) -
         m, g, d = exact(q)
         assert (s.queued, s.groups, s.dead_lettered) == (m, g, d)
     assert moved and all(x.group_id == "g1" and x.deliveries == 2 for x in moved)
-    assert drive(_dlq.redrive(q.core, None, "g1"), q.ex) == len(moved)
+    assert drive(_admin.redrive(q.core, None, "g1"), q.ex) == len(moved)
     s = stats(q)
     assert (s.queued, s.groups, s.dead_lettered) == exact(q)
 

@@ -7,8 +7,8 @@ its own parser accepts the statement and its tree walk reaches the call.
 
 These tests run every operation of the core (each path, on each protocol) against one
 SQLite database, collect every write it sends, and pass each statement through
-:func:`harness.node.rewrite.rqlite_process`, the embedded node's model of rqlite
-v8.36.18's processor (held to rqlite's own answers by the corpus tests in
+:func:`harness.node.rewrite.rqlite_process`, the embedded node's model of the processor
+of rqlite v10.2.7, v9.4.5 and v8.36.18 (held to rqlite's own answers by the corpus tests in
 ``tests/conformance``). What enters the log must hold no ``'now'`` and no ``random()``.
 On servers without rewriting, a write must hold no time function at all.
 """
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import pytest
 
 from harness.node.rewrite import rqlite_process
-from rqueue import Lease, Statements, _dlq, _stats
+from rqueue import Lease, Statements, _admin
 from rqueue._clock import LeaderClock
 from rqueue._core import QueueCore
 from rqueue._version import ServerInfo
@@ -41,7 +41,9 @@ RANDOM_LEFT = re.compile(r"\brandom(blob)?\s*\(", re.IGNORECASE)
 
 PROTOCOLS = {
     # server version -> the core's clock: the server's stamp, or the leader's clock
-    "v8.36.18": True,  # /db/request, time rewriting
+    "v10.2.7": True,  # /db/request, time rewriting (the current release)
+    "v9.4.5": True,
+    "v8.36.18": True,
     "v8.30.0": False,  # /db/request, no rewriting
     "v6.10.2": False,  # neither
 }
@@ -92,11 +94,11 @@ def dead_letter_operations(core: QueueCore, ex: SqliteExecutor) -> None:
             run(core.nack(lease, 0, "boom"))
     if type(core.statements) is Statements:
         assert [d.event for d in moved] == ['"poison"', '"next"']
-    run(_dlq.redrive(core, None, "p"))
-    assert run(_dlq.purge(core, None, None)) == 0
-    run(_dlq.list_dead(core, None, 0, 10))
-    run(_dlq.peek(core, "p", 10))
-    run(_stats.stats(core))
+    run(_admin.redrive(core, None, "p"))
+    assert run(_admin.purge(core, None, None)) == 0
+    run(_admin.dead_letters(core, None, 0, 10))
+    run(_admin.peek(core, "p", 10))
+    run(_admin.stats(core))
 
 
 def writes(ex: SqliteExecutor) -> list[str]:
@@ -114,7 +116,7 @@ def nondeterministic(version: str, sent: list[str]) -> list[str]:
         return [sql for sql in sent if TIME_OR_RANDOM.search(sql)]
     out = []
     for sql in sent:
-        logged = rqlite_process(sql, NOW, RAND)
+        logged = rqlite_process(sql, NOW, RAND, version)
         if NOW_LEFT.search(logged) or RANDOM_LEFT.search(logged):
             out.append(sql)
     return out
@@ -145,8 +147,24 @@ def test_the_stamp_is_the_only_time_function_and_rqlite_rewrites_it() -> None:
     timed = {sql for sql in writes(ex) if TIME_OR_RANDOM.search(sql)}
     stamp = Statements(server_clock=True, clock=lambda: 0.0).stamp()
     assert stamp is not None and timed == {stamp.sql}
-    logged = rqlite_process(stamp.sql, NOW, RAND)
-    assert "2461042.627843" in logged  # rqlite's literal for NOW (a Julian day, %f)
+    logged = {v: rqlite_process(stamp.sql, NOW, RAND, v) for v in ("8.36.18", "10.2.7")}
+    assert "2461042.627843" in logged["10.2.7"]  # rqlite's literal for NOW (a Julian day, %f)
+    assert logged["10.2.7"] == logged["8.36.18"]  # the same text enters v8's and v10's log
+
+
+def test_v10_processes_rqueues_statements_as_v8_does() -> None:
+    """rqueue relies on no re-print that changed: every statement it sends (writes, and
+    reads, which ``level=strong`` sends through the log) comes out of v10.2.7's processor
+    as the very text it comes out of v8.36.18's."""
+    ex = SqliteExecutor()
+    every_operation(core_for("v10.2.7"), ex)
+    sent = [s if isinstance(s, str) else s[0] for _, body in ex.calls for s in body]
+    assert len(sent) > len(writes(ex))
+    v8 = [rqlite_process(sql, NOW, RAND, "8.36.18") for sql in sent]
+    assert [rqlite_process(sql, NOW, RAND, "10.2.7") for sql in sent] == v8
+    stamp = Statements(server_clock=True, clock=lambda: 0.0).stamp()
+    assert stamp is not None
+    assert stamp.sql in {a for a, b in zip(sent, v8, strict=True) if a != b}
 
 
 def test_a_seed_era_groups_statement_with_now_would_not_be_rewritten() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from rqueue._attempts import PROBE_TIMEOUT, Attempts
 from rqueue._config import STATUS_CALL
 from rqueue._endpoints import Endpoints
-from rqueue._models import Call
+from rqueue._models import HttpCall
 
 A, B, C = "http://a:4001", "http://b:4001", "http://c:4001"
-CALL = Call("/db/request", (), (), what="claim")
+CALL = HttpCall("/db/request", (), (), what="claim")
 
 
-def attempts(ep: Endpoints, call: Call = CALL, now: float = 0.0) -> Attempts:
+def attempts(ep: Endpoints, call: HttpCall = CALL, now: float = 0.0) -> Attempts:
     return Attempts(call, ep, deadline=10.0, request_timeout=2.5, monotonic=lambda: now)
 
 

@@ -70,3 +70,14 @@ def test_ack_and_claim_is_one_request(counted: Any) -> None:
     second = t.ack_and_claim(first, "w", VIS)
     assert second is not None and second.event == '"2"'
     assert len(session.bodies) == 1
+
+
+def test_an_extend_is_one_request_whose_update_returns_the_new_expiry(counted: Any) -> None:
+    t, session = counted
+    t.publish("g", '"x"')
+    lease = t.claim("w", VIS)
+    session.bodies.clear()
+    longer = t.extend(lease, 2 * VIS)
+    assert longer.expires_at is not None and longer.expires_at > lease.expires_at + VIS / 2
+    assert [p.split("?")[0] for p, _ in session.bodies] == ["/db/execute"]  # no read-back
+    t.ack(longer)

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from rqueue._models import Call, Stmt
+from rqueue._models import HttpCall, Stmt
 from rqueue._version import ServerInfo, parse_version, version_from_status
 from rqueue._wire import Outcome, classify_response
 
-WRITE = Call("/db/execute", (Stmt("INSERT"), Stmt("UPDATE")))
-READ = Call("/db/query", (Stmt("SELECT"),), idempotent=True)
+WRITE = HttpCall("/db/execute", (Stmt("INSERT"), Stmt("UPDATE")))
+READ = HttpCall("/db/query", (Stmt("SELECT"),), idempotent=True)
 
 
 def test_ok_results_are_parsed() -> None:
@@ -58,7 +58,7 @@ def test_statement_error_is_definite() -> None:
 
 
 def test_statement_error_that_stopped_a_transaction_is_definite() -> None:
-    three = Call("/db/execute", (Stmt("A"), Stmt("B"), Stmt("C")))
+    three = HttpCall("/db/execute", (Stmt("A"), Stmt("B"), Stmt("C")))
     body = {"results": [{"rows_affected": 1}, {"error": "UNIQUE constraint failed"}]}
     assert classify_response(three, 200, json.dumps(body)).outcome is Outcome.FAILED
 

@@ -1,0 +1,146 @@
+"""A run's one verdict, decided in one place from its check result and how it ended.
+
+The runner (its exit status and summary), ``python -m harness check`` and ``report.md``
+all call :func:`decide`, so a report cannot say "valid" beside a summary that says
+INCONCLUSIVE, and a run that failed or was interrupted never says "valid":
+
+================  ====  ==========================================================
+verdict           exit  when
+================  ====  ==========================================================
+``no verdict``    2     the run failed, was interrupted, or never finished (what the
+                        checker found in the history it left is said, not judged)
+``ANOMALIES``     1     the checker found anomalies
+``INCONCLUSIVE``  3     no anomaly, but the run did not test what it planned
+                        (``coverage`` in ``check.json``, see :mod:`harness.coverage`)
+``valid``         0     no anomaly, and the run tested what it planned
+================  ====  ==========================================================
+
+A run folder (one holding ``scenario.json``) is judged as a run: its coverage is
+recomputed from the history and the resolved scenario whenever the check is redone
+(:func:`run_coverage`), and a folder whose ``run.json`` records a failure, or that has
+no ``run.json`` at all, gets no verdict. A history alone is judged by its anomalies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .coverage import assess
+from .scenario import Scenario, ScenarioError
+
+VALID, ANOMALIES, INCONCLUSIVE, NO_VERDICT = "valid", "ANOMALIES", "INCONCLUSIVE", "no verdict"
+EXIT_CODES = {VALID: 0, ANOMALIES: 1, NO_VERDICT: 2, INCONCLUSIVE: 3}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict and why: the anomalies found, the coverage reasons, or the failure."""
+
+    label: str
+    #: the anomalies found; the coverage's reasons; or why the run failed (then what the
+    #: checker found in its history, if anything); empty for "valid" and "not checked"
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.label]
+
+    def line(self) -> str:
+        """One plain line: the label and why."""
+        reasons = "; ".join(self.reasons)
+        if self.label == VALID:
+            why = "no anomaly found"
+        elif self.label == ANOMALIES:
+            why = ", ".join(self.reasons)
+        elif self.label == INCONCLUSIVE:
+            why = f"no anomaly found, but the run did not test what it planned: {reasons}"
+        else:
+            why = f"the run failed: {reasons}" if self.reasons else "it was not checked"
+        return f"{self.label}: {why}"
+
+
+def decide(check: Mapping[str, Any] | None, failed: str | None = None) -> Verdict:
+    """The verdict of a check result (``None``: not checked) of a run that ``failed`` (the
+    reason) or not (``None``)."""
+    anomalies = (check or {}).get("anomalies") or {}
+    found = [f"{n} ({a['count']})" for n, a in anomalies.items() if a.get("count")]
+    if failed is not None:  # its history may stop mid-way: a message not yet acked is "lost"
+        seen = f"in the history it recorded the checker found {', '.join(found)}"
+        return Verdict(NO_VERDICT, (failed, seen) if found else (failed,))
+    if check is not None and not check.get("valid", True):
+        return Verdict(ANOMALIES, tuple(found))
+    if check is None:
+        return Verdict(NO_VERDICT)
+    reasons = (check.get("coverage") or {}).get("reasons") or []
+    if reasons:
+        return Verdict(INCONCLUSIVE, tuple(reasons))
+    return Verdict(VALID)
+
+
+def is_run_folder(root: Path) -> bool:
+    """Whether ``root`` holds a run (``python -m harness run`` writes scenario.json first)."""
+    return (root / "scenario.json").is_file()
+
+
+def run_failure(root: Path) -> str | None:
+    """Why the run in ``root`` failed, or ``None`` (it ended, or ``root`` is no run folder)."""
+    if not is_run_folder(root):
+        return None
+    run = _json(root / "run.json")
+    if not isinstance(run, dict):
+        return "it never finished (run.json is missing or unreadable: was it killed?)"
+    if run.get("exit") == EXIT_CODES[NO_VERDICT]:
+        return str(run.get("reason") or "the harness failed")
+    return None
+
+
+def planned_windows(scenario: Scenario) -> list[tuple[str, float, float]]:
+    """The scenario's fault windows as ``(kind, start, end)`` in history time."""
+    return [(f.kind, a, b) for f in scenario.faults for a, b in f.windows(scenario.duration)]
+
+
+def coverage(
+    events: Sequence[dict[str, Any]],
+    scenario: Scenario,
+    check: Mapping[str, Any],
+    errors: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A run's ``coverage`` (``check.json``): :func:`harness.coverage.assess` of its plan,
+    inconclusive too when the replicas were not compared. ``errors``: what the nemesis
+    said of faults that failed before they reached the history."""
+    result = assess(events, planned_windows(scenario), scenario.duration, errors=errors).to_json()
+    replicas = (check.get("stats") or {}).get("replicas") or {}
+    if not replicas.get("compared"):
+        result["reasons"].append(f"the replicas were not compared: {replicas.get('reason')}")
+        result["conclusive"] = False
+    return result
+
+
+def run_coverage(
+    root: Path, events: Sequence[dict[str, Any]], check: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The coverage of the run in ``root`` as the run judged it (its resolved scenario,
+    its nemesis errors from run.json), or ``None`` when ``root`` is no run folder. A
+    scenario.json that cannot be read makes it inconclusive: the plan is unknown."""
+    if not is_run_folder(root):
+        return None
+    path = root / "scenario.json"
+    try:
+        scenario = Scenario.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+    except (OSError, ValueError) as e:  # ScenarioError is a ValueError
+        why = e if isinstance(e, ScenarioError) else f"{path}: cannot read: {e}"
+        return {"conclusive": False, "reasons": [f"the run's plan is unknown: {why}"]}
+    run = _json(root / "run.json")
+    errors = (run.get("nemesis_errors") if isinstance(run, dict) else None) or []
+    return coverage(events, scenario, check, [str(e) for e in errors])
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
