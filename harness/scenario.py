@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import HarnessError
+
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 #: fault kind -> optional parameters it accepts (beyond start/duration/every)
@@ -62,7 +64,7 @@ RECOVERY = 5.0
 NODE_TARGETS = ("leader", "follower", "random", "all")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(HarnessError, ValueError):
     """A scenario file (or a value given for it) is malformed; the message says where."""
 
 

@@ -23,7 +23,7 @@ After the faults are healed, :meth:`Workload.drain` claims and acks until the qu
 With ``workload.poison`` some messages are poison: every claimer nacks them (with an
 error), the drain too, so only the queue's ``max_deliveries`` takes them out; the
 claims record what they dead-lettered and the drain ends with one read of the
-dead-letter queue (:mod:`harness.deadletters`).
+dead-letter queue (:mod:`harness.workload.deadletters`).
 """
 
 from __future__ import annotations
@@ -49,16 +49,17 @@ from rqueue import (
     Unavailable,
 )
 
+from ..errors import HarnessError
+from ..scenario import Workload as WorkloadSpec
+from ..subjects import LeaseLike, Subject, SubjectError
 from . import deadletters
-from .scenario import Workload as WorkloadSpec
-from .subjects import LeaseLike, Subject, SubjectError
 
 log = logging.getLogger(__name__)
 
 DEFINITE = (Unavailable, StatementError, LeaseLost, TransportClosed)
 
 
-class WorkloadError(RuntimeError):
+class WorkloadError(HarnessError):
     """The workload could not start or stop; the message says what it waited for."""
 
 
