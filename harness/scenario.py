@@ -69,7 +69,7 @@ class ScenarioError(HarnessError, ValueError):
 
 
 @dataclass(frozen=True)
-class Workload:
+class WorkloadSpec:
     """Sizes and behaviour of the publishers and claimers."""
 
     publishers: int = 2
@@ -132,7 +132,7 @@ class Scenario:
     description: str
     nodes: int = 3
     duration: float = 60.0
-    workload: Workload = field(default_factory=Workload)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     faults: tuple[Fault, ...] = ()
     source: str = ""
     #: the fault windows ``--time`` dropped, each with why (see :meth:`scaled`)
@@ -362,12 +362,12 @@ class _Reader:
             )
 
 
-def _parse_workload(where: str, table: Any) -> Workload:
+def _parse_workload(where: str, table: Any) -> WorkloadSpec:
     if not isinstance(table, dict):
         raise ScenarioError(f"{where}: key 'workload': expected a table, got {table!r}")
     r = _Reader(where, "workload.", table)
-    d = Workload()
-    w = Workload(
+    d = WorkloadSpec()
+    w = WorkloadSpec(
         publishers=r.integer("publishers", d.publishers, minimum=1),
         groups_per_publisher=r.integer("groups_per_publisher", d.groups_per_publisher, minimum=1),
         sync_claimers=r.integer("sync_claimers", d.sync_claimers),

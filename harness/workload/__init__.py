@@ -7,7 +7,7 @@ extend their lease midway; with ``workload.ack_and_claim`` an ack is sometimes
 ``ack_and_claim``, whose lease is worked on next. Some claimers are threads with the
 subject's sync client, the others are tasks on one asyncio loop with its async client;
 both run the same claimer loop, written once as a generator of steps (:class:`Wait`,
-:class:`Call`) that a thread or a task drives (:mod:`.plans`, :mod:`.workers`).
+:class:`ClientCall`) that a thread or a task drives (:mod:`.plans`, :mod:`.workers`).
 
 Every call becomes an ``invoke`` and one completion in the history
 (docs/history-format.md): ``ok``; ``fail`` for rqueue's definite failures
@@ -29,7 +29,7 @@ dead-letter queue (:mod:`harness.workload.deadletters`).
 """
 
 from .drain import DrainResult, pending_messages
-from .plans import Call, Plan, Steps, Wait, plan_lease, release_action
+from .plans import ClientCall, Plan, Steps, Wait, plan_lease, release_action
 from .record import (
     DEFINITE,
     Fused,
@@ -46,7 +46,7 @@ from .workers import Workload
 
 __all__ = [
     "DEFINITE",
-    "Call",
+    "ClientCall",
     "DrainResult",
     "Fused",
     "Ops",

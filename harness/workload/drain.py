@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..scenario import Workload as WorkloadSpec
+from ..scenario import WorkloadSpec
 from . import deadletters
 from .record import Ops, WorkloadError, call, claimed, lease_value
 

@@ -1,6 +1,6 @@
 """What a claimer does with a lease, drawn up front, and the steps of its loop.
 
-The claimer loop is written once as a generator of steps (:class:`Wait`, :class:`Call`)
+The claimer loop is written once as a generator of steps (:class:`Wait`, :class:`ClientCall`)
 that a thread or an asyncio task drives (:mod:`harness.workload.workers`).
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..scenario import Workload as WorkloadSpec
+from ..scenario import WorkloadSpec
 from .record import Fused, Single
 
 
@@ -69,7 +69,7 @@ class Wait:
 
 
 @dataclass(frozen=True)
-class Call:
+class ClientCall:
     """A claimer step: call ``method(*args)`` on the client, completing ``record``."""
 
     record: Single | Fused
@@ -77,4 +77,4 @@ class Call:
     args: tuple[Any, ...]
 
 
-Steps = Generator[Wait | Call, Any, Any]
+Steps = Generator[Wait | ClientCall, Any, Any]

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..scenario import Workload as WorkloadSpec
+from ..scenario import WorkloadSpec
 from ..subjects import LeaseLike, Subject, SubjectError
 from . import deadletters
 from .drain import DrainResult, drain, pending_messages
-from .plans import Call, Steps, Wait, plan_lease, release_action
+from .plans import ClientCall, Steps, Wait, plan_lease, release_action
 from .record import (
     Fused,
     Ops,
@@ -252,7 +252,7 @@ class Workload:
         vis, mp = self.spec.visibility, self._min_priority(rng)
         value = {"visibility": vis, "min_priority": mp}
         record = Single.claim(self.ops, procs.main, value)
-        kind, lease = yield Call(record, "claim", (name, vis, mp))
+        kind, lease = yield ClientCall(record, "claim", (name, vis, mp))
         procs.after(kind)
         if lease is None:
             yield Wait(self._idle(kind))
@@ -269,7 +269,7 @@ class Workload:
             if not self.stop_event.is_set():
                 vis = self.spec.visibility
                 record = Single(self.ops, procs.main, "extend", {**lv, "visibility": vis})
-                kind, _ = yield Call(record, "extend", (lease, vis))
+                kind, _ = yield ClientCall(record, "extend", (lease, vis))
                 procs.after(kind)
             yield Wait(plan.work / 2)
         else:
@@ -283,9 +283,9 @@ class Workload:
             nv, args = {**lv, "delay": plan.delay}, (lease, plan.delay)
             if poison:
                 nv, args = {**nv, "error": "poison"}, (*args, "poison")
-            kind, _ = yield Call(Single(self.ops, procs.main, "nack", nv), "nack", args)
+            kind, _ = yield ClientCall(Single(self.ops, procs.main, "nack", nv), "nack", args)
         else:
-            kind, _ = yield Call(Single(self.ops, procs.main, "ack", lv), "ack", (lease,))
+            kind, _ = yield ClientCall(Single(self.ops, procs.main, "ack", lv), "ack", (lease,))
             if kind == "ok":
                 self._count(-1)
         procs.after(kind)
@@ -298,7 +298,7 @@ class Workload:
         vis, mp = self.spec.visibility, self._min_priority(rng)
         value = {"visibility": vis, "min_priority": mp}
         record = Fused(self.ops, procs.main, procs.spare, lease, value)
-        (ack, claim), nxt = yield Call(record, "ack_and_claim", (lease, name, vis, mp))
+        (ack, claim), nxt = yield ClientCall(record, "ack_and_claim", (lease, name, vis, mp))
         if ack == "ok":
             self._count(-1)
         procs.after_fused(ack, claim, nxt is not None)
