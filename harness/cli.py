@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-EXIT_HARNESS = 2
+from .errors import EXIT_HARNESS
 
 DESCRIPTION = """\
 A Jepsen-style harness for rqueue, a FIFO queue on rqlite: start a cluster, drive

@@ -25,13 +25,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import HarnessError
+
 NAME = "replica-divergence"
 FILE = "replicas.json"
 VERSION = 1
 MAX_EXAMPLES = 10
 
 
-class SnapshotFormatError(ValueError):
+class SnapshotFormatError(HarnessError, ValueError):
     """A replicas record that does not have the documented shape; the message says where."""
 
 

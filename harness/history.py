@@ -27,12 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .errors import HarnessError
+
 NEMESIS = "nemesis"
 INVOKE = "invoke"
 COMPLETIONS = frozenset({"ok", "fail", "info"})
 TYPES = frozenset({INVOKE, *COMPLETIONS})
+#: the operation that reads the whole dead-letter queue once, after the drain
+READ_DEAD_LETTERS = "read-dead-letters"
 CLIENT_FS = frozenset(
-    {"publish", "claim", "ack", "nack", "extend", "dead-letter", "read-dead-letters"}
+    {"publish", "claim", "ack", "nack", "extend", "dead-letter", READ_DEAD_LETTERS}
 )
 REQUIRED = ("index", "time", "process", "type", "f")
 INF = math.inf
@@ -49,7 +53,7 @@ FAULT_ENDS = {
 }
 
 
-class HistoryFormatError(ValueError):
+class HistoryFormatError(HarnessError, ValueError):
     """A history that breaks the format; ``line`` is 1-based, ``reason`` says what is wrong."""
 
     def __init__(self, line: int, reason: str) -> None:

@@ -22,8 +22,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_SOME_FAILED, EXIT_HARNESS = 0, 1, 2
-VERDICTS = {0: "valid", 1: "ANOMALIES", 2: "harness failed", 3: "inconclusive"}
+from .errors import (
+    EXIT_ANOMALIES,
+    EXIT_HARNESS,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_SOME_FAILED,
+    EXIT_VALID,
+)
+
+VERDICTS = {
+    EXIT_VALID: "valid",
+    EXIT_ANOMALIES: "ANOMALIES",
+    EXIT_HARNESS: "harness failed",
+    EXIT_INCONCLUSIVE: "inconclusive",
+}
 
 
 @dataclass(frozen=True)
@@ -82,7 +95,7 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         cell.exit = proc.returncode
         tail = (proc.stderr or "").strip().splitlines()
-        cell.reason = tail[-1] if proc.returncode == 2 and tail else None
+        cell.reason = tail[-1] if proc.returncode == EXIT_HARNESS and tail else None
     except subprocess.TimeoutExpired:
         cell.exit, cell.reason = EXIT_HARNESS, f"no result within {timeout:g} s"
     cell.seconds = round(time.monotonic() - t, 1)
@@ -92,7 +105,7 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
     cell.anomalies = {k: v for k, v in (summary.get("anomalies") or {}).items() if v}
     replicas = summary.get("replicas")
     cell.replicas = replicas.split(" (")[0] if isinstance(replicas, str) else None
-    if cell.exit == 3:
+    if cell.exit == EXIT_INCONCLUSIVE:
         cell.reason = summary.get("inconclusive") or cell.reason
     return cell
 

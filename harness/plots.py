@@ -37,7 +37,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 
-from .checker import History, Lease, check, history_path
+from .checker import HistoryModel, Lease, check, history_path
+from .errors import EXIT_HARNESS, EXIT_OK
 from .history import (
     Fault,
     HistoryFormatError,
@@ -130,14 +131,14 @@ def main_plot(run_dir: str | Path) -> int:
         print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
         if source.is_file():
             print(write_report(source.parent))
-        return 2
+        return EXIT_HARNESS
     except OSError as e:
         print(f"{source}: cannot read: {e.strerror or e}", file=sys.stderr)
-        return 2
+        return EXIT_HARNESS
     for path in written:
         print(path)
     print(write_report(source.parent))
-    return 0
+    return EXIT_OK
 
 
 def _load_check(root: Path) -> dict[str, Any] | None:
@@ -513,7 +514,7 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
     if not times:
         return None
     groups = groups[:TIMELINE_GROUPS]
-    history = History(events)
+    history = HistoryModel(events)
     leases = [x for x in history.leases if x.group in groups]
     span = max(times) - min(times)
     pad = max(1.0, 0.25 * span, *(x.stretch - x.ci for x in leases[:1000]))

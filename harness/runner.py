@@ -25,18 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
 from .interrupts import Terminated, sigterm_unwinds
 from .scenario import Scenario, ScenarioError, load_scenario
 from .store import RunStore, engine_version, versions
+from .subjects import get_subject
 from .verdict import decide
 
 log = logging.getLogger(__name__)
-
-EXIT_VALID, EXIT_ANOMALIES, EXIT_HARNESS, EXIT_INCONCLUSIVE = 0, 1, 2, 3
-
-
-class HarnessError(RuntimeError):
-    """The harness could not do its job; the message is the one-line reason."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +101,6 @@ def preflight(scenario: Scenario, opts: RunOptions) -> bool:
 
 def run(opts: RunOptions) -> RunResult:
     """Run one scenario and return its result (never raises for a harness failure)."""
-    from .subjects import get_subject
-
     try:
         scenario = resolve(opts)
         subject = get_subject(opts.subject)

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import HarnessError
+
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 #: fault kind -> optional parameters it accepts (beyond start/duration/every)
@@ -62,12 +64,12 @@ RECOVERY = 5.0
 NODE_TARGETS = ("leader", "follower", "random", "all")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(HarnessError, ValueError):
     """A scenario file (or a value given for it) is malformed; the message says where."""
 
 
 @dataclass(frozen=True)
-class Workload:
+class WorkloadSpec:
     """Sizes and behaviour of the publishers and claimers."""
 
     publishers: int = 2
@@ -130,7 +132,7 @@ class Scenario:
     description: str
     nodes: int = 3
     duration: float = 60.0
-    workload: Workload = field(default_factory=Workload)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     faults: tuple[Fault, ...] = ()
     source: str = ""
     #: the fault windows ``--time`` dropped, each with why (see :meth:`scaled`)
@@ -360,12 +362,12 @@ class _Reader:
             )
 
 
-def _parse_workload(where: str, table: Any) -> Workload:
+def _parse_workload(where: str, table: Any) -> WorkloadSpec:
     if not isinstance(table, dict):
         raise ScenarioError(f"{where}: key 'workload': expected a table, got {table!r}")
     r = _Reader(where, "workload.", table)
-    d = Workload()
-    w = Workload(
+    d = WorkloadSpec()
+    w = WorkloadSpec(
         publishers=r.integer("publishers", d.publishers, minimum=1),
         groups_per_publisher=r.integer("groups_per_publisher", d.groups_per_publisher, minimum=1),
         sync_claimers=r.integer("sync_claimers", d.sync_claimers),

@@ -30,10 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from .coverage import assess
+from .errors import EXIT_ANOMALIES, EXIT_HARNESS, EXIT_INCONCLUSIVE, EXIT_VALID
 from .scenario import Scenario, ScenarioError
 
 VALID, ANOMALIES, INCONCLUSIVE, NO_VERDICT = "valid", "ANOMALIES", "INCONCLUSIVE", "no verdict"
-EXIT_CODES = {VALID: 0, ANOMALIES: 1, NO_VERDICT: 2, INCONCLUSIVE: 3}
+EXIT_CODES = {
+    VALID: EXIT_VALID,
+    ANOMALIES: EXIT_ANOMALIES,
+    NO_VERDICT: EXIT_HARNESS,
+    INCONCLUSIVE: EXIT_INCONCLUSIVE,
+}
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from ..errors import EXIT_HARNESS
 from ..store import DEFAULT_ROOT, REPO
 from . import plan, render
 
@@ -184,7 +185,7 @@ def main_analysis(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as e:
         print(f"harness: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_HARNESS
     out.write_text(text)
     print(f"analysis: {out} ({len(text.splitlines())} lines), assets in {assets}")
     return 0

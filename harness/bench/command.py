@@ -11,11 +11,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..errors import EXIT_HARNESS, EXIT_MISSED, EXIT_OK
 from ..interrupts import Terminated, sigterm_unwinds
 from .run import (
-    EXIT_HARNESS,
-    EXIT_MISSED,
-    EXIT_OK,
     PARTS,
     BenchSettings,
     Doc,

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import HarnessError
+
 if TYPE_CHECKING:
     from .cost import Meter
 
@@ -26,7 +28,7 @@ OpenWorker = Callable[[int], tuple[Step, Callable[[], None]]]
 OpenTask = Callable[[int], Awaitable[tuple[AsyncStep, Callable[[], Awaitable[None]]]]]
 
 
-class LoadError(RuntimeError):
+class LoadError(HarnessError):
     """A load could not run (a worker failed to open, or every step failed)."""
 
 

@@ -14,6 +14,8 @@ import gzip
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ..errors import HarnessError
+
 #: rqlited's components, each named by a function that every stack through it holds;
 #: a sample counts for every component on its stack (apply's parts are inside apply)
 RQLITED_COMPONENTS: tuple[tuple[str, str], ...] = (
@@ -29,7 +31,7 @@ RQLITED_COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
-class ProfileError(ValueError):
+class ProfileError(HarnessError, ValueError):
     """The bytes are not a CPU profile this reader understands."""
 
 

@@ -39,7 +39,6 @@ from . import queue, store
 from .cost import Meter, cost_row
 from .load import Load, percentile_ms, run_tasks, run_threads
 
-EXIT_OK, EXIT_MISSED, EXIT_HARNESS = 0, 1, 2
 BENCH_FORMAT = 1
 Doc = dict[str, Any]  # the bench.json document being built
 Say = Callable[[str], None]  # where progress lines go

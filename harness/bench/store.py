@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import HarnessError
 from .cost import WireCounter
 
 INSERT_TABLE = "bench_insert"
@@ -21,7 +22,7 @@ INSERT_TABLE = "bench_insert"
 QUEUE_TABLES = ("messages", "groups", "rqueue_dedup")
 
 
-class StoreError(RuntimeError):
+class StoreError(HarnessError):
     """The store refused or failed a request the benchmark needed."""
 
 

@@ -16,11 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..errors import HarnessError
+
 #: one statement as rqlite's HTTP API takes it: SQL text, or ``[sql, *params]``
 Statement = str | Sequence[Any]
 
 
-class ClusterError(RuntimeError):
+class ClusterError(HarnessError):
     """A cluster could not be started, reached or controlled; the message says why."""
 
 

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import ENGINES, STATE_FILE, LocalCluster, reap
+from harness.errors import EXIT_HARNESS
 
 DOCKER_STATE_FILE = "docker-cluster.json"
 EXAMPLES = """examples:
@@ -166,7 +167,7 @@ def _print(obj: dict) -> None:
 
 def _fail(exc: Exception) -> int:
     print(f"error: {exc}", file=sys.stderr)
-    return 2
+    return EXIT_HARNESS
 
 
 def _backend_of(directory: Path, backend: str | None) -> str:

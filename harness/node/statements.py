@@ -6,10 +6,8 @@ A body is a JSON array; each element is a SQL string, or ``[sql, *positional]``,
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import parse_qs
 
 Param = int | float | str | None
@@ -42,48 +40,6 @@ class Statement:
         if self.positional:
             return tuple(self.positional)
         return None
-
-
-def _param(value: Any) -> Param:
-    if isinstance(value, bool):  # JSON true/false bind as 1/0, as rqlite's driver does
-        return int(value)
-    if value is None or isinstance(value, int | float | str):
-        return value
-    raise RequestError("unsupported type")
-
-
-def parse_body(body: bytes) -> list[Statement]:
-    """Statements from a request body; raises :class:`RequestError` with rqlite's text."""
-    if not body:
-        raise RequestError("no statements")
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise RequestError("invalid JSON body") from None
-    if not isinstance(data, list):
-        raise RequestError("invalid JSON body")
-    if not data:
-        raise RequestError("no statements")
-    if all(isinstance(item, str) for item in data):
-        return [Statement(item) for item in data]
-    out: list[Statement] = []
-    for item in data:
-        if not isinstance(item, list):
-            raise RequestError("invalid JSON body")
-        if not item:
-            raise RequestError("no statements")
-        sql = item[0]
-        if not isinstance(sql, str):
-            raise RequestError("invalid request")
-        stmt = Statement(sql)
-        for arg in item[1:]:
-            if isinstance(arg, dict):
-                for key, value in arg.items():
-                    stmt.named[key] = _param(value)
-            else:
-                stmt.positional.append(_param(arg))
-        out.append(stmt)
-    return out
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")

@@ -18,15 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import EXIT_HARNESS, EXIT_NOT_REPRODUCED, EXIT_OK, HarnessError
 from ..interrupts import Terminated, sigterm_unwinds
 from .search import Options, Search, table
 from .steps import describe, validate
 from .trials import run_argv
 
-EXIT_OK, EXIT_HARNESS, EXIT_NOT_REPRODUCED = 0, 2, 3
 
-
-class ShrinkError(ValueError):
+class ShrinkError(HarnessError, ValueError):
     """The run folder cannot be shrunk; the message says why."""
 
 

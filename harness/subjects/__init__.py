@@ -27,6 +27,7 @@ from typing import Any
 
 from .base import (
     CLIENT_METHODS,
+    DEAD_LETTERS,
     AsyncClient,
     Clock,
     LeaseLike,
@@ -34,6 +35,7 @@ from .base import (
     SubjectError,
     SyncClient,
     checked,
+    note_dead_letter,
 )
 
 #: entry point group under which installed packages register their subjects
@@ -153,6 +155,7 @@ def _one_line(e: BaseException) -> str:
 
 __all__ = [
     "CLIENT_METHODS",
+    "DEAD_LETTERS",
     "ENTRY_POINT_GROUP",
     "MUTANT_NAMES",
     "SUBJECT_NAMES",
@@ -165,4 +168,5 @@ __all__ = [
     "get_subject",
     "installed_subjects",
     "load_subject",
+    "note_dead_letter",
 ]

@@ -17,15 +17,32 @@ docs/example_subject/README.md documents the protocols for authors of other queu
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..runner import HarnessError
+from ..errors import HarnessError
 
 #: the worker's wall clock: epoch seconds, possibly skewed by the nemesis
 Clock = Callable[[], float]
+
+#: what the current claim (of this thread or task) dead-lettered, as the client reported
+#: it through :func:`note_dead_letter`; None when no claim collects (the workload's
+#: :mod:`harness.workload.deadletters` sets and reads it)
+DEAD_LETTERS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "harness_dead_letters", default=None
+)
+
+
+def note_dead_letter(dead: Any) -> None:
+    """A client's ``on_dead_letter`` callback: report ``dead`` (with ``group_id``, ``seq``,
+    ``deliveries`` and ``event``, as rqueue's ``DeadLetter``) for the current claim."""
+    found = DEAD_LETTERS.get()
+    if found is not None:
+        found.append(dead)
+
 
 #: the methods every client has (async clients: as coroutine functions)
 CLIENT_METHODS = ("publish", "claim", "ack", "ack_and_claim", "nack", "extend", "close")

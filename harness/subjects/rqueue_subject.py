@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Clock, Subject
+from .base import Clock, Subject, note_dead_letter
 
 
 def transport_timeouts(request_timeout: float) -> dict[str, float]:
@@ -22,11 +22,9 @@ def transport_timeouts(request_timeout: float) -> dict[str, float]:
 
 def queue_options(options: dict[str, Any]) -> dict[str, Any]:
     """The workload's queue options as rqueue's: ``max_deliveries`` reports each dead
-    letter to the history (through :func:`harness.deadletters.note`)."""
+    letter to the history (through :func:`harness.subjects.note_dead_letter`)."""
     if options.get("max_deliveries"):
-        from ..deadletters import note
-
-        return {"max_deliveries": options["max_deliveries"], "on_dead_letter": note}
+        return {"max_deliveries": options["max_deliveries"], "on_dead_letter": note_dead_letter}
     return {}
 
 

@@ -10,30 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from harness.node.body import parse as parse_body
 from harness.node.clock import OffsetClock, OffsetClockError
 from harness.node.config import parse_args
 from harness.node.database import READ_ONLY_VIOLATION, Database, render
-from harness.node.statements import QueryParams, RequestError, Statement, parse_body, parse_duration
+from harness.node.statements import QueryParams, RequestError, Statement, parse_duration
 
 EPOCH = 1_700_000_000.0
 
 
-def test_parse_body_forms_and_errors() -> None:
+def test_parse_body_forms() -> None:
+    """The node's request body parser (its errors: ``test_api_units.py``)."""
     stmts = parse_body(json.dumps(["SELECT 1", "SELECT 2"]).encode())
     assert [s.sql for s in stmts] == ["SELECT 1", "SELECT 2"]
     (p,) = parse_body(json.dumps([["INSERT INTO t VALUES(?, ?, ?)", 1, 2.5, True]]).encode())
     assert p.positional == [1, 2.5, 1]
     (n,) = parse_body(json.dumps([["SELECT :a", {"a": "x"}]]).encode())
     assert n.named == {"a": "x"} and n.bindings() == {"a": "x"}
-    for body, message in [
-        (b"", "no statements"),
-        (b"[]", "no statements"),
-        (b"[[]]", "no statements"),
-        (b"{", "invalid JSON body"),
-        (b'{"a": 1}', "invalid JSON body"),
-        (b"[[1]]", "invalid request"),
-        (b'[["SELECT ?", [1]]]', "unsupported type"),
-    ]:
+    for body, message in [(b"[]", "no statements"), (b"{", "invalid request")]:
         with pytest.raises(RequestError, match=message):
             parse_body(body)
 

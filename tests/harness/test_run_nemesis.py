@@ -12,10 +12,9 @@ import pytest
 from harness.cluster.base import Cluster, ClusterError, NodeInfo
 from harness.history import fault_intervals
 from harness.nemesis import Nemesis
-from harness.scenario import Fault, Workload
+from harness.scenario import Fault, WorkloadSpec
 from harness.subjects import Subject
-from harness.workload import Ops, WorkloadError, plan_lease
-from harness.workload import Workload as RunWorkload
+from harness.workload import Ops, Workload, WorkloadError, plan_lease
 from rqueue import LeaseLost, OutcomeUnknown, StatementError, Unavailable
 
 
@@ -250,7 +249,7 @@ def test_exceptions_map_to_history_types():
 
 
 def test_plans_follow_the_configured_mix():
-    spec = Workload(nack_probability=0.2, nack_delay_probability=0.1, stall_probability=0.0)
+    spec = WorkloadSpec(nack_probability=0.2, nack_delay_probability=0.1, stall_probability=0.0)
     rng = random.Random(1)
     plans = [plan_lease(rng, spec, stall_probability=0.3) for _ in range(4000)]
     share = collections.Counter(
@@ -268,7 +267,7 @@ def test_drain_reports_clients_that_cannot_open():
         raise Unavailable(f"nothing answers at {urls[0]}")
 
     subject = Subject("refusing", "opens nothing", refuse, refuse)
-    w = RunWorkload(Workload(), subject, ["http://127.0.0.1:9"], recorder=None, timeout=1.0)
+    w = Workload(WorkloadSpec(), subject, ["http://127.0.0.1:9"], recorder=None, timeout=1.0)
     with pytest.raises(WorkloadError, match="drain failed: Unavailable: nothing answers"):
         w.drain(timeout=5.0)
 
@@ -325,8 +324,8 @@ def test_ctrl_c_while_starting_leaves_no_worker_waiting():
         return IdleClient()
 
     subject = Subject("idle", "", lambda *a: IdleClient(), open_slowly)
-    spec = Workload(publishers=1, sync_claimers=1, async_claimers=1)
-    w = RunWorkload(spec, subject, ["http://127.0.0.1:9"], recorder=None)
+    spec = WorkloadSpec(publishers=1, sync_claimers=1, async_claimers=1)
+    w = Workload(spec, subject, ["http://127.0.0.1:9"], recorder=None)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt

@@ -1,0 +1,43 @@
+"""Check a queue history for the anomalies the history format defines.
+
+The format and the definitions are the project's public contract
+(``docs/history-format.md``); this package follows it.
+
+:func:`check` is a pure function of the events: it builds the model (:mod:`.model`: the
+operations paired, the leases, each message's publishes and acks, the dead-letterings),
+runs one finder per anomaly (:mod:`.finders`, :mod:`.deadletters`) and adds statistics
+(:mod:`.statistics`). :func:`main_check` is ``python -m harness check FILE`` (:mod:`.cli`).
+
+Definitions, in short (the document is the authority):
+
+* a lease's *certain window* is ``[claim.ok, claim.invoke + visibility]``, cut at the
+  invoke of the holder's own ack/nack of it, stretched by each ``ok`` extend to
+  ``extend.invoke + visibility``; its *expiry* (for stale acks: when it has certainly
+  expired) is ``claim.ok + visibility``, stretched by each ``ok`` extend to
+  ``extend.ok + visibility`` and by each extend whose outcome is unknown to
+  ``extend.invoke + visibility``;
+* ``ok`` and ``info`` acks (and dead-letters) count as possible acknowledgements, an
+  operation still open at the end of the history as ``info``; a dead-letter by a lease's
+  holder cuts that lease's window (and counts for stale acks) exactly as its ack would.
+"""
+
+from .cli import history_path, main_check, print_check
+from .finders import ANOMALIES, FINDERS
+from .model import Dead, HistoryModel, Lease
+from .result import MAX_EXAMPLES, check
+from .statistics import availability, statistics
+
+__all__ = [
+    "ANOMALIES",
+    "FINDERS",
+    "MAX_EXAMPLES",
+    "Dead",
+    "HistoryModel",
+    "Lease",
+    "availability",
+    "check",
+    "history_path",
+    "main_check",
+    "print_check",
+    "statistics",
+]

@@ -1,0 +1,179 @@
+"""The anomaly finders: each returns the examples (lists of event indices) of every
+instance of its anomaly in a :class:`~harness.checker.model.HistoryModel`.
+
+Every finder sorts once and sweeps (or binary-searches), so a history of n events is
+checked in O(n log n).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from operator import attrgetter, itemgetter
+from typing import Any
+
+from .. import divergence
+from . import deadletters
+from .deadletters import Finder
+from .model import INF, HistoryModel, Lease
+
+ANOMALIES = (
+    "lost",
+    "duplicate-group-lease",
+    "fifo-violation",
+    "delivered-after-ack",
+    "unexpected",
+    "stale-ack-accepted",
+    *deadletters.ANOMALIES,
+    divergence.NAME,  # from the replicas' tables (replicas.json), not from the history
+)
+_first = itemgetter(0)
+_ci, _co = attrgetter("ci"), attrgetter("co")
+
+
+def find_lost(h: HistoryModel) -> list[list[int]]:
+    """Published ``ok`` and never acknowledged by an ``ok``/``info`` ack or dead-letter."""
+    settled = h.settled
+    return [[i, j] for msg, (_, i, j) in h.pub_ok.items() if msg not in settled]
+
+
+def find_unexpected(h: HistoryModel) -> list[list[int]]:
+    """A claim returned a ``msg`` that no publish ever invoked."""
+    published = h.pub_inv
+    return [[x.i_inv, x.i_ok] for x in h.leases if x.msg not in published]
+
+
+def find_delivered_after_ack(h: HistoryModel) -> list[list[int]]:
+    """A claim invoked after an ack of its ``msg`` had returned ``ok``."""
+    acked = h.acked
+    found = []
+    for x in h.leases:
+        a = acked.get(x.msg)
+        if a is not None and x.ci > a[0]:
+            found.append([a[1], a[2], x.i_inv, x.i_ok])
+    return found
+
+
+def find_duplicate_group_leases(h: HistoryModel) -> list[list[int]]:
+    """A claim took effect inside another lease's certain window on the same group.
+
+    Per group, sweep the claims by invoke time while adding, in ok-time order, every
+    lease that completed before; the lease with the latest window end is the only one
+    that can contain the claim's ok (the second best stands in when that is itself).
+    """
+    found = []
+    for leases in _by(h.leases, lambda x: x.group).values():
+        if len(leases) < 2:
+            continue
+        by_ok = sorted(leases, key=_co)
+        best: Lease | None = None
+        second: Lease | None = None
+        k = 0
+        for x in sorted(leases, key=_ci):
+            while k < len(by_ok) and by_ok[k].co <= x.ci:
+                y = by_ok[k]
+                k += 1
+                end = y.end
+                if best is None or end > best.end:
+                    best, second = y, best
+                elif second is None or end > second.end:
+                    second = y
+            other = second if best is x else best
+            if other is not None and other.end >= x.co:
+                found.append([other.i_inv, other.i_ok, x.i_inv, x.i_ok])
+    return found
+
+
+def find_fifo_violations(h: HistoryModel) -> list[list[int]]:
+    """``b`` leased while an earlier-published ``a`` of its group was certainly unacked.
+
+    Per group, one sweep over the messages in order of first publish invoke (as ``b``)
+    against those in order of first ``ok`` publish (as ``a``) gives each ``b`` the latest
+    "first possible ack invoke" (infinite if none) of any ``a`` published before it; a
+    lease of ``b`` violates FIFO when that reaches the lease's claim ok.
+    """
+    settled, pub_ok, pub_group = h.settled, h.pub_ok, h.pub_group
+    groups: dict[Any, tuple[list, list]] = {}
+    for msg, (t_inv, _) in h.pub_inv.items():
+        as_a, as_b = groups.setdefault(pub_group[msg], ([], []))
+        as_b.append((t_inv, msg))
+        done = pub_ok.get(msg)
+        if done is not None:
+            s = settled.get(msg)
+            as_a.append((done[0], INF if s is None else s[0], msg))
+    worst: dict[Any, tuple[float, Any]] = {}  # b -> (latest first-ack invoke, its a)
+    for as_a, as_b in groups.values():
+        if not as_a:
+            continue
+        as_a.sort(key=_first)
+        as_b.sort(key=_first)
+        k, running = 0, (-INF, None)
+        for t_inv, msg in as_b:
+            while k < len(as_a) and as_a[k][0] < t_inv:
+                if as_a[k][1] > running[0]:
+                    running = (as_a[k][1], as_a[k][2])
+                k += 1
+            if running[1] is not None:
+                worst[msg] = running
+    found = []
+    for x in h.leases:
+        w = worst.get(x.msg)
+        if w is not None and w[0] >= x.co:
+            _, ai, aj = pub_ok[w[1]]
+            found.append([ai, aj, h.pub_inv[x.msg][1], x.i_inv, x.i_ok])
+    return found
+
+
+def find_stale_acks(h: HistoryModel) -> list[list[int]]:
+    """An ack/nack/dead-letter returned ``ok`` after its lease expired and another process
+    leased the msg.
+
+    Per message, leases sorted by claim invoke carry suffix minima of claim-ok time (the
+    best two from distinct processes), so each ack asks "did another process's claim
+    invoked at or after my expiry complete by my invoke?" with one binary search.
+    """
+    found = []
+    for leases in _by(h.leases, lambda x: x.msg).values():
+        if len(leases) < 2 or not any(x.releases for x in leases):
+            continue
+        leases.sort(key=_ci)
+        starts = [x.ci for x in leases]
+        suffix: list[tuple[Lease | None, Lease | None]] = [(None, None)] * (len(leases) + 1)
+        for i in range(len(leases) - 1, -1, -1):
+            suffix[i] = _best_two(leases[i], *suffix[i + 1])
+        for x in leases:
+            for t_inv, i_inv, i_ok in x.releases:
+                best, second = suffix[bisect_left(starts, x.expiry)]
+                other = second if best is not None and best.process == x.process else best
+                if other is not None and other.co <= t_inv:
+                    found.append([x.i_inv, x.i_ok, other.i_inv, other.i_ok, i_inv, i_ok])
+    return found
+
+
+def _best_two(x: Lease, best: Lease | None, second: Lease | None) -> tuple:
+    """Earliest-ok lease and earliest-ok lease of a different process, given x joins."""
+    if best is None or x.co < best.co:
+        if best is not None and best.process != x.process:
+            return x, best
+        return x, second
+    if best.process != x.process and (second is None or x.co < second.co):
+        return best, x
+    return best, second
+
+
+FINDERS: dict[str, Finder] = {
+    "lost": find_lost,
+    "duplicate-group-lease": find_duplicate_group_leases,
+    "fifo-violation": find_fifo_violations,
+    "delivered-after-ack": find_delivered_after_ack,
+    "unexpected": find_unexpected,
+    "stale-ack-accepted": find_stale_acks,
+    **deadletters.FINDERS,
+}
+
+
+def _by(items: Iterable[Lease], key: Callable[[Lease], Any]) -> dict[Any, list[Lease]]:
+    out: dict[Any, list[Lease]] = {}
+    for x in items:
+        out.setdefault(key(x), []).append(x)
+    return out

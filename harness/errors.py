@@ -1,0 +1,31 @@
+"""The harness's errors and exit statuses, defined once.
+
+:class:`HarnessError` is the root of every error the harness raises on purpose: a
+scenario, history or snapshot it cannot read, a cluster it cannot start or reach, a
+subject it cannot load. Its message is the one-line reason a command prints. Errors that
+are also bad input subclass ``ValueError`` too, so callers catching that keep working.
+
+Exit statuses: every command returns 0 when all is well and 2 when the harness itself
+failed; 1 and 3 carry the command's own meaning (a run: anomalies, inconclusive).
+"""
+
+from __future__ import annotations
+
+#: a run or a check: the history is valid; any other command: done as asked
+EXIT_VALID = EXIT_OK = 0
+#: a run or a check: the checker found anomalies
+EXIT_ANOMALIES = 1
+#: the harness itself failed (one line on stderr says why)
+EXIT_HARNESS = 2
+#: a run: no anomaly, but the run did not test what it planned
+EXIT_INCONCLUSIVE = 3
+#: ``matrix``: some cell did not end with the status it wanted
+EXIT_SOME_FAILED = 1
+#: ``bench``: a target was missed
+EXIT_MISSED = 1
+#: ``shrink``: the failure did not reproduce
+EXIT_NOT_REPRODUCED = 3
+
+
+class HarnessError(RuntimeError):
+    """The harness could not do its job; the message is the one-line reason."""

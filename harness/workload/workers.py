@@ -1,0 +1,405 @@
+"""The workload's workers: publisher threads, claimer threads and tasks, and the drain.
+
+Publishers (threads) each own a few groups and publish to them one message at a time;
+every event carries a run-unique ``msg`` id. Claimers claim, "work" for a random time
+and then ack, or nack (at once or with a delay), or stall past their visibility, or
+extend their lease midway; with ``workload.ack_and_claim`` an ack is sometimes
+``ack_and_claim``, whose lease is worked on next. Some claimers are threads with the
+subject's sync client, the others are tasks on one asyncio loop with its async client;
+both run the same claimer loop of steps (:mod:`harness.workload.plans`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..scenario import WorkloadSpec
+from ..subjects import LeaseLike, Subject, SubjectError
+from . import deadletters
+from .drain import DrainResult, drain, pending_messages
+from .plans import ClientCall, Steps, Wait, plan_lease, release_action
+from .record import (
+    Fused,
+    Ops,
+    Processes,
+    Single,
+    WorkloadError,
+    aperform,
+    lease_value,
+    perform,
+    published,
+)
+
+log = logging.getLogger(__name__)
+
+
+class _Shared:
+    """One sync client used by several claimer threads: closed when the last one is done."""
+
+    def __init__(self, client: Any, users: int) -> None:
+        self._client, self._users = client, users
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users <= 0
+        if last:
+            self._client.close()
+
+
+class Workload:
+    """Publishers and claimers against one subject; start, stop, then drain."""
+
+    def __init__(
+        self,
+        spec: WorkloadSpec,
+        subject: Subject,
+        urls: Sequence[str],
+        recorder: Any,
+        *,
+        seed: int = 0,
+        timeout: float = 5.0,
+    ) -> None:
+        self.spec, self.subject, self.urls = spec, subject, list(urls)
+        self.ops = Ops(recorder)
+        self.seed, self.timeout = seed, timeout
+        self.stop_event = threading.Event()
+        self.stall_probability = spec.stall_probability
+        self.clock_offsets: dict[str, float] = {}
+        self.outstanding = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._astop: asyncio.Event | None = None
+        self.sync_names = [f"s{i}" for i in range(spec.sync_claimers)]
+        self.async_names = [f"a{i}" for i in range(spec.async_claimers)]
+        self.errors: list[BaseException] = []
+        #: options the subject's clients are opened with (the queue's max_deliveries)
+        self.options = {"max_deliveries": spec.max_deliveries} if spec.max_deliveries else {}
+        self.ops.claim_extra = dict(self.options)
+
+    @property
+    def claimer_names(self) -> list[str]:
+        return self.sync_names + self.async_names
+
+    # -- knobs the nemesis turns --------------------------------------------------------------
+    def clock(self, worker: str) -> Callable[[], float]:
+        """The wall clock ``worker`` sees: real time plus its current offset."""
+        return lambda: time.time() + self.clock_offsets.get(worker, 0.0)
+
+    def set_clock_offset(self, worker: str, seconds: float) -> None:
+        self.clock_offsets[worker] = seconds
+
+    def set_stall_probability(self, probability: float | None) -> None:
+        """Make claimers stall past visibility this often (None: the scenario's own rate)."""
+        self.stall_probability = self.spec.stall_probability if probability is None else probability
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, ready_timeout: float = 60.0) -> None:
+        """Open every client, then start publishers and claimers together."""
+        opened = threading.Event()
+        go = threading.Event()
+        clients: list[Any] = []
+        opened_now: list[Any] = []  # what to close if opening fails part way
+        try:
+            for p in range(self.spec.publishers):
+                clients.append(self._open(f"p{p}"))
+                opened_now.append(clients[-1])
+            if self.spec.shared_transport and self.sync_names:
+                one = self._open("sync-claimers")
+                opened_now.append(one)
+                shared = _Shared(one, len(self.sync_names))
+                clients.extend(shared for _ in self.sync_names)
+            else:
+                for name in self.sync_names:
+                    clients.append(self._open(name))
+                    opened_now.append(clients[-1])
+        except BaseException:
+            for c in opened_now:
+                c.close()
+            raise
+        for p in range(self.spec.publishers):
+            self._spawn(f"publisher-p{p}", self._publisher, p, clients[p], go)
+        for i, name in enumerate(self.sync_names):
+            self._spawn(
+                f"claimer-{name}", self._claimer, name, clients[self.spec.publishers + i], go
+            )
+        try:
+            if self.async_names:
+                self._spawn("claimers-async", self._async_main, opened, go)
+                if not opened.wait(ready_timeout):
+                    raise WorkloadError(
+                        f"async clients did not open within {ready_timeout:g}s at {self.urls}"
+                    )
+                if self.errors:
+                    if isinstance(self.errors[0], SubjectError):
+                        raise self.errors[0]  # its own one-line reason
+                    raise WorkloadError(f"async clients failed to open: {self.errors[0]}")
+        except BaseException:  # also Ctrl-C: the workers waiting for go must end
+            self.stop_event.set()
+            go.set()
+            raise
+        go.set()
+
+    def _open(self, name: str) -> Any:
+        return self.subject.open_sync(self.urls, self.clock(name), self.timeout, **self.options)
+
+    def _spawn(self, name: str, target: Callable, *args: Any) -> None:
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as e:  # recorded, the runner reports it
+                log.exception("workload thread %s died", name)
+                self.errors.append(e)
+
+        t = threading.Thread(target=run, name=name, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop every worker after its current call and wait for them (bounded)."""
+        self.stop_event.set()
+        if self._loop is not None and self._astop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already finished
+                self._loop.call_soon_threadsafe(self._astop.set)
+        bound = timeout if timeout is not None else 3 * self.timeout + 10
+        deadline = time.monotonic() + bound
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            raise WorkloadError(f"workers still running {bound:g}s after stop: {alive}")
+
+    # -- publishers ---------------------------------------------------------------------------
+    def _publisher(self, p: int, client: Any, go: threading.Event) -> None:
+        rng = random.Random(f"{self.seed}-p{p}")
+        spec = self.spec
+        groups = [
+            (f"g{p}-{k}", spec.priorities[k % len(spec.priorities)])
+            for k in range(spec.groups_per_publisher)
+        ]
+        process = self.ops.new_process()
+        go.wait()
+        try:
+            for n in itertools.count():
+                if self.stop_event.is_set():
+                    return
+                if self.outstanding >= spec.max_outstanding:
+                    self.stop_event.wait(spec.idle_pause)
+                    continue
+                group, priority = rng.choice(groups)
+                msg = f"m{p}-{n}"
+                value: dict[str, Any] = {"group": group, "msg": msg, "priority": priority}
+                doc: dict[str, Any] = {"msg": msg, "group": group}
+                poison = spec.poison > 0 and rng.random() < spec.poison
+                if poison:  # never acked: not outstanding work
+                    value["poison"] = doc["poison"] = True
+                event = json.dumps(doc)
+                op = self.ops.start(process, "publish", value)
+                try:
+                    seq = client.publish(group, event, priority)
+                except Exception as e:
+                    if self.ops.failed(op, "publish", value, e) == "info":
+                        self._count(0 if poison else 1)
+                        process = self.ops.new_process()
+                else:
+                    self.ops.finish(op, "publish", value, seq, published)
+                    self._count(0 if poison else 1)
+                self.stop_event.wait(rng.uniform(*spec.publish_pause))
+        finally:
+            client.close()
+
+    def _count(self, delta: int) -> None:
+        with self._lock:
+            self.outstanding += delta
+
+    # -- claimers: one sans-IO loop of steps, driven by a thread or by a task ---------------
+    def _min_priority(self, rng: random.Random) -> int:
+        if rng.random() < self.spec.min_priority_probability:
+            return rng.choice(self.spec.priorities)
+        return 0
+
+    def _idle(self, kind: str) -> float:
+        """The pause after a claim that leased nothing (completed as ``kind``)."""
+        return self.spec.idle_pause if kind == "ok" else 0.1
+
+    def _claimer_steps(self, name: str) -> Steps:
+        """Claim, work, let go, repeat until stopped; a held lease is always let go."""
+        rng = random.Random(f"{self.seed}-{name}")
+        procs = Processes(self.ops)
+        lease: LeaseLike | None = None
+        while lease is not None or not self.stop_event.is_set():
+            if lease is None:
+                lease = yield from self._claim_steps(name, rng, procs)
+            else:
+                lease = yield from self._lease_steps(name, rng, procs, lease)
+
+    def _claim_steps(self, name: str, rng: random.Random, procs: Processes) -> Steps:
+        """One claim; returns its lease (after an idle pause when there is none)."""
+        vis, mp = self.spec.visibility, self._min_priority(rng)
+        value = {"visibility": vis, "min_priority": mp}
+        record = Single.claim(self.ops, procs.main, value)
+        kind, lease = yield ClientCall(record, "claim", (name, vis, mp))
+        procs.after(kind)
+        if lease is None:
+            yield Wait(self._idle(kind))
+        return lease
+
+    def _lease_steps(
+        self, name: str, rng: random.Random, procs: Processes, lease: LeaseLike
+    ) -> Steps:
+        """Work on ``lease`` as planned and let it go; returns the next lease, if any."""
+        plan = plan_lease(rng, self.spec, self.stall_probability)
+        lv = lease_value(lease)
+        if plan.extend:
+            yield Wait(plan.work / 2)
+            if not self.stop_event.is_set():
+                vis = self.spec.visibility
+                record = Single(self.ops, procs.main, "extend", {**lv, "visibility": vis})
+                kind, _ = yield ClientCall(record, "extend", (lease, vis))
+                procs.after(kind)
+            yield Wait(plan.work / 2)
+        else:
+            yield Wait(plan.work)
+        poison = deadletters.is_poison(lease.event)
+        stopping = self.stop_event.is_set()
+        how = "nack" if poison else release_action(plan, stopping, rng, self.spec.ack_and_claim)
+        if how == "ack_and_claim":
+            return (yield from self._ack_and_claim_steps(name, rng, procs, lease))
+        if how == "nack":
+            nv, args = {**lv, "delay": plan.delay}, (lease, plan.delay)
+            if poison:
+                nv, args = {**nv, "error": "poison"}, (*args, "poison")
+            kind, _ = yield ClientCall(Single(self.ops, procs.main, "nack", nv), "nack", args)
+        else:
+            kind, _ = yield ClientCall(Single(self.ops, procs.main, "ack", lv), "ack", (lease,))
+            if kind == "ok":
+                self._count(-1)
+        procs.after(kind)
+        return None
+
+    def _ack_and_claim_steps(
+        self, name: str, rng: random.Random, procs: Processes, lease: LeaseLike
+    ) -> Steps:
+        """Ack ``lease`` and claim the next in one call; returns that lease (or None)."""
+        vis, mp = self.spec.visibility, self._min_priority(rng)
+        value = {"visibility": vis, "min_priority": mp}
+        record = Fused(self.ops, procs.main, procs.spare, lease, value)
+        (ack, claim), nxt = yield ClientCall(record, "ack_and_claim", (lease, name, vis, mp))
+        if ack == "ok":
+            self._count(-1)
+        procs.after_fused(ack, claim, nxt is not None)
+        if nxt is None:
+            yield Wait(self._idle(claim))
+        return nxt
+
+    def _drive(self, steps: Steps, client: Any) -> None:
+        """Run a claimer's steps on this thread with a sync client."""
+        reply: Any = None
+        while True:
+            try:
+                step = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(step, Wait):
+                self.stop_event.wait(step.seconds)
+                reply = None
+            else:
+                reply = perform(step.record, getattr(client, step.method), *step.args)
+
+    async def _adrive(self, steps: Steps, client: Any) -> None:
+        """Run a claimer's steps as a task with an async client."""
+        reply: Any = None
+        while True:
+            try:
+                step = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(step, Wait):
+                await self._wait(step.seconds)
+                reply = None
+            else:
+                reply = await aperform(step.record, getattr(client, step.method), *step.args)
+
+    def _claimer(self, name: str, client: Any, go: threading.Event) -> None:
+        go.wait()
+        try:
+            self._drive(self._claimer_steps(name), client)
+        finally:
+            client.close()
+
+    # -- async claimers ----------------------------------------------------------------------
+    def _async_main(self, opened: threading.Event, go: threading.Event) -> None:
+        asyncio.run(self._async_claimers(opened, go))
+
+    async def _async_claimers(self, opened: threading.Event, go: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._astop = asyncio.Event()
+        clients = []
+        try:
+            if self.spec.shared_transport:
+                one = await self.subject.open_async(
+                    self.urls, self.clock("async-claimers"), self.timeout, **self.options
+                )
+                clients = [one] * len(self.async_names)
+            else:
+                for name in self.async_names:
+                    clients.append(
+                        await self.subject.open_async(
+                            self.urls, self.clock(name), self.timeout, **self.options
+                        )
+                    )
+        except Exception as e:
+            self.errors.append(e)
+            opened.set()
+            for c in {id(c): c for c in clients}.values():
+                await c.close()
+            return
+        opened.set()
+        await asyncio.to_thread(go.wait)
+        try:
+            await asyncio.gather(
+                *(self._async_claimer(n, c) for n, c in zip(self.async_names, clients, strict=True))
+            )
+        finally:
+            for c in {id(c): c for c in clients}.values():
+                await c.close()
+
+    async def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds`` or until the workload stops, whichever is first."""
+        assert self._astop is not None
+        if seconds <= 0 or self._astop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._astop.wait(), timeout=seconds)
+
+    async def _async_claimer(self, name: str, client: Any) -> None:
+        await self._adrive(self._claimer_steps(name), client)
+
+    def drain(self, timeout: float | None = None, workers: int = 3) -> DrainResult:
+        """Claim and ack until no message is left (or ``timeout`` passes): see
+        :func:`harness.workload.drain.drain`."""
+        return drain(
+            self.ops,
+            self._open,
+            self.spec,
+            self.urls,
+            timeout=self.timeout,
+            pending=self.subject.pending or pending_messages,
+            dead_letters=bool(self.options.get("max_deliveries")),
+            bound=timeout if timeout is not None else self.spec.drain_timeout,
+            workers=workers,
+        )
