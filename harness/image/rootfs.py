@@ -26,6 +26,8 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 #: the node's third-party distributions (their own requirements are added)
 NODE_DISTRIBUTIONS = ("pysyncobj", "apsw")
 #: added when installed here: PySyncObj encrypts Raft traffic with it (a cluster secret)
@@ -52,7 +54,7 @@ STDLIB_EXCLUDE = {
 _LDD_LINE = re.compile(r"(?:=>\s*)?(/\S+)\s+\(0x")
 
 
-class ImageError(RuntimeError):
+class ImageError(HarnessError, RuntimeError):
     """The image cannot be built; the message says why in one line."""
 
 
