@@ -591,16 +591,26 @@ class LocalCluster(Cluster):
             cluster._save()
             for s in specs:
                 Path(s.dir).mkdir(parents=True, exist_ok=True)
-                cluster._write_clock(s, 0.0)
-                cluster._launch(s)
-            cluster.wait_for_leader(timeout)
+        except BaseException:
+            cluster.stop()
+            raise
+        cluster._launch_all(specs, timeout, "half-started")
+        return cluster
+
+    def _launch_all(self, specs: list[NodeSpec], timeout: float, what: str) -> None:
+        """Launch ``specs`` with their clocks at 0 and wait for a leader and every node
+        ready; on any failure stop the cluster (``what`` names it in a failed stop)."""
+        try:
+            for s in specs:
+                self._write_clock(s, 0.0)
+                self._launch(s)
+            self.wait_for_leader(timeout)
         except BaseException as exc:
             try:
-                cluster.stop()
+                self.stop()
             except ClusterError as stop_exc:
-                exc.add_note(f"and stopping the half-started cluster failed: {stop_exc}")
+                exc.add_note(f"and stopping the {what} cluster failed: {stop_exc}")
             raise
-        return cluster
 
     @classmethod
     def restart_stopped(
@@ -621,17 +631,7 @@ class LocalCluster(Cluster):
                 "gone: restarting one is not supported; start a new cluster in an empty directory"
             )
         _require_free([p for s in specs for p in (s.http_port, s.raft_port)], specs[0].host)
-        try:
-            for s in specs:
-                cluster._write_clock(s, 0.0)
-                cluster._launch(s)
-            cluster.wait_for_leader(timeout)
-        except BaseException as exc:
-            try:
-                cluster.stop()
-            except ClusterError as stop_exc:
-                exc.add_note(f"and stopping the half-restarted cluster failed: {stop_exc}")
-            raise
+        cluster._launch_all(specs, timeout, "half-restarted")
         return cluster
 
     @classmethod
