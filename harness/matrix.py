@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +31,10 @@ from .errors import (
     EXIT_SOME_FAILED,
     EXIT_VALID,
 )
+from .interrupts import Terminated, sigterm_unwinds
+
+#: how long an interrupted run gets to tear down its cluster before it is killed
+TEARDOWN_SECONDS = 60.0
 
 VERDICTS = {
     EXIT_VALID: "valid",
@@ -92,10 +97,10 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
     ]  # fmt: skip
     t = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        cell.exit = proc.returncode
-        tail = (proc.stderr or "").strip().splitlines()
-        cell.reason = tail[-1] if proc.returncode == EXIT_HARNESS and tail else None
+        code, stderr = run_child(argv, timeout)
+        cell.exit = code
+        tail = stderr.strip().splitlines()
+        cell.reason = tail[-1] if code == EXIT_HARNESS and tail else None
     except subprocess.TimeoutExpired:
         cell.exit, cell.reason = EXIT_HARNESS, f"no result within {timeout:g} s"
     cell.seconds = round(time.monotonic() - t, 1)
@@ -108,6 +113,48 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
     if cell.exit == EXIT_INCONCLUSIVE:
         cell.reason = summary.get("inconclusive") or cell.reason
     return cell
+
+
+def run_child(argv: Sequence[str], timeout: float) -> tuple[int, str]:
+    """Run ``argv`` to its end; return its exit status and standard error.
+
+    On Ctrl-C (or SIGTERM, which :func:`~harness.interrupts.sigterm_unwinds` turns into
+    an exception) the child is asked to stop with SIGINT and given
+    :data:`TEARDOWN_SECONDS` to tear down what it started (a Docker cell's containers
+    outlive a killed child) before it is killed; then the interruption goes on. On
+    ``timeout`` the child gets the same treatment and ``TimeoutExpired`` is raised.
+    """
+    # a session of its own: a terminal's Ctrl-C reaches the matrix alone, which passes
+    # exactly one SIGINT on (a second one would cut the child's clean-up short)
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            _, stderr = proc.communicate(timeout=timeout)
+        except (KeyboardInterrupt, Terminated, subprocess.TimeoutExpired):
+            _stop(proc)
+            raise
+        return proc.returncode, stderr or ""
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGINT, then wait up to TEARDOWN_SECONDS for the child's own clean-up, then kill."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.communicate(timeout=TEARDOWN_SECONDS)
+    except subprocess.TimeoutExpired:
+        print(
+            f"matrix: the run did not stop within {TEARDOWN_SECONDS:g} s of SIGINT; killed"
+            " (`python -m harness cluster down --all` removes what it left)",
+            file=sys.stderr,
+        )
+        proc.kill()
+        proc.communicate()
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
@@ -185,17 +232,18 @@ def main_matrix(args: argparse.Namespace) -> int:
     timeout = args.time * 4 + 180
     done: list[Cell] = []
     try:
-        for i, (cell, engine) in enumerate(plan, 1):
-            print(
-                f"[{i}/{len(plan)}] {cell.scenario} on {cell.engine}, {cell.subject}, "
-                f"seed {cell.seed} ...",
-                end=" ",
-                flush=True,
-            )
-            done.append(run_cell(cell, engine, args.time, args.out, timeout))
-            print(f"{cell.verdict} ({cell.seconds:g} s)", flush=True)
-            _write(args.out, done)
-    except KeyboardInterrupt:
+        with sigterm_unwinds():
+            for i, (cell, engine) in enumerate(plan, 1):
+                print(
+                    f"[{i}/{len(plan)}] {cell.scenario} on {cell.engine}, {cell.subject}, "
+                    f"seed {cell.seed} ...",
+                    end=" ",
+                    flush=True,
+                )
+                done.append(run_cell(cell, engine, args.time, args.out, timeout))
+                print(f"{cell.verdict} ({cell.seconds:g} s)", flush=True)
+                _write(args.out, done)
+    except (KeyboardInterrupt, Terminated):
         print("\ninterrupted: the table keeps the runs that finished", file=sys.stderr)
     _write(args.out, done)
     print(f"matrix: {args.out / 'matrix.md'}")
