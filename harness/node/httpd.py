@@ -216,8 +216,16 @@ class NodeHTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
 
 
+class NodeHTTPServer6(NodeHTTPServer):
+    """The same server on an IPv6 address (``[::1]:4001``)."""
+
+    address_family = socket.AF_INET6
+
+
 def make_server(service: NodeService) -> NodeHTTPServer:
     """An HTTP server bound to the node's HTTP address, not yet serving."""
     handler = type("BoundHandler", (Handler,), {"service": service})
     host, _, port = service.cfg.http_addr.rpartition(":")
-    return NodeHTTPServer((host.strip("[]"), int(port)), handler)
+    host = host.strip("[]")
+    server = NodeHTTPServer6 if ":" in host else NodeHTTPServer
+    return server((host, int(port)), handler)

@@ -239,3 +239,26 @@ def test_a_node_with_another_secret_or_none_stays_out(
         30,
         "the node with the right secret to catch up",
     )
+
+
+def test_a_node_serves_http_on_an_ipv6_loopback_address(tmp_path: Path) -> None:
+    """``--http-addr [::1]:P`` binds that address (it crashed the node once) and serves."""
+    http_port, raft_port = free_ports(2)
+    http = f"[::1]:{http_port}"
+    argv = [sys.executable, "-m", "harness.node", "--node-id", "n1", "--http-addr", http]
+    argv += ["--raft-addr", f"127.0.0.1:{raft_port}", "--data-dir", str(tmp_path / "data")]
+    proc = subprocess.Popen(argv, env=node_env(), stderr=subprocess.PIPE)
+    try:
+        url = f"http://{http}"
+        wait_until(
+            lambda: proc.poll() is not None or probe_node(url, 1.0).leader_id,
+            60,
+            "the node to exit or lead itself",
+        )
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert http in bound_sockets(proc.pid)
+        execute(url, ["CREATE TABLE t (x INTEGER)", "INSERT INTO t VALUES (7)"])
+        assert rows(url, "SELECT x FROM t") == [[7]]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
