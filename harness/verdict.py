@@ -7,9 +7,11 @@ INCONCLUSIVE, and a run that failed or was interrupted never says "valid":
 ================  ====  ==========================================================
 verdict           exit  when
 ================  ====  ==========================================================
-``no verdict``    2     the run failed, was interrupted, or never finished (what the
-                        checker found in the history it left is said, not judged)
-``ANOMALIES``     1     the checker found anomalies
+``no verdict``    2     the run failed, was interrupted, or never finished, and the
+                        history it left proves no anomaly (``lost`` is said, not
+                        judged: a message of a run cut short may just not be acked yet)
+``ANOMALIES``     1     the checker found anomalies (in a failed run's history: one that
+                        what already happened proves, such as a duplicate group lease)
 ``INCONCLUSIVE``  3     no anomaly, but the run did not test what it planned
                         (``coverage`` in ``check.json``, see :mod:`harness.coverage`)
 ``valid``         0     no anomaly, and the run tested what it planned
@@ -40,6 +42,11 @@ EXIT_CODES = {
     NO_VERDICT: EXIT_HARNESS,
     INCONCLUSIVE: EXIT_INCONCLUSIVE,
 }
+
+
+#: anomalies that only a run that ran to its end (drain included) can prove; every other
+#: one is proved by what happened, so it holds in the history of a failed run too
+NEEDS_A_FINISHED_RUN = frozenset({"lost"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ def decide(check: Mapping[str, Any] | None, failed: str | None = None) -> Verdic
     anomalies = (check or {}).get("anomalies") or {}
     found = [f"{n} ({a['count']})" for n, a in anomalies.items() if a.get("count")]
     if failed is not None:  # its history may stop mid-way: a message not yet acked is "lost"
+        proved = [f"{n} ({a['count']})" for n, a in anomalies.items()
+                  if a.get("count") and n not in NEEDS_A_FINISHED_RUN]  # fmt: skip
+        if proved:
+            return Verdict(ANOMALIES, (*proved, f"in the history of a run that failed: {failed}"))
         seen = f"in the history it recorded the checker found {', '.join(found)}"
         return Verdict(NO_VERDICT, (failed, seen) if found else (failed,))
     if check is not None and not check.get("valid", True):

@@ -26,6 +26,10 @@ CLEAN = {"valid": True, "anomalies": {"lost": {"count": 0}}}
         ({"valid": False, "anomalies": {"lost": {"count": 2}}}, None, "ANOMALIES", 1),
         ({"valid": False, "anomalies": {"lost": {"count": 2}}}, "interrupted", "no verdict", 2),
         (CLEAN, "interrupted", "no verdict", 2),
+        # what already happened proves a duplicate lease, whatever came after
+        ({"valid": False, "anomalies": {"lost": {"count": 2},
+                                        "duplicate-group-lease": {"count": 1}}},
+         "interrupted", "ANOMALIES", 1),
         (None, "Client lacks extend", "no verdict", 2),
         (None, None, "no verdict", 2),
     ],
@@ -33,7 +37,11 @@ CLEAN = {"valid": True, "anomalies": {"lost": {"count": 0}}}
 def test_the_verdict_table(check, failed, label, code) -> None:
     v = decide(check, failed)
     assert (v.label, v.exit_code) == (label, code)
-    if failed and check and not check["valid"]:  # an interrupted run's history stops mid-way
+    if label == "ANOMALIES" and failed:
+        assert v.line() == (
+            f"ANOMALIES: duplicate-group-lease (1), in the history of a run that failed: {failed}"
+        )
+    elif failed and check and not check["valid"]:  # an interrupted run's history stops mid-way
         assert v.line() == (
             f"no verdict: the run failed: {failed}; in the history it recorded the checker "
             "found lost (2)"
