@@ -120,7 +120,7 @@ def binaries(args: argparse.Namespace) -> tuple[str | None, str | None]:
     binary, or the version of one that is not what its option says.
     """
     from ..cluster.base import ClusterError
-    from ..cluster.local import resolve_rqlited, rqlited_version
+    from ..cluster.engines import resolve_rqlited, rqlited_version
 
     needed = plan.engines_needed(args.only) if args.rerun else set()
     found: dict[str, str | None] = {}

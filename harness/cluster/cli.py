@@ -38,8 +38,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from harness.cluster.base import Cluster, ClusterError
+from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
-from harness.cluster.local import ENGINES, STATE_FILE, LocalCluster, reap
+from harness.cluster.local import STATE_FILE, LocalCluster
+from harness.cluster.processes import reap
 from harness.errors import EXIT_HARNESS
 
 DOCKER_STATE_FILE = "docker-cluster.json"

@@ -18,7 +18,8 @@ import requests
 
 from harness import divergence
 from harness.cluster.base import ClusterError
-from harness.cluster.local import LocalCluster, resolve_rqlited, rqlited_version
+from harness.cluster.engines import resolve_rqlited, rqlited_version
+from harness.cluster.local import LocalCluster
 from harness.replicas import snapshot
 
 ENGINE = os.environ.get("RQUEUE_TEST_ENGINE", "embedded")
