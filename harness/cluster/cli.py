@@ -182,7 +182,7 @@ def _backend_of(directory: Path, backend: str | None) -> str:
 
 def _attach(directory: Path, backend: str | None) -> Cluster:
     if _backend_of(directory, backend) == "docker":
-        from harness.cluster.docker_backend import attach_docker_cluster
+        from harness.cluster.docker.cluster import attach_docker_cluster
 
         return attach_docker_cluster(directory)
     return LocalCluster.attach(directory)
@@ -282,7 +282,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     try:
         if args.all:
             if (args.backend or "local") == "docker":
-                from harness.cluster.docker_backend import reap_docker
+                from harness.cluster.docker.engine import reap_docker
 
                 _print({"reaped": {"docker": reap_docker()}})
             else:

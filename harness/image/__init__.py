@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cluster.docker_specs import IMAGE_LABEL, NODE_IMAGE
+from harness.cluster.docker.specs import IMAGE_LABEL, NODE_IMAGE
 
 from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, ImageError, assemble
 
@@ -76,7 +76,7 @@ def build(
     removed when nothing else uses it."""
     import docker
 
-    from harness.cluster.docker_backend import connect
+    from harness.cluster.docker.engine import connect
 
     tag = tag or (RQLITED_IMAGE if rqlited else NODE_IMAGE)
     if ":" not in tag.rsplit("/", 1)[-1]:
