@@ -21,7 +21,7 @@ from .database import Database, render
 from .forward import FORWARDED_HEADER, Forwarder, ForwardError
 from .raft import BARRIER, EXECUTE, QUERY, REQUEST, NotApplied, OutcomeUnknown, RaftStore
 from .replies import Reply, json_reply, text_reply
-from .rewrite import mentions_returning, process
+from .sql.rewrite import mentions_returning, process
 from .sqlexec import NAMED_HERE
 from .statements import QueryParams, Statement
 from .stats import REMOTE, HttpStats

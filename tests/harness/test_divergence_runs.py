@@ -42,7 +42,7 @@ def execute(cluster: LocalCluster, statements: list[Any]) -> None:
 def rewriting_engine() -> None:
     """Skip unless the engine rewrites time calls as rqlite >= 8.33 does (the embedded
     node decides as the rqlite version it follows, v10.2.7 by default: see
-    harness.node.rewrite)."""
+    harness.node.sql.rewrite)."""
     if ENGINE != "rqlited":
         return
     try:
