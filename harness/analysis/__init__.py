@@ -27,7 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..errors import EXIT_HARNESS
+from ..errors import EXIT_HARNESS, EXIT_OK
 from ..store import DEFAULT_ROOT, REPO
 from . import plan, render
 
@@ -188,7 +188,7 @@ def main_analysis(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     out.write_text(text)
     print(f"analysis: {out} ({len(text.splitlines())} lines), assets in {assets}")
-    return 0
+    return EXIT_OK
 
 
 def run_repro(binary: str, assets: Path, root: Path) -> Path:

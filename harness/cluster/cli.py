@@ -42,7 +42,7 @@ from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import STATE_FILE, LocalCluster
 from harness.cluster.processes import reap
-from harness.errors import EXIT_HARNESS
+from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
 
 DOCKER_STATE_FILE = "docker-cluster.json"
 EXAMPLES = """examples:
@@ -256,8 +256,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return _fail(exc)
     except KeyboardInterrupt:
         print("interrupted: stopped every node and network started so far", file=sys.stderr)
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -266,7 +266,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     _print(info)
-    return 0 if info.get("leader") else 1
+    return EXIT_OK if info.get("leader") else EXIT_NO_LEADER
 
 
 def cmd_urls(args: argparse.Namespace) -> int:
@@ -275,7 +275,7 @@ def cmd_urls(args: argparse.Namespace) -> int:
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     sys.stdout.write(",".join(n.url for n in cluster.nodes()) + "\n")
-    return 0
+    return EXIT_OK
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -287,12 +287,12 @@ def cmd_down(args: argparse.Namespace) -> int:
                 _print({"reaped": {"docker": reap_docker()}})
             else:
                 _print({"reaped": reap(args.tag)})
-            return 0
+            return EXIT_OK
         _attach(args.dir, args.backend).stop()
         _print({"dir": str(args.dir.resolve()), "stopped": True})
     except (ClusterError, OSError, ImportError) as exc:
         return _fail(exc)
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster.docker.specs import IMAGE_LABEL, NODE_IMAGE
+from harness.errors import EXIT_HARNESS, EXIT_OK
 
 from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, ImageError, assemble
 
@@ -148,7 +149,7 @@ def _build(args: argparse.Namespace) -> int:
         built = build(args.tag, args.rqlited, log=say)
     except (ImageError, ClusterError, OSError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_HARNESS
     print(
         json.dumps(
             {
@@ -159,4 +160,4 @@ def _build(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return EXIT_OK
