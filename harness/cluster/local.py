@@ -44,7 +44,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -73,7 +72,6 @@ from harness.cluster.engines import (
     rqlited_version,
 )
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
-from harness.cluster.netns import run as run_command
 from harness.cluster.ports import fixed_ports, free_ports, require_free
 from harness.cluster.processes import (
     MARKER_ENV,
@@ -577,7 +575,7 @@ class LocalCluster(Cluster):
             self._partitioned = list(rules)  # saved first: a crash mid-way can still heal
             self._save()
             try:
-                self._run_rules(rules, check=True)
+                self._network.run_in_members(rules, check=True)
             except BaseException:
                 self.heal()
                 raise
@@ -588,23 +586,9 @@ class LocalCluster(Cluster):
             return
         with self._lock:
             # a half-applied partition may lack some of these: ignore "not found"
-            self._run_rules(partition_rules.heal_rules(self._partitioned), check=False)
+            self._network.run_in_members(partition_rules.heal_rules(self._partitioned), check=False)
             self._partitioned = []
             self._save()
-
-    def _run_rules(self, rules: dict[str, list[list[str]]], check: bool) -> None:
-        """Run each node's iptables argv lists in order, the nodes in parallel."""
-        net = self._network
-        assert net is not None
-
-        def one_node(node_id: str) -> None:
-            for argv in rules[node_id]:
-                run_command(net.exec_prefix(node_id) + argv, check=check)
-
-        if rules:
-            with ThreadPoolExecutor(max_workers=len(rules)) as pool:
-                for future in [pool.submit(one_node, n) for n in rules]:
-                    future.result()
 
     def set_clock_offset(self, node_id: str, seconds: float) -> None:
         """Make the node's wall clock read ``seconds`` ahead (negative: behind).
