@@ -12,7 +12,8 @@
 A node's wall clock is skewed through a file: the embedded node reads an offset from its
 ``--clock-offset-file``; an rqlited node runs with libfaketime preloaded
 (:func:`faketime_env`), which reads it in its own format (:func:`faketime_offset`).
-Everything here but :func:`rqlited_version` (which runs the binary) is pure.
+The command lines (:func:`embedded_argv`, :func:`rqlited_argv`) are built by pure
+functions; :func:`rqlited_version` runs the binary to learn its version.
 """
 
 from __future__ import annotations
