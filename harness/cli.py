@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .errors import EXIT_HARNESS
+from .errors import EXIT_HARNESS, EXIT_OK
 
 DESCRIPTION = """\
 A Jepsen-style harness for rqueue, a FIFO queue on rqlite: start a cluster, drive
@@ -195,7 +195,7 @@ def _list(args: argparse.Namespace) -> int:
     print("\nsubjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
     for name, text in _subject_lines():
         print(f"  {name}  {text}")
-    return 0
+    return EXIT_OK
 
 
 def _subject_lines() -> list[tuple[str, str]]:

@@ -6,7 +6,8 @@ subject it cannot load. Its message is the one-line reason a command prints. Err
 are also bad input subclass ``ValueError`` too, so callers catching that keep working.
 
 Exit statuses: every command returns 0 when all is well and 2 when the harness itself
-failed; 1 and 3 carry the command's own meaning (a run: anomalies, inconclusive).
+failed; 1 and 3 carry the command's own meaning (a run: anomalies, inconclusive); 130 is
+a command that stopped on Ctrl-C after undoing what it had started.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ EXIT_SOME_FAILED = 1
 EXIT_MISSED = 1
 #: ``shrink``: the failure did not reproduce
 EXIT_NOT_REPRODUCED = 3
+#: ``cluster status``: the nodes agree on no leader
+EXIT_NO_LEADER = 1
+#: ``cluster up``: interrupted (Ctrl-C, 128 + SIGINT); what it had started is stopped
+EXIT_INTERRUPTED = 130
 
 
 class HarnessError(RuntimeError):

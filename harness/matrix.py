@@ -247,7 +247,7 @@ def main_matrix(args: argparse.Namespace) -> int:
         print("\ninterrupted: the table keeps the runs that finished", file=sys.stderr)
     _write(args.out, done)
     print(f"matrix: {args.out / 'matrix.md'}")
-    wanted = 1 if args.expect_anomalies else 0
+    wanted = EXIT_ANOMALIES if args.expect_anomalies else EXIT_VALID
     return EXIT_OK if done and all(c.exit == wanted for c in done) else EXIT_SOME_FAILED
 
 

@@ -15,7 +15,7 @@
   ``server_version`` fixture gives that version, ``None`` when it cannot be read.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
-  :func:`harness.cluster.local.reap` kills whatever still carries that tag and removes
+  :func:`harness.cluster.processes.reap` kills whatever still carries that tag and removes
   its network namespaces, and says so on the terminal.
 """
 
@@ -32,9 +32,11 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from harness.cluster.base import Cluster, ClusterError
+from harness.cluster.engines import resolve_rqlited, rqlited_version
 from harness.cluster.external import URLS_ENV, ExternalCluster
-from harness.cluster.local import LocalCluster, reap, resolve_rqlited, rqlited_version
+from harness.cluster.local import LocalCluster
 from harness.cluster.netns import REAP_TAG_ENV
+from harness.cluster.processes import reap
 from harness.node import VERSION as EMBEDDED_VERSION
 from rqueue._version import parse_version, version_from_status
 

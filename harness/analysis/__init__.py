@@ -27,7 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..errors import EXIT_HARNESS
+from ..errors import EXIT_HARNESS, EXIT_OK
 from ..store import DEFAULT_ROOT, REPO
 from . import plan, render
 
@@ -120,7 +120,7 @@ def binaries(args: argparse.Namespace) -> tuple[str | None, str | None]:
     binary, or the version of one that is not what its option says.
     """
     from ..cluster.base import ClusterError
-    from ..cluster.local import resolve_rqlited, rqlited_version
+    from ..cluster.engines import resolve_rqlited, rqlited_version
 
     needed = plan.engines_needed(args.only) if args.rerun else set()
     found: dict[str, str | None] = {}
@@ -188,7 +188,7 @@ def main_analysis(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     out.write_text(text)
     print(f"analysis: {out} ({len(text.splitlines())} lines), assets in {assets}")
-    return 0
+    return EXIT_OK
 
 
 def run_repro(binary: str, assets: Path, root: Path) -> Path:

@@ -259,7 +259,7 @@ def _bench_on_cluster(
 
 
 def _rqlited_version(path: str | None) -> str | None:
-    from ..cluster.local import resolve_rqlited, rqlited_version
+    from ..cluster.engines import resolve_rqlited, rqlited_version
 
     try:
         return "v" + ".".join(map(str, rqlited_version(resolve_rqlited(path))))

@@ -38,9 +38,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from harness.cluster.base import Cluster, ClusterError
+from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
-from harness.cluster.local import ENGINES, STATE_FILE, LocalCluster, reap
-from harness.errors import EXIT_HARNESS
+from harness.cluster.local import STATE_FILE, LocalCluster
+from harness.cluster.processes import reap
+from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
 
 DOCKER_STATE_FILE = "docker-cluster.json"
 EXAMPLES = """examples:
@@ -180,7 +182,7 @@ def _backend_of(directory: Path, backend: str | None) -> str:
 
 def _attach(directory: Path, backend: str | None) -> Cluster:
     if _backend_of(directory, backend) == "docker":
-        from harness.cluster.docker_backend import attach_docker_cluster
+        from harness.cluster.docker.cluster import attach_docker_cluster
 
         return attach_docker_cluster(directory)
     return LocalCluster.attach(directory)
@@ -254,8 +256,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return _fail(exc)
     except KeyboardInterrupt:
         print("interrupted: stopped every node and network started so far", file=sys.stderr)
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -264,7 +266,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     _print(info)
-    return 0 if info.get("leader") else 1
+    return EXIT_OK if info.get("leader") else EXIT_NO_LEADER
 
 
 def cmd_urls(args: argparse.Namespace) -> int:
@@ -273,24 +275,24 @@ def cmd_urls(args: argparse.Namespace) -> int:
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     sys.stdout.write(",".join(n.url for n in cluster.nodes()) + "\n")
-    return 0
+    return EXIT_OK
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     try:
         if args.all:
             if (args.backend or "local") == "docker":
-                from harness.cluster.docker_backend import reap_docker
+                from harness.cluster.docker.engine import reap_docker
 
                 _print({"reaped": {"docker": reap_docker()}})
             else:
                 _print({"reaped": reap(args.tag)})
-            return 0
+            return EXIT_OK
         _attach(args.dir, args.backend).stop()
         _print({"dir": str(args.dir.resolve()), "stopped": True})
     except (ClusterError, OSError, ImportError) as exc:
         return _fail(exc)
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

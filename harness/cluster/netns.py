@@ -39,6 +39,7 @@ import secrets
 import shutil
 import subprocess
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -135,6 +136,19 @@ class NetnsNetwork:
     def exec_prefix(self, node_id: str) -> list[str]:
         """The argv prefix that runs a command inside the node's namespace."""
         return ["ip", "netns", "exec", self.members[node_id].netns]
+
+    def run_in_members(self, commands: dict[str, list[list[str]]], check: bool) -> None:
+        """Run each node's argv lists in order inside its namespace, the nodes in parallel
+        (``check``: the first failure raises :class:`ClusterError`)."""
+
+        def one_node(node_id: str) -> None:
+            for argv in commands[node_id]:
+                run(self.exec_prefix(node_id) + argv, check=check)
+
+        if commands:
+            with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+                for future in [pool.submit(one_node, n) for n in commands]:
+                    future.result()
 
     # -- building -------------------------------------------------------------------------
     @classmethod

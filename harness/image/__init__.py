@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cluster.docker_specs import IMAGE_LABEL, NODE_IMAGE
+from harness.cluster.docker.specs import IMAGE_LABEL, NODE_IMAGE
+from harness.errors import EXIT_HARNESS, EXIT_OK
 
 from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, ImageError, assemble
 
@@ -76,7 +77,7 @@ def build(
     removed when nothing else uses it."""
     import docker
 
-    from harness.cluster.docker_backend import connect
+    from harness.cluster.docker.engine import connect
 
     tag = tag or (RQLITED_IMAGE if rqlited else NODE_IMAGE)
     if ":" not in tag.rsplit("/", 1)[-1]:
@@ -148,7 +149,7 @@ def _build(args: argparse.Namespace) -> int:
         built = build(args.tag, args.rqlited, log=say)
     except (ImageError, ClusterError, OSError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_HARNESS
     print(
         json.dumps(
             {
@@ -159,4 +160,4 @@ def _build(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return EXIT_OK

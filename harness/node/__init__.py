@@ -6,8 +6,8 @@ Modules, one job each:
 - :mod:`.config`     command-line flags -> :class:`NodeConfig`
 - :mod:`.versions`   the rqlite releases the node can follow (``--rqlite-version``)
 - :mod:`.clock`      the node's wall clock, with an offset read from a file
-- :mod:`.rewrite`    rqlite's rewriting of RANDOM()/randomblob()/time functions, decided as it does
-- :mod:`.rqlite_sql` a model of rqlite's SQL parser and printer (expressions: ``.rqlite_sql_expr``)
+- :mod:`.sql`        the model of rqlite's SQL: its parser and printer, and its rewriting of
+  RANDOM()/randomblob()/time functions, decided as it does
 - :mod:`.statements` statements and query parameters
 - :mod:`.body`       parsing request bodies as rqlite does (JSON, ``text/plain``)
 - :mod:`.sqlexec`    running a statement as rqlite's SQLite driver does (arguments, several

@@ -22,7 +22,7 @@ import apsw
 
 from .config import Peer
 from .dump import dump_sql
-from .raft import LOAD, NotApplied, OutcomeUnknown
+from .raft import LOAD, CommitUnknown, NotApplied
 from .replies import Reply, json_reply, text_reply
 from .statements import QueryParams, Statement
 
@@ -193,7 +193,7 @@ class ClusterEndpoints:
                 )
             except NotApplied as exc:
                 return text_reply(503, str(exc))
-            except OutcomeUnknown as exc:
+            except CommitUnknown as exc:
                 return json_reply({"results": [], "error": str(exc)})
             reply = json_reply({"results": []})
         else:

@@ -19,9 +19,9 @@ from .clock import OffsetClock
 from .config import NodeConfig, Peer
 from .database import Database, render
 from .forward import FORWARDED_HEADER, Forwarder, ForwardError
-from .raft import BARRIER, EXECUTE, QUERY, REQUEST, NotApplied, OutcomeUnknown, RaftStore
+from .raft import BARRIER, EXECUTE, QUERY, REQUEST, CommitUnknown, NotApplied, RaftStore
 from .replies import Reply, json_reply, text_reply
-from .rewrite import mentions_returning, process
+from .sql.rewrite import mentions_returning, process
 from .sqlexec import NAMED_HERE
 from .statements import QueryParams, Statement
 from .stats import REMOTE, HttpStats
@@ -158,7 +158,7 @@ class NodeService(ClusterEndpoints):
             )
         except NotApplied as exc:
             return text_reply(503, str(exc))
-        except OutcomeUnknown as exc:
+        except CommitUnknown as exc:
             return json_reply({"results": [], "error": str(exc)})
         return self._results(results or [], params, start, request)
 
@@ -299,7 +299,7 @@ class NodeService(ClusterEndpoints):
                 )
             except NotApplied as exc:
                 return text_reply(503, str(exc))
-            except OutcomeUnknown as exc:
+            except CommitUnknown as exc:
                 return json_reply({"results": [], "error": str(exc)})
         return self._results(self._local_read(stmts, params), params, start, request)
 

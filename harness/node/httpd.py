@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from .api import NodeService
 from .forward import FORWARDED_HEADER
 from .replies import Reply, text_reply
-from .rewrite import RewriteError
+from .sql.rewrite import RewriteError
 from .statements import QueryParams, RequestError
 
 log = logging.getLogger(__name__)

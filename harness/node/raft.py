@@ -7,7 +7,7 @@ request on the leader appends one entry and waits (bounded) for its outcome:
 - ``DISCARDED`` (another entry won that index), ``MISSING_LEADER``, ``NOT_LEADER``,
   ``QUEUE_FULL``, ``REQUEST_DENIED`` -> :class:`NotApplied` (certainly not applied);
 - ``LEADER_CHANGED``, ``UNKNOWN_OUTCOME`` or no answer within the bound ->
-  :class:`OutcomeUnknown` (PySyncObj never cancels an entry: it may still commit).
+  :class:`CommitUnknown` (PySyncObj never cancels an entry: it may still commit).
 
 The Raft port is bound to exactly the node's Raft address (PySyncObj's default is every
 interface), and with a cluster secret PySyncObj authenticates and encrypts every message
@@ -62,7 +62,7 @@ class NotApplied(Exception):
     """The entry certainly was not and will not be applied."""
 
 
-class OutcomeUnknown(Exception):
+class CommitUnknown(Exception):
     """The entry may or may not be applied (now or later)."""
 
 
@@ -180,7 +180,7 @@ class RaftStore(SyncObj):
             with contextlib.suppress(BlockingIOError):
                 self._apply(entry, callback=on_result)
             if not done.wait(timeout):
-                raise OutcomeUnknown(TIMEOUT_MESSAGE)
+                raise CommitUnknown(TIMEOUT_MESSAGE)
         finally:
             with self._waiting_lock:
                 self._waiting.pop(key, None)
@@ -189,7 +189,7 @@ class RaftStore(SyncObj):
             return box["res"]
         if err in _DEFINITE:
             raise NotApplied(_DEFINITE[err])
-        raise OutcomeUnknown(LEADERSHIP_LOST)
+        raise CommitUnknown(LEADERSHIP_LOST)
 
     # -- log repair -----------------------------------------------------------------------
     def _SyncObj__onMessageReceived(self, node: Any, message: dict) -> None:

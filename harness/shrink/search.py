@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import EXIT_ANOMALIES, EXIT_VALID
 from . import steps
 from .trials import Trial, run_trial
 
@@ -146,7 +147,8 @@ class Search:
         step.tries.append(t)
         self.overhead = max(self.overhead * 0.5, t.seconds - step.duration)
         found = ", ".join(f"{k} {v}" for k, v in sorted(t.anomalies.items())) or "none"
-        verdict = "REPRODUCED" if t.reproduced else ("not reproduced" if t.exit in (0, 1) else "")
+        checked = t.exit in (EXIT_VALID, EXIT_ANOMALIES)
+        verdict = "REPRODUCED" if t.reproduced else ("not reproduced" if checked else "")
         extra = f" ({t.reason})" if t.reason else ""
         self.say(f"{verdict or f'exit {t.exit}'}: {found}{extra} [{t.seconds:g} s]\n")
         return t

@@ -10,9 +10,7 @@ import pytest
 
 from harness.cluster import local, netns
 from harness.cluster.base import ClusterError, NodeStatus, agreed_leader
-from harness.cluster.external import ExternalCluster, parse_urls
-from harness.cluster.local import (
-    LocalCluster,
+from harness.cluster.engines import (
     NodeSpec,
     embedded_argv,
     faketime_env,
@@ -20,6 +18,9 @@ from harness.cluster.local import (
     parse_rqlited_version,
     rqlited_argv,
 )
+from harness.cluster.external import ExternalCluster, parse_urls
+from harness.cluster.local import LocalCluster
+from harness.cluster.ports import PORT_FLOOR, ephemeral_port_range, free_ports
 
 
 def _specs(n: int = 3) -> list[NodeSpec]:
@@ -197,10 +198,10 @@ def test_netns_names_fit_interface_limits() -> None:
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
-    ports = local.free_ports(10)
-    low, _ = local.ephemeral_port_range()
+    ports = free_ports(10)
+    low, _ = ephemeral_port_range()
     assert len(set(ports)) == 10
-    assert all(local.PORT_FLOOR <= p < low for p in ports)
+    assert all(PORT_FLOOR <= p < low for p in ports)
     for port in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))

@@ -13,12 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.base import ClusterError
-from harness.cluster.local import (
-    LocalCluster,
-    busy_ports,
-    fixed_ports,
-    process_environ,
-)
+from harness.cluster.local import LocalCluster
+from harness.cluster.ports import busy_ports, fixed_ports
+from harness.cluster.processes import process_environ
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)

@@ -28,8 +28,9 @@ import pytest
 
 import harness
 from harness.cluster.base import probe_node
-from harness.cluster.local import LocalCluster, free_ports
+from harness.cluster.local import LocalCluster
 from harness.cluster.netns import NetnsNetwork
+from harness.cluster.ports import free_ports
 from tests.cluster.helpers import execute, post, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,7 +11,8 @@ import pytest
 from harness.cluster import local
 from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.external import ExternalCluster
-from harness.cluster.local import LocalCluster, our_processes, process_environ
+from harness.cluster.local import LocalCluster
+from harness.cluster.processes import our_processes, process_environ
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)

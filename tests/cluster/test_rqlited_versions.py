@@ -11,7 +11,8 @@ import pytest
 
 from harness.cluster import local
 from harness.cluster.base import ClusterError
-from harness.cluster.local import LocalCluster, NodeSpec, rqlited_argv, rqlited_version
+from harness.cluster.engines import NodeSpec, rqlited_argv, rqlited_version
+from harness.cluster.local import LocalCluster
 
 TAIL = "(commit 1a2b3c, branch master, compiler gc)"
 #: ``rqlited -version`` of each version: v6/v7 print it on stdout, v8 and later on stderr

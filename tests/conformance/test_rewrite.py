@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.node.database import Database
-from harness.node.rewrite import (
+from harness.node.sql.rewrite import (
     RewriteError,
     julian_day,
     julian_day_epoch,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.local import LocalCluster
-from harness.node.rewrite import RewriteError, rqlite_process
+from harness.node.sql.rewrite import RewriteError, rqlite_process
 
 from ._http import call
 

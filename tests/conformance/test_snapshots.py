@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.external import URLS_ENV
-from harness.cluster.local import MARKER_ENV, free_ports
+from harness.cluster.ports import free_ports
+from harness.cluster.processes import MARKER_ENV
 from tests.cluster.helpers import wait_until
 
 from ._http import call, execute, query

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import docker_backend as db
+from harness.cluster.docker import specs as db
+from harness.cluster.docker.engine import connect
 
 IMAGE_ENV = "RQUEUE_TEST_IMAGE"
 
@@ -30,7 +31,7 @@ IMAGE_ENV = "RQUEUE_TEST_IMAGE"
 @pytest.fixture(scope="session")
 def engine() -> Any:
     try:
-        return db.connect()
+        return connect()
     except db.DockerUnreachable as exc:
         pytest.skip(f"no Docker engine: {exc}")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from docker.models.containers import _create_container_args
 
-from harness.cluster import docker_backend as db
 from harness.cluster.base import ClusterError
+from harness.cluster.docker import specs as db
 
 
 def test_image_pinned_overridable_and_checked() -> None:

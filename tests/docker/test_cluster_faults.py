@@ -15,9 +15,10 @@ from typing import Any
 import docker
 import pytest
 
-from harness.cluster import docker_backend as db
 from harness.cluster import partition
 from harness.cluster.base import ClusterError
+from harness.cluster.docker import cluster as db
+from harness.cluster.docker.specs import NODE_IMAGE
 
 
 class FakeContainer:
@@ -370,7 +371,7 @@ def test_the_node_image_clock_is_written_now_or_when_the_node_runs_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     specs = db.container_specs(
-        "t2", db.node_ids(3), [5001, 5002, 5003], db.NODE_IMAGE, clock_file=True
+        "t2", db.node_ids(3), [5001, 5002, 5003], NODE_IMAGE, clock_file=True
     )
     client = FakeClient(specs)
     cluster = db.DockerCluster(client, "t2", specs)

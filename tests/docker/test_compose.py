@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cluster import docker_backend as db
+from harness.cluster.docker import specs as db
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.cluster.yml"
 DEFAULT_PORTS = {"n1": 4001, "n2": 4011, "n3": 4021}

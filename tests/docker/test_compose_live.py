@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import docker_backend as db
+from harness.cluster.docker import specs as db
 
 from .conftest import NOTHING, leftovers
 

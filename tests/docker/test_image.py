@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import docker_backend as db
+from harness.cluster.docker import specs as db
 from harness.image import IMAGE_LABEL, changes
 from harness.image.entrypoint import command
 from harness.image.rootfs import STDLIB_EXCLUDE, _keep_stdlib, distributions

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import requests
 
-from harness.cluster import docker_backend as db
 from harness.cluster import partition as rules
+from harness.cluster.docker import cluster as db
+from harness.cluster.docker.engine import ImageMissing
 
 pytestmark = pytest.mark.chaos
 
@@ -193,7 +194,7 @@ def test_state_file_attach(cluster: db.DockerCluster) -> None:
 
 
 def test_missing_image_is_one_line_naming_the_build_command(engine: Any, tmp_path: Path) -> None:
-    with pytest.raises(db.ImageMissing) as err:
+    with pytest.raises(ImageMissing) as err:
         db.start_docker_cluster(
             nodes=3, directory=tmp_path, timeout=30, image="rqueue/no-such-image:0"
         )

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.cluster import docker_backend as db
 from harness.cluster import partition
+from harness.cluster.docker import cluster as db
 from tests.docker.test_cluster_faults import FakeClient
 
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster.local import LocalCluster, parse_rqlited_version
+from harness.cluster.engines import parse_rqlited_version
+from harness.cluster.local import LocalCluster
 from harness.node import VERSION
 from harness.node.discovery import NodeCard, decode, encode, reach_addr
 from harness.node.rqlited_flags import (

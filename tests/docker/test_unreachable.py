@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import docker_backend as db
 from harness.cluster.base import ClusterError
+from harness.cluster.docker import cluster as db
+from harness.cluster.docker.specs import DockerUnreachable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def assert_one_line(msg: str, address: str) -> None:
 
 
 def test_connect(closed_socket: str) -> None:
-    with pytest.raises(db.DockerUnreachable) as err:
+    with pytest.raises(DockerUnreachable) as err:
         db.connect()
     assert isinstance(err.value, ClusterError)
     assert_one_line(str(err.value), closed_socket)
@@ -45,17 +46,17 @@ def test_connect(closed_socket: str) -> None:
 def test_missing_socket_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     address = f"unix://{tmp_path}/nothing-here.sock"
     monkeypatch.setenv("DOCKER_HOST", address)
-    with pytest.raises(db.DockerUnreachable, match="No such file") as err:
+    with pytest.raises(DockerUnreachable, match="No such file") as err:
         db.connect()
     assert_one_line(str(err.value), address)
 
 
 def test_start_and_reap(closed_socket: str, tmp_path: Path) -> None:
-    with pytest.raises(db.DockerUnreachable) as err:
+    with pytest.raises(DockerUnreachable) as err:
         db.start_docker_cluster(nodes=3, directory=tmp_path / "c", timeout=5)
     assert_one_line(str(err.value), closed_socket)
     assert not (tmp_path / "c").exists(), "nothing is written when no cluster was made"
-    with pytest.raises(db.DockerUnreachable):
+    with pytest.raises(DockerUnreachable):
         db.reap_docker()
 
 

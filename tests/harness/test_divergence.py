@@ -19,7 +19,7 @@ from harness.checker import ANOMALIES, check, main_check
 from harness.cluster.base import raft_index
 from harness.divergence import SnapshotFormatError, compare, describe
 from harness.history import read_history
-from harness.plots import anomaly_timeline_figure
+from harness.plots.timeline import anomaly_timeline_figure
 from harness.report import write_report
 
 VALID_HISTORY = Path(__file__).parent / "histories" / "valid-basic.jsonl"

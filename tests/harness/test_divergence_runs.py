@@ -18,7 +18,8 @@ import requests
 
 from harness import divergence
 from harness.cluster.base import ClusterError
-from harness.cluster.local import LocalCluster, resolve_rqlited, rqlited_version
+from harness.cluster.engines import resolve_rqlited, rqlited_version
+from harness.cluster.local import LocalCluster
 from harness.replicas import snapshot
 
 ENGINE = os.environ.get("RQUEUE_TEST_ENGINE", "embedded")
@@ -41,7 +42,7 @@ def execute(cluster: LocalCluster, statements: list[Any]) -> None:
 def rewriting_engine() -> None:
     """Skip unless the engine rewrites time calls as rqlite >= 8.33 does (the embedded
     node decides as the rqlite version it follows, v10.2.7 by default: see
-    harness.node.rewrite)."""
+    harness.node.sql.rewrite)."""
     if ENGINE != "rqlited":
         return
     try:

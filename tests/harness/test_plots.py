@@ -20,20 +20,12 @@ from PIL import Image
 
 from harness.checker import check, main_check
 from harness.history import fault_intervals, read_history
-from harness.plots import (
-    DPI,
-    SIZE,
-    _bin_edges,
-    _steps_with_gaps,
-    anomaly_timeline_figure,
-    binned_percentiles,
-    drain_span,
-    latency_figure,
-    main_plot,
-    plot_run,
-    recoveries,
-    throughput_figure,
-)
+from harness.plots.latency import _steps_with_gaps, binned_percentiles, latency_figure
+from harness.plots.layout import DPI, SIZE
+from harness.plots.layout import bin_edges as _bin_edges
+from harness.plots.run import drain_span, main_plot, plot_run, recoveries
+from harness.plots.throughput import throughput_figure
+from harness.plots.timeline import anomaly_timeline_figure
 from harness.report import PLOTS, write_report
 
 HISTORIES = Path(__file__).parent / "histories"

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from harness.cluster.local import find_faketime
+from harness.cluster.engines import find_faketime
 from harness.scenario import list_scenarios
 
 #: seconds of workload per run in the default suite (the whole schedule, fault lengths

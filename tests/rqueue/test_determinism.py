@@ -7,7 +7,7 @@ its own parser accepts the statement and its tree walk reaches the call.
 
 These tests run every operation of the core (each path, on each protocol) against one
 SQLite database, collect every write it sends, and pass each statement through
-:func:`harness.node.rewrite.rqlite_process`, the embedded node's model of the processor
+:func:`harness.node.sql.rewrite.rqlite_process`, the embedded node's model of the processor
 of rqlite v10.2.7, v9.4.5 and v8.36.18 (held to rqlite's own answers by the corpus tests in
 ``tests/conformance``). What enters the log must hold no ``'now'`` and no ``random()``.
 On servers without rewriting, a write must hold no time function at all.
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from harness.node.rewrite import rqlite_process
+from harness.node.sql.rewrite import rqlite_process
 from rqueue import Lease, Statements, _admin
 from rqueue._clock import LeaderClock
 from rqueue._core import QueueCore

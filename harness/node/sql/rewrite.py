@@ -1,11 +1,11 @@
 """rqlite's rewriting of time functions and random(), decided exactly as rqlite does.
 
 Each function takes the rqlite version to follow (``version``: ``"10.2.7"``, the default,
-``"9.4.5"`` or ``"8.36.18"``, see :mod:`.versions`): the versions differ in what their
-parser accepts and how they print a few expressions, not in the rules below.
+``"9.4.5"`` or ``"8.36.18"``, see :mod:`harness.node.versions`): the versions differ in
+what their parser accepts and how they print a few expressions, not in the rules below.
 
 On the node that receives a request, rqlite parses each statement with its own SQL parser
-(modelled in :mod:`.rqlite_sql`), walks the tree and rewrites
+(modelled in :mod:`.parser`), walks the tree and rewrites
 
 - ``date``/``time``/``datetime``/``julianday``/``unixepoch`` with at least one argument,
   whose first argument is ``'now'`` (any case) or an identifier ``now`` (quoted or not);
@@ -38,10 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from .rqlite_sql import Parser
-from .rqlite_sql_expr import Node, ParseError, PrintPanic
-from .versions import RqliteVersion
-from .versions import get as get_version
+from ..versions import RqliteVersion
+from ..versions import get as get_version
+from .parser import Parser
+from .tree import Node, ParseError, PrintPanic
 
 _NOW_ARG0 = frozenset({"date", "time", "datetime", "julianday", "unixepoch"})
 #: statements longer than this are processed on every call instead of cached
@@ -282,10 +282,10 @@ def fill(
 def rqlite_process(
     sql: str, now: datetime, rand: int, version: str | RqliteVersion | None = None
 ) -> str:
-    """``sql`` as rqlite ``version`` (default: v10.2.7, see :mod:`.versions`) puts it in its
-    Raft log, its clock reading ``now`` and its random source giving ``rand`` (blob bytes
-    are drawn from ``rand`` too, big-endian and repeated: rqlite takes them from a separate
-    source). Raises :class:`RewriteError` where rqlite answers HTTP 500."""
+    """``sql`` as rqlite ``version`` (default: v10.2.7, see :mod:`harness.node.versions`)
+    puts it in its Raft log, its clock reading ``now`` and its random source giving
+    ``rand`` (blob bytes are drawn from ``rand`` too, big-endian and repeated: rqlite takes
+    them from a separate source). Raises :class:`RewriteError` where rqlite answers HTTP 500."""
     seed = (rand & (2**64 - 1)).to_bytes(8, "big")
     return fill(
         plan(sql, version=version),

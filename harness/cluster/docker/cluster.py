@@ -15,8 +15,8 @@ A node's clock can be skewed only in the project's node image (its node reads an
 file on its volume); other images read the host kernel's clock.
 
 Everything the backend sends to the engine is built by the pure functions of
-:mod:`harness.cluster.docker_specs`, so it is tested without an engine; connecting,
-images and reaping are :mod:`harness.cluster.docker_engine` (both re-exported here).
+:mod:`harness.cluster.docker.specs`, so it is tested without an engine; connecting,
+images and reaping are :mod:`harness.cluster.docker.engine`.
 Teardown is by label: :func:`reap_docker` removes every container, network and volume
 labelled ``io.rqueue.harness``.
 """
@@ -47,40 +47,19 @@ from harness.cluster.base import (
     agreed_leader,
     probe_nodes,
 )
-from harness.cluster.docker_engine import (
-    ImageMissing,
-    _ensure_image,
-    _image_facts,
-    connect,
-    reap_docker,
-)
-from harness.cluster.docker_specs import (
+from harness.cluster.docker.engine import _ensure_image, _image_facts, connect, reap_docker
+from harness.cluster.docker.specs import (
     CLOCK_FILE,
-    DATA_MOUNT,
-    DEFAULT_DOCKER_HOST,
-    DEFAULT_IMAGE,
-    HTTP_PORT,
-    IMAGE_ENV,
-    LABEL_CLUSTER,
-    LABEL_HARNESS,
-    LABEL_NODE,
     LOG_LINES,
-    NANOS,
-    NODE_IMAGE,
     PORT_ATTEMPTS,
-    RAFT_PORT,
     SECRET_ENV,
     STATE_FILE,
-    UNSUPPORTED_FAULTS,
     ContainerSpec,
-    DockerUnreachable,
     PortTaken,
     clock_skew_message,
     container_specs,
     create_kwargs,
     docker_address,
-    healthcheck,
-    image_missing_message,
     is_local_engine,
     is_port_conflict,
     labels,
@@ -89,56 +68,8 @@ from harness.cluster.docker_specs import (
     partition_blockers,
     partition_unsupported_message,
     rqlite_image,
-    rqlited_args,
-    unreachable_message,
-    unsupported_faults,
     verify_container_pid,
 )
-
-__all__ = [
-    "DATA_MOUNT",
-    "DEFAULT_DOCKER_HOST",
-    "DEFAULT_IMAGE",
-    "HTTP_PORT",
-    "IMAGE_ENV",
-    "IMAGE_FILE",
-    "LABEL_CLUSTER",
-    "LABEL_HARNESS",
-    "LABEL_NODE",
-    "NANOS",
-    "NODE_IMAGE",
-    "RAFT_PORT",
-    "SECRET_ENV",
-    "UNSUPPORTED_FAULTS",
-    "ContainerSpec",
-    "DockerCluster",
-    "DockerUnreachable",
-    "ImageMissing",
-    "PortTaken",
-    "attach_docker_cluster",
-    "clock_skew_message",
-    "connect",
-    "container_specs",
-    "create_kwargs",
-    "docker_address",
-    "healthcheck",
-    "image_missing_message",
-    "is_local_engine",
-    "is_port_conflict",
-    "labels",
-    "node_ids",
-    "nsenter_argv",
-    "partition_blockers",
-    "partition_unsupported_message",
-    "reap_docker",
-    "rqlite_image",
-    "rqlited_args",
-    "start_docker_cluster",
-    "unreachable_message",
-    "unsupported_faults",
-    "verify_container_pid",
-]
-
 
 # -- the engine ------------------------------------------------------------------------
 

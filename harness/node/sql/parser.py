@@ -4,22 +4,23 @@ rqlite only rewrites statements this parser accepts, walks the tree it builds, a
 it (every identifier double-quoted). To decide exactly as rqlite does, this module accepts
 what that parser accepts, rejects what it rejects (measured against the real binary: see
 ``docs/embedded-node.md``, section "Rewriting"), and re-prints as it prints. The grammar is
-v8.36.18's; a :class:`~.versions.Dialect` adds what later versions' parsers accept
-(``UPDATE ... FROM``, ``COLLATE`` in expressions, backticks, postfix null tests) and takes
-away what v10 rejects (``DELETE ... LIMIT``).
+v8.36.18's; a :class:`~harness.node.versions.Dialect` adds what later versions' parsers
+accept (``UPDATE ... FROM``, ``COLLATE`` in expressions, backticks, postfix null tests) and
+takes away what v10 rejects (``DELETE ... LIMIT``).
 
-The tree is generic: a :class:`Node` holds printable parts (strings and child nodes), a
-``walk`` flag (``False`` where rqlite's tree walk does not descend: a scalar subquery used
-as a value, a ``WITH`` clause) and, for calls, the call's name and argument nodes.
+Here: the lexer and the statements of a request (``SELECT``, ``INSERT``, ``UPDATE``,
+``DELETE``, ``WITH``, ``EXPLAIN``). Expressions are :mod:`.expressions`, ``CREATE`` and
+``ALTER`` :mod:`.schema`, the tree they build :mod:`.tree`.
 """
 
 from __future__ import annotations
 
 import re
 
-from .rqlite_sql_expr import ExprMixin, Node, ParseError, Tok, join_, n_, quote_ident
-from .versions import Dialect
-from .versions import get as get_version
+from ..versions import Dialect
+from ..versions import get as get_version
+from .schema import SchemaMixin
+from .tree import Node, ParseError, Tok, join_, n_, quote_ident
 
 # -- lexer ---------------------------------------------------------------------------------
 _LEX = re.compile(
@@ -101,7 +102,7 @@ _OPAQUE = {"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "DROP",
 _CONFLICT = {"ROLLBACK", "ABORT", "REPLACE", "FAIL", "IGNORE"}
 
 
-class Parser(ExprMixin):
+class Parser(SchemaMixin):
     """Recursive descent over rqlite's grammar; :meth:`statement` parses one statement.
 
     ``dialect`` is what the parser of the rqlite version followed accepts beyond

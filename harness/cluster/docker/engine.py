@@ -2,7 +2,7 @@
 
 One line for each way it can fail: no engine (:class:`DockerUnreachable`), no image and
 no pull (:class:`ImageMissing`). :func:`reap_docker` removes what the harness made, by
-label. :mod:`harness.cluster.docker_backend` re-exports all of it.
+label. :mod:`harness.cluster.docker.cluster` drives the engine through them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.cluster.base import ClusterError
-from harness.cluster.docker_specs import (
+from harness.cluster.docker.specs import (
     IMAGE_LABEL,
     LABEL_CLUSTER,
     LABEL_HARNESS,

@@ -4,7 +4,7 @@ The containers (:func:`container_specs`, :func:`create_kwargs`) are the ones
 ``docker-compose.cluster.yml`` declares, flags (:func:`rqlited_args`) and health check
 (:func:`healthcheck`) included; the partition commands run in a container's network
 namespace (:func:`nsenter_argv`); the one-line errors for an engine or image that is not
-there. :mod:`harness.cluster.docker_backend` drives the engine with them.
+there. :mod:`harness.cluster.docker.cluster` drives the engine with them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,27 @@
+"""The Docker backend: an rqlite cluster in containers (see docs/docker.md).
+
+- :mod:`.specs`   what the backend asks the engine for, built without an engine (pure)
+- :mod:`.engine`  connecting to the engine, images, reaping by label
+- :mod:`.cluster` :class:`DockerCluster`, started, attached and faulted through the engine
+
+The names below are its Python API.
+"""
+
+from harness.cluster.docker.cluster import (
+    DockerCluster,
+    attach_docker_cluster,
+    start_docker_cluster,
+)
+from harness.cluster.docker.engine import ImageMissing, connect, reap_docker
+from harness.cluster.docker.specs import DockerUnreachable, unsupported_faults
+
+__all__ = [
+    "DockerCluster",
+    "DockerUnreachable",
+    "ImageMissing",
+    "attach_docker_cluster",
+    "connect",
+    "reap_docker",
+    "start_docker_cluster",
+    "unsupported_faults",
+]
