@@ -13,6 +13,13 @@
   engine under test (embedded: the rqlite version it is compatible with; rqlited: its
   ``-version``; ``RQLITE_URLS``: the first node's ``/status``) is older. The
   ``server_version`` fixture gives that version, ``None`` when it cannot be read.
+- Parallel: ``addopts`` runs the suite in pytest-xdist workers (``-n auto``), two per
+  core (at most 8): most of its time is runs of a fixed length and waits for elections,
+  so workers overlap them. Each worker has its own ``cluster``; every cluster takes free
+  ports and network namespaces of its own. One process only (``-n 0``) under
+  ``RQLITE_URLS`` (the workers would share one cluster's tables) and when chaos tests are
+  selected (full-length runs and the Docker engine's containers).
+  ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
   :func:`harness.cluster.local.reap` kills whatever still carries that tag and removes
@@ -41,6 +48,25 @@ from rqueue._version import parse_version, version_from_status
 ENGINE_ENV = "RQUEUE_TEST_ENGINE"
 RQLITED_ENV = "RQUEUE_TEST_RQLITED"
 _TAG_KEY = pytest.StashKey[str]()
+
+
+#: the mark expression of ``addopts``; another one that can select chaos tests runs serially
+DEFAULT_MARKS = "not chaos"
+#: most workers ``-n auto`` starts
+MAX_WORKERS = 8
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto`` (see the module docstring); 0 runs in this process."""
+    if os.environ.get(URLS_ENV):
+        return 0
+    marks = (config.getoption("markexpr", "") or "").strip()
+    if "chaos" in marks and marks != DEFAULT_MARKS:
+        return 0
+    wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if wanted:
+        return int(wanted)
+    return min(MAX_WORKERS, 2 * len(os.sched_getaffinity(0)))
 
 
 def pytest_configure(config: pytest.Config) -> None:

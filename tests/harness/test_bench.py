@@ -30,6 +30,11 @@ TINY = [
 ]  # fmt: skip
 
 
+#: the tests that read the smoke run share one worker under pytest-xdist, so that the run
+#: (the module's fixture) is made once, not once per worker
+ON_THE_SMOKE_RUN = pytest.mark.xdist_group("bench-smoke-run")
+
+
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "run"
@@ -37,6 +42,7 @@ def bench_run(tmp_path_factory):
     return code, out
 
 
+@ON_THE_SMOKE_RUN
 def test_bench_measures_every_item_and_writes_its_files(bench_run):
     code, out = bench_run
     assert code in (0, 1), "2 means the benchmark itself failed"
@@ -82,6 +88,7 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
     assert doc["command"].startswith("python -m harness bench --out ")
 
 
+@ON_THE_SMOKE_RUN
 def test_bench_leaves_no_node_running(bench_run):
     _, out = bench_run
     state = json.loads((out / "cluster" / "cluster.json").read_text())
@@ -314,6 +321,18 @@ def test_sigterm_stops_the_cluster_and_exits_2(tmp_path):
 
 
 # -- the cost breakdown and engines side by side (pure parts, and the smoke run's) ----------
+def edges(concurrency: int, cost: dict, floor: float, per_op: int = 1) -> float:
+    """How far a per-operation figure of a 0.3 s window may stray from the exact one.
+
+    An operation counts only when it starts and ends inside the window, but the wire is
+    read at the window's edges: each worker's operation that straddles an edge sends its
+    requests (``per_op`` statements each) without being counted, so the figure can be up
+    to ``2 * concurrency * per_op / ops`` off, which a loaded machine (few operations in
+    the window) makes larger than ``floor``."""
+    return max(floor, 2 * concurrency * per_op / cost["ops"])
+
+
+@ON_THE_SMOKE_RUN
 def test_every_measured_load_has_its_cost_breakdown(bench_run):
     _, out = bench_run
     doc = json.loads((out / "bench.json").read_text())
@@ -324,13 +343,13 @@ def test_every_measured_load_has_its_cost_breakdown(bench_run):
             assert cost["leader_cpu_ms"] <= cost["nodes_cpu_ms"]
             assert cost["bytes_out_per_op"] > 0 and cost["bytes_in_per_op"] > 0
     store = {r["concurrency"]: r["cost"] for r in doc["store_insert"]}
-    assert store[8]["requests_per_op"] == pytest.approx(1.0, abs=0.05)
-    assert store[8]["statements_per_op"] == pytest.approx(1.0, abs=0.05)
+    assert store[8]["requests_per_op"] == pytest.approx(1.0, abs=edges(8, store[8], 0.05))
+    assert store[8]["statements_per_op"] == pytest.approx(1.0, abs=edges(8, store[8], 0.05))
     lone = {r["concurrency"]: r["cost"] for r in doc["rqueue_claim"]}
     # a claim alone: one request, its time stamp and two statements (UPDATE ... RETURNING
     # and the group mark), or one more request when nothing was left to claim
-    assert lone[1]["requests_per_op"] == pytest.approx(1.0, abs=0.05)
-    assert lone[1]["statements_per_op"] == pytest.approx(3.0, abs=0.1)
+    assert lone[1]["requests_per_op"] == pytest.approx(1.0, abs=edges(1, lone[1], 0.05))
+    assert lone[1]["statements_per_op"] == pytest.approx(3.0, abs=edges(1, lone[1], 0.1, 3))
     row = next(r for r in doc["rqueue_claim_shared"] if r["concurrency"] == 8)
     # per claim sent (a claim that found the queue empty was sent too, but is no op)
     per_sent = row["ops"] / (row["ops"] + row["empty"])
@@ -339,6 +358,7 @@ def test_every_measured_load_has_its_cost_breakdown(bench_run):
     assert "Where the time goes" in (out / "bench.md").read_text()
 
 
+@ON_THE_SMOKE_RUN
 def test_comparison_puts_engines_side_by_side(bench_run):
     from harness.bench.breakdown import comparison_cells, comparison_markdown
 
