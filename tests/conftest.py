@@ -19,7 +19,10 @@
   ports and network namespaces of its own. One process only (``-n 0``) under
   ``RQLITE_URLS`` (the workers would share one cluster's tables) and when chaos tests are
   selected (full-length runs and the Docker engine's containers).
-  ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number.
+  ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number. The tests marked
+  ``root`` (network namespaces, the host's ``FORWARD`` chain, a reaper that removes every
+  network of the project) run one at a time: each holds a lock file (:data:`NETNS_LOCK`)
+  shared by every worker and every session on the machine.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
   :func:`harness.cluster.local.reap` kills whatever still carries that tag and removes
@@ -32,9 +35,11 @@ import functools
 import json
 import os
 import signal
+import tempfile
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +49,7 @@ from harness.cluster.local import LocalCluster, reap, resolve_rqlited, rqlited_v
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.node import VERSION as EMBEDDED_VERSION
 from rqueue._version import parse_version, version_from_status
+from tests.locks import held
 
 ENGINE_ENV = "RQUEUE_TEST_ENGINE"
 RQLITED_ENV = "RQUEUE_TEST_RQLITED"
@@ -67,6 +73,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     if wanted:
         return int(wanted)
     return min(MAX_WORKERS, 2 * len(os.sched_getaffinity(0)))
+
+
+#: held by each test marked ``root`` while it runs (see the module docstring)
+NETNS_LOCK = Path(tempfile.gettempdir()) / "rqueue-tests-netns.lock"
+#: how long a ``root`` test waits for the others (below the suite's 300 s timeout)
+NETNS_WAIT = 240.0
+
+
+@pytest.fixture(autouse=True)
+def _root_tests_one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``root`` holds :data:`NETNS_LOCK` from before its fixtures build
+    network namespaces until they are gone (autouse fixtures are set up first)."""
+    if request.node.get_closest_marker("root") is None:
+        yield
+        return
+    with held(NETNS_LOCK, "the other tests that use network namespaces", NETNS_WAIT):
+        yield
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,6 +21,7 @@ from harness.bench import BenchSettings, command_line
 from harness.bench.load import Load, LoadError, percentile_ms, run_tasks, run_threads
 from harness.bench.report import targets
 from harness.cli import build_parser, main
+from tests.locks import held, session_dir
 
 TINY = [
     "--seconds", "0.3", "--warmup", "0.1", "--concurrency", "1,8", "--async-concurrency", "4",
@@ -30,19 +31,19 @@ TINY = [
 ]  # fmt: skip
 
 
-#: the tests that read the smoke run share one worker under pytest-xdist, so that the run
-#: (the module's fixture) is made once, not once per worker
-ON_THE_SMOKE_RUN = pytest.mark.xdist_group("bench-smoke-run")
-
-
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "run"
-    code = main(["bench", "--out", str(out), *TINY])
-    return code, out
+    """The smoke run, made once per session: the first pytest-xdist worker to need it runs
+    it while holding a lock, the others wait and read its folder and exit status."""
+    shared = session_dir(tmp_path_factory)
+    out, status = shared / "bench-smoke" / "run", shared / "bench-smoke" / "exit"
+    with held(shared / "bench-smoke.lock", "another worker's bench smoke run", 240.0):
+        if not status.exists():
+            out.parent.mkdir(exist_ok=True)
+            status.write_text(str(main(["bench", "--out", str(out), *TINY])))
+    return int(status.read_text()), out
 
 
-@ON_THE_SMOKE_RUN
 def test_bench_measures_every_item_and_writes_its_files(bench_run):
     code, out = bench_run
     assert code in (0, 1), "2 means the benchmark itself failed"
@@ -88,7 +89,6 @@ def test_bench_measures_every_item_and_writes_its_files(bench_run):
     assert doc["command"].startswith("python -m harness bench --out ")
 
 
-@ON_THE_SMOKE_RUN
 def test_bench_leaves_no_node_running(bench_run):
     _, out = bench_run
     state = json.loads((out / "cluster" / "cluster.json").read_text())
@@ -321,18 +321,24 @@ def test_sigterm_stops_the_cluster_and_exits_2(tmp_path):
 
 
 # -- the cost breakdown and engines side by side (pure parts, and the smoke run's) ----------
+#: how late the bench's meter may read the wire on a loaded machine (s); measured: 0.03
+LATE = 0.05
+
+
 def edges(concurrency: int, cost: dict, floor: float, per_op: int = 1) -> float:
     """How far a per-operation figure of a 0.3 s window may stray from the exact one.
 
     An operation counts only when it starts and ends inside the window, but the wire is
     read at the window's edges: each worker's operation that straddles an edge sends its
-    requests (``per_op`` statements each) without being counted, so the figure can be up
-    to ``2 * concurrency * per_op / ops`` off, which a loaded machine (few operations in
-    the window) makes larger than ``floor``."""
-    return max(floor, 2 * concurrency * per_op / cost["ops"])
+    requests (``per_op`` statements each) without being counted, ``2 * concurrency`` of
+    them at most. And the meter's thread reads when it gets the CPU: on a loaded machine
+    up to :data:`LATE` s after the edge, which leaves that long of operations counted
+    and their requests not, or the other way round. The exact figures per call are
+    checked request by request in ``tests/rqueue/test_requests_per_call.py``."""
+    slack = 2 * concurrency / cost["ops"] + LATE / cost["seconds"]
+    return max(floor, per_op * slack)
 
 
-@ON_THE_SMOKE_RUN
 def test_every_measured_load_has_its_cost_breakdown(bench_run):
     _, out = bench_run
     doc = json.loads((out / "bench.json").read_text())
@@ -358,7 +364,6 @@ def test_every_measured_load_has_its_cost_breakdown(bench_run):
     assert "Where the time goes" in (out / "bench.md").read_text()
 
 
-@ON_THE_SMOKE_RUN
 def test_comparison_puts_engines_side_by_side(bench_run):
     from harness.bench.breakdown import comparison_cells, comparison_markdown
 
