@@ -19,10 +19,11 @@
   ports and network namespaces of its own. One process only (``-n 0``) under
   ``RQLITE_URLS`` (the workers would share one cluster's tables) and when chaos tests are
   selected (full-length runs and the Docker engine's containers).
-  ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number. The tests marked
-  ``root`` (network namespaces, the host's ``FORWARD`` chain, a reaper that removes every
-  network of the project) run one at a time: each holds a lock file (:data:`NETNS_LOCK`)
-  shared by every worker and every session on the machine.
+  ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number. A test marked
+  ``root`` (network namespaces) holds a shared lock on :data:`NETNS_LOCK` (one file for
+  every worker and every session on the machine); one marked ``netns_alone`` too (the
+  whole ``FORWARD`` chain compared, a reaper that removes every network of the project)
+  holds it alone: no other network-namespace test runs meanwhile.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
   :func:`harness.cluster.local.reap` kills whatever still carries that tag and removes
@@ -84,11 +85,14 @@ NETNS_WAIT = 240.0
 @pytest.fixture(autouse=True)
 def _root_tests_one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test marked ``root`` holds :data:`NETNS_LOCK` from before its fixtures build
-    network namespaces until they are gone (autouse fixtures are set up first)."""
+    network namespaces until they are gone (autouse fixtures are set up first): shared,
+    or alone when also marked ``netns_alone``."""
     if request.node.get_closest_marker("root") is None:
         yield
         return
-    with held(NETNS_LOCK, "the other tests that use network namespaces", NETNS_WAIT):
+    alone = request.node.get_closest_marker("netns_alone") is not None
+    what = "the other tests that use network namespaces"
+    with held(NETNS_LOCK, what, NETNS_WAIT, shared=not alone):
         yield
 
 
@@ -104,6 +108,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "needs_rqlite(version, what): skip when the engine under test is older than version",
+    )
+    config.addinivalue_line(
+        "markers",
+        "netns_alone: (with root) no other network-namespace test runs at the same time",
     )
 
 

@@ -1,7 +1,7 @@
 """Locks between the suite's pytest-xdist workers (and other test sessions on the machine).
 
-:func:`held` takes an exclusive ``flock`` on a file, waiting a bounded time for it and
-saying what it waited for when it gives up. :func:`session_dir` is the folder that every
+:func:`held` takes an exclusive (or a shared) ``flock`` on a file, waiting a bounded time
+for it and saying what it waited for when it gives up. :func:`session_dir` is the folder that every
 worker of one session shares (the parent of their own temporary folders).
 """
 
@@ -21,13 +21,14 @@ _POLL = 0.1
 
 
 @contextlib.contextmanager
-def held(path: Path, what: str, timeout: float) -> Iterator[None]:
-    """Hold the exclusive lock on ``path`` (created if missing) inside the block."""
+def held(path: Path, what: str, timeout: float, shared: bool = False) -> Iterator[None]:
+    """Hold the exclusive lock on ``path`` (created if missing) inside the block; with
+    ``shared``, a shared one (many holders at once, none while an exclusive one is held)."""
     deadline = time.monotonic() + timeout
     with open(path, "a") as f:
         while True:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:

@@ -24,6 +24,7 @@ from harness.cluster.netns import NetnsNetwork, forward_rule_cids, reap_networks
 BR_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.netns_alone,  # the whole FORWARD chain compared; the reaper removes all
     pytest.mark.timeout(120),
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
