@@ -13,6 +13,17 @@
   engine under test (embedded: the rqlite version it is compatible with; rqlited: its
   ``-version``; ``RQLITE_URLS``: the first node's ``/status``) is older. The
   ``server_version`` fixture gives that version, ``None`` when it cannot be read.
+- Parallel: ``addopts`` runs the suite in pytest-xdist workers (``-n auto``), two per
+  core (at most 8): most of its time is runs of a fixed length and waits for elections,
+  so workers overlap them. Each worker has its own ``cluster``; every cluster takes free
+  ports and network namespaces of its own. One process only (``-n 0``) under
+  ``RQLITE_URLS`` (the workers would share one cluster's tables) and when chaos tests are
+  selected (full-length runs and the Docker engine's containers).
+  ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number. A test marked
+  ``root`` (network namespaces) holds a shared lock on :data:`NETNS_LOCK` (one file for
+  every worker and every session on the machine); one marked ``netns_alone`` too (the
+  whole ``FORWARD`` chain compared, a reaper that removes every network of the project)
+  holds it alone: no other network-namespace test runs meanwhile.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
   :func:`harness.cluster.processes.reap` kills whatever still carries that tag and removes
@@ -25,9 +36,11 @@ import functools
 import json
 import os
 import signal
+import tempfile
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -39,10 +52,50 @@ from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.processes import reap
 from harness.node import VERSION as EMBEDDED_VERSION
 from rqueue._version import parse_version, version_from_status
+from tests.locks import held
 
 ENGINE_ENV = "RQUEUE_TEST_ENGINE"
 RQLITED_ENV = "RQUEUE_TEST_RQLITED"
 _TAG_KEY = pytest.StashKey[str]()
+
+
+#: the mark expression of ``addopts``; another one that can select chaos tests runs serially
+DEFAULT_MARKS = "not chaos"
+#: most workers ``-n auto`` starts
+MAX_WORKERS = 8
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto`` (see the module docstring); 0 runs in this process."""
+    if os.environ.get(URLS_ENV):
+        return 0
+    marks = (config.getoption("markexpr", "") or "").strip()
+    if "chaos" in marks and marks != DEFAULT_MARKS:
+        return 0
+    wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if wanted:
+        return int(wanted)
+    return min(MAX_WORKERS, 2 * len(os.sched_getaffinity(0)))
+
+
+#: held by each test marked ``root`` while it runs (see the module docstring)
+NETNS_LOCK = Path(tempfile.gettempdir()) / "rqueue-tests-netns.lock"
+#: how long a ``root`` test waits for the others (below the suite's 300 s timeout)
+NETNS_WAIT = 240.0
+
+
+@pytest.fixture(autouse=True)
+def _root_tests_one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``root`` holds :data:`NETNS_LOCK` from before its fixtures build
+    network namespaces until they are gone (autouse fixtures are set up first): shared,
+    or alone when also marked ``netns_alone``."""
+    if request.node.get_closest_marker("root") is None:
+        yield
+        return
+    alone = request.node.get_closest_marker("netns_alone") is not None
+    what = "the other tests that use network namespaces"
+    with held(NETNS_LOCK, what, NETNS_WAIT, shared=not alone):
+        yield
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,6 +110,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "needs_rqlite(version, what): skip when the engine under test is older than version",
+    )
+    config.addinivalue_line(
+        "markers",
+        "netns_alone: (with root) no other network-namespace test runs at the same time",
     )
 
 

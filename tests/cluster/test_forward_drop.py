@@ -24,14 +24,22 @@ from harness.cluster.netns import NetnsNetwork, forward_rule_cids, reap_networks
 BR_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.netns_alone,  # the FORWARD chain compared; the reaper removes every network
     pytest.mark.timeout(120),
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
 
 
-def forward_chain() -> list[str]:
+def forward_chain(mine: NetnsNetwork | None = None) -> list[str]:
+    """The FORWARD chain, less the rules of the project's networks other than ``mine``:
+    those of test sessions running beside this one (this session's own wait: the module
+    is marked ``netns_alone``)."""
     out = subprocess.run(["iptables", "-w", "5", "-S", "FORWARD"], capture_output=True, text=True)
-    return out.stdout.splitlines()
+    return [
+        line
+        for line in out.stdout.splitlines()
+        if netns.BRIDGE_PREFIX not in line or (mine is not None and mine.bridge in line)
+    ]
 
 
 def drop_rule(net: NetnsNetwork) -> list[str]:
@@ -102,12 +110,12 @@ def test_without_the_project_rule_the_drop_cuts_the_members_off(
 def test_teardown_removes_exactly_the_network_rule() -> None:
     before = forward_chain()
     net = NetnsNetwork.create(["n1", "n2"], owner="test_forward_drop")
-    during = forward_chain()
+    during = forward_chain(net)
     added = [line for line in during if line not in before]
     assert len(added) == 1 and f"rqueue-netns:{net.cid}" in added[0] and net.bridge in added[0]
     net.teardown()
     net.teardown()  # twice is fine
-    assert forward_chain() == before
+    assert forward_chain(net) == before
 
 
 def test_reaper_removes_a_crashed_network_rule() -> None:
@@ -118,4 +126,4 @@ def test_reaper_removes_a_crashed_network_rule() -> None:
     removed = reap_networks()
     assert any(net.cid in name for name in removed)
     assert net.cid not in forward_rule_cids()
-    assert forward_chain() == before
+    assert forward_chain(net) == before

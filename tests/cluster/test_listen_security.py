@@ -125,6 +125,7 @@ def connect_from(net: NetnsNetwork, host: str, port: int) -> str:
     return out.stdout.strip() or f"no answer: {out.stderr.strip()}"
 
 
+@pytest.mark.root  # the probe's network namespace
 def test_ports_are_refused_from_outside_the_machine(make_cluster, outside) -> None:
     host = outside.gateway
     # the control: a socket of this host's reached over the bridge is reached, so a node

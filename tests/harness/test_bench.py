@@ -21,6 +21,7 @@ from harness.bench import BenchSettings, command_line
 from harness.bench.load import Load, LoadError, percentile_ms, run_tasks, run_threads
 from harness.bench.report import targets
 from harness.cli import build_parser, main
+from tests.locks import held, session_dir
 
 TINY = [
     "--seconds", "0.3", "--warmup", "0.1", "--concurrency", "1,8", "--async-concurrency", "4",
@@ -32,9 +33,15 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "run"
-    code = main(["bench", "--out", str(out), *TINY])
-    return code, out
+    """The smoke run, made once per session: the first pytest-xdist worker to need it runs
+    it while holding a lock, the others wait and read its folder and exit status."""
+    shared = session_dir(tmp_path_factory)
+    out, status = shared / "bench-smoke" / "run", shared / "bench-smoke" / "exit"
+    with held(shared / "bench-smoke.lock", "another worker's bench smoke run", 240.0):
+        if not status.exists():
+            out.parent.mkdir(exist_ok=True)
+            status.write_text(str(main(["bench", "--out", str(out), *TINY])))
+    return int(status.read_text()), out
 
 
 def test_bench_measures_every_item_and_writes_its_files(bench_run):
@@ -314,6 +321,24 @@ def test_sigterm_stops_the_cluster_and_exits_2(tmp_path):
 
 
 # -- the cost breakdown and engines side by side (pure parts, and the smoke run's) ----------
+#: how late the bench's meter may read the wire on a loaded machine (s); measured: 0.03
+LATE = 0.05
+
+
+def edges(concurrency: int, cost: dict, floor: float, per_op: int = 1) -> float:
+    """How far a per-operation figure of a 0.3 s window may stray from the exact one.
+
+    An operation counts only when it starts and ends inside the window, but the wire is
+    read at the window's edges: each worker's operation that straddles an edge sends its
+    requests (``per_op`` statements each) without being counted, ``2 * concurrency`` of
+    them at most. And the meter's thread reads when it gets the CPU: on a loaded machine
+    up to :data:`LATE` s after the edge, which leaves that long of operations counted
+    and their requests not, or the other way round. The exact figures per call are
+    checked request by request in ``tests/rqueue/test_requests_per_call.py``."""
+    slack = 2 * concurrency / cost["ops"] + LATE / cost["seconds"]
+    return max(floor, per_op * slack)
+
+
 def test_every_measured_load_has_its_cost_breakdown(bench_run):
     _, out = bench_run
     doc = json.loads((out / "bench.json").read_text())
@@ -324,13 +349,13 @@ def test_every_measured_load_has_its_cost_breakdown(bench_run):
             assert cost["leader_cpu_ms"] <= cost["nodes_cpu_ms"]
             assert cost["bytes_out_per_op"] > 0 and cost["bytes_in_per_op"] > 0
     store = {r["concurrency"]: r["cost"] for r in doc["store_insert"]}
-    assert store[8]["requests_per_op"] == pytest.approx(1.0, abs=0.05)
-    assert store[8]["statements_per_op"] == pytest.approx(1.0, abs=0.05)
+    assert store[8]["requests_per_op"] == pytest.approx(1.0, abs=edges(8, store[8], 0.05))
+    assert store[8]["statements_per_op"] == pytest.approx(1.0, abs=edges(8, store[8], 0.05))
     lone = {r["concurrency"]: r["cost"] for r in doc["rqueue_claim"]}
     # a claim alone: one request, its time stamp and two statements (UPDATE ... RETURNING
     # and the group mark), or one more request when nothing was left to claim
-    assert lone[1]["requests_per_op"] == pytest.approx(1.0, abs=0.05)
-    assert lone[1]["statements_per_op"] == pytest.approx(3.0, abs=0.1)
+    assert lone[1]["requests_per_op"] == pytest.approx(1.0, abs=edges(1, lone[1], 0.05))
+    assert lone[1]["statements_per_op"] == pytest.approx(3.0, abs=edges(1, lone[1], 0.1, 3))
     row = next(r for r in doc["rqueue_claim_shared"] if r["concurrency"] == 8)
     # per claim sent (a claim that found the queue empty was sent too, but is no op)
     per_sent = row["ops"] / (row["ops"] + row["empty"])
