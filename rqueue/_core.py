@@ -174,17 +174,19 @@ class QueueCore:
         *found, triggers = yield self.read(
             [*(_schema.table_columns(t) for t in tables), _schema.COUNT_TRIGGERS], "read schema"
         )
-        altered = set()
+        added: set[tuple[str, str]] = set()
         for table, cols in zip(tables, found, strict=True):
-            for alter in _schema.missing_columns(table, (row[0] for row in cols.rows)):
+            for column, alter in _schema.missing_columns(table, (row[0] for row in cols.rows)):
                 try:
                     yield self.write([alter], "migrate schema", idempotent=True)
                 except StatementError as exc:
                     if not _schema.is_duplicate_column(str(exc)):
                         raise
-                altered.add(table)
-        if "groups" in altered:
+                added.add((table, column))
+        if ("groups", "head_seq") in added:
             yield self.write(_schema.BACKFILL, "migrate schema", idempotent=True)
+        if ("groups", "locked_by") in added:
+            yield self.write(_schema.MOVE_LEASES, "migrate schema: move leases", idempotent=True)
         yield self.write(_schema.INDEXES, "create indexes", idempotent=True)
         if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
             yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
@@ -264,8 +266,8 @@ class QueueCore:
     def _claim_one_request(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
     ) -> Op:
-        """Dead-letter exhausted heads (``max_deliveries``), lease (returning the row) and
-        mark the group, in one request (one Raft entry); read back what was moved."""
+        """Dead-letter exhausted heads (``max_deliveries``) and lease (returning the row),
+        in one request (one Raft entry); read back what was moved."""
         s = self.statements
         move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
@@ -274,7 +276,6 @@ class QueueCore:
                 [
                     *move,
                     s.claim_returning(token, visibility, min_priority),
-                    s.claim_mark_group(token),
                     *self.dead.moved_by(token),
                 ],
                 "claim",
@@ -289,8 +290,8 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             else:
-                _dlq.collect(dead, results[len(move) + 2 :])
-                return (yield from self._leased(results[: len(move) + 2], token))
+                _dlq.collect(dead, results[len(move) + 1 :])
+                return (yield from self._leased(results[: len(move) + 1], token))
             # The outcome is unknown: look the token up before trying again.
             lease = yield from self._look_up_token(token, unknown, dead)
             if lease is not None:
@@ -299,8 +300,8 @@ class QueueCore:
     def _claim_three_requests(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
     ) -> Op:
-        """The seed's claim for servers without /db/request: lease (after dead-lettering
-        exhausted heads, in the same transaction), read back, mark."""
+        """The claim for servers without /db/request: lease (after dead-lettering
+        exhausted heads, in the same transaction), then read back."""
         s = self.statements
         move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
@@ -329,15 +330,9 @@ class QueueCore:
                 token, unknown or OutcomeUnknown("claim: leased but not read back"), dead
             )
             if lease is not None:
-                break
+                return lease
             if leased is not None:
                 return None  # nothing claimable now (or our lease already lapsed)
-        try:
-            yield self.write([s.claim_mark_group(token)], "claim: mark group")
-        except (OutcomeUnknown, Unavailable, StatementError) as exc:
-            # the lease is ours; only round-robin fairness is off by one claim
-            log.warning("claim: leased message %s but could not mark its group: %s", lease.seq, exc)
-        return lease
 
     def _leased(self, results: Sequence[Result], token: str) -> Op[Lease | None]:
         """The lease a claim's applied request took: the rows of its last statement that
@@ -431,7 +426,7 @@ class QueueCore:
 
     @_uses_clock
     def nack(self, lease: Lease, delay: float, error: str | None = None) -> Op[None]:
-        stmts = [self.statements.nack(lease, delay, *(() if error is None else (error,)))]
+        stmts = self.statements.nack(lease, delay, *(() if error is None else (error,)))
         yield from self._fenced(lease, stmts, "nack")
 
     @_uses_clock
@@ -483,7 +478,7 @@ class QueueCore:
                     raise _lease_lost(what, lease)
             # Unknown so far: look at the row to decide.
             try:
-                (res,) = yield self.read([self.statements.lookup(lease.seq)], f"{what}: look up")
+                (res,) = yield self.read([self.statements.lookup(lease)], f"{what}: look up")
             except (Unavailable, StatementError) as exc:
                 raise OutcomeUnknown(f"{unknown}; the message could not be looked up") from exc
             decision = decide_after_unknown(what, lease.token, res.rows)

@@ -29,6 +29,16 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """One lease a batched claim asks for: its token and visibility; ``after_ack``, a
+    lease whose ack must have applied earlier in the same request (ack_and_claim)."""
+
+    token: str
+    visibility: float
+    after_ack: Lease | None = None
+
+
+@dataclass(frozen=True)
 class Stmt:
     """One SQL statement with its positional parameters, as rqlite takes it."""
 
