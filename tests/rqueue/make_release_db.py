@@ -3,7 +3,7 @@
 Run with the *old* release's code first on the path::
 
     git archive RELEASE rqueue tests | tar -x -C /tmp/old
-    PYTHONPATH=/tmp/old python tests/rqueue/make_release_db.py tests/rqueue/data/release-RELEASE.json
+    cd /tmp/old && PYTHONPATH=. python ../make_release_db.py data/release-RELEASE.json
 
 It drives that release's core over the tests' SQLite executor (no server needed) through
 one state of each kind: a live lease, a park, a lapsed lease, a nacked message that
@@ -39,15 +39,13 @@ def main(out: str) -> None:
     q.core.statements.max_deliveries = None
     q.clock.now += 10.0  # the lapsed lease lapses, the park does not
     dump = list(ex.conn.iterdump())
-    json.dump(
-        {
-            "clock": q.clock.now,
-            "leases": {k: dataclasses.asdict(v) for k, v in leases.items()},
-            "dump": dump,
-        },
-        open(out, "w"),
-        indent=0,
-    )
+    state = {
+        "clock": q.clock.now,
+        "leases": {k: dataclasses.asdict(v) for k, v in leases.items()},
+        "dump": dump,
+    }
+    with open(out, "w") as f:
+        json.dump(state, f, indent=0)
 
 
 if __name__ == "__main__":
