@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._models import Claim, Lease, Stmt
+from ._models import Claim, Fuse, Lease, Stmt
 
 #: server time in epoch seconds, as SQL; rqlite >= 8.33 rewrites it to a literal on the
 #: node that receives the request, where its parser reaches it (see the module's doc)
@@ -81,6 +81,23 @@ NOW = _Now()
 _PLACEHOLDER = re.compile(r"\?|\{now\}")
 
 
+#: the builders whose statements :meth:`Statements.fused` replaces in merged requests
+_FUSED = (
+    "claim_lease",
+    "claim_returning",
+    "claim_batch",
+    "ack",
+    "_acked",
+    "ack_and_claim",
+    "_drop_if_empty",
+    "_free_groups",
+)
+
+
+def _marks(items: Sequence[Any]) -> str:
+    return ", ".join(["?"] * len(items))
+
+
 def _acked_key(lease: Lease | None) -> tuple[str | None, str | None]:
     """The group and token a chained claim checks ``acked_by`` of (None: not chained)."""
     return (None, None) if lease is None else (lease.group_id, lease.token)
@@ -111,6 +128,22 @@ class Statements:
         #: from real time by up to one step; without the margin a claim could take a group
         #: whose lease has not yet run out
         self.lapse_margin = clock_tolerance + (SERVER_CLOCK_STEP if server_clock else 0.0)
+        #: merged requests merge claims, acks and drops into one statement of each kind
+        #: (:meth:`fused`); the core turns it on where the server's parser takes
+        #: ``UPDATE ... FROM`` (rqlite >= 9), so the merged claim returns its rows
+        self.fusing = False
+
+    @property
+    def fuser(self) -> Statements | None:
+        """This object, for merged requests to fuse statements with (:meth:`fused`); None
+        when fusing is off, or when a subclass writes a claim, ack or drop its own way
+        (a mutant's statement must not be replaced by this class's fused one)."""
+        if not self.fusing:
+            return None
+        mine = type(self)
+        if any(getattr(mine, name) is not getattr(Statements, name) for name in _FUSED):
+            return None
+        return self
 
     # -- rendering ----------------------------------------------------------------------
     def stmt(self, sql: str, *params: Any, read: bool = False) -> Stmt:
@@ -291,7 +324,8 @@ class Statements:
         ``claim_lease`` names ``groups`` unquoted gets that slower path, never a wrong one.
         """
         lease = self.claim_lease(token, visibility, min_priority)
-        return Stmt(f"{lease.sql} RETURNING {LEASE_RETURNING}", lease.params)
+        fuse = Fuse("claim", claims=(Claim(token, visibility),), min_priority=min_priority)
+        return Stmt(f"{lease.sql} RETURNING {LEASE_RETURNING}", lease.params, fuse)
 
     def claim_batch(self, claims: Sequence[Claim], min_priority: int) -> Stmt:
         """Lease up to ``len(claims)`` heads of as many distinct groups with one UPDATE,
@@ -312,12 +346,13 @@ class Statements:
             raise ValueError("claim_batch: no claims")
         want = ", ".join(["(?, ?, ?, ?, ?)"] * len(claims))
         free, params = self._free_groups(min_priority)
-        return self.stmt(
-            f"WITH want (pos, token, visibility, after_ack) AS (VALUES {want}), "
+        stmt = self.stmt(
+            f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
             "ready (token, visibility, rank) AS (SELECT token, visibility, "
             "row_number() OVER (ORDER BY pos) FROM want WHERE NOT EXISTS "
-            '(SELECT 1 FROM "groups" g WHERE g.locked_by = want.token) AND (after_ack IS NULL '
-            'OR EXISTS (SELECT 1 FROM "groups" g WHERE g.acked_by = want.after_ack))), '
+            '(SELECT 1 FROM "groups" g WHERE g.locked_by = want.token) AND (ack_token IS NULL '
+            'OR EXISTS (SELECT 1 FROM "groups" g WHERE g.group_id = want.ack_group '
+            "AND g.acked_by = want.ack_token))), "
             "free (group_id, rank) AS (SELECT group_id, row_number() OVER "
             "(ORDER BY last_claimed_at, head_seq) FROM (SELECT group_id, last_claimed_at, "
             f'head_seq FROM "groups" WHERE {free}ORDER BY last_claimed_at ASC, '
@@ -337,6 +372,8 @@ class Statements:
             NOW,
             NOW,
         )
+        fuse = Fuse("claim", claims=tuple(claims), min_priority=min_priority)
+        return Stmt(stmt.sql, stmt.params, fuse)
 
     def claim_read_back(self, token: str) -> Stmt:
         """Read the lease of ``token``: seq, group_id, event, lock_expiry."""
@@ -354,7 +391,7 @@ class Statements:
 
     def _acked(self, lease: Lease) -> Stmt:
         """The fenced head advance of an ack (it records the token in ``acked_by``)."""
-        return self.stmt(
+        stmt = self.stmt(
             'UPDATE "groups" SET head_seq = (SELECT min(seq) FROM messages '
             "WHERE group_id = ? AND seq > ?), locked_by = NULL, lock_expiry = NULL, "
             "deliveries = 0, acked_by = ? "
@@ -367,36 +404,56 @@ class Statements:
             lease.token,
             NOW,
         )
+        return Stmt(stmt.sql, stmt.params, Fuse("ack", leases=(lease,)))
 
     def _drop_if_empty(self, group_id: str) -> Stmt:
-        return self.stmt('DELETE FROM "groups" WHERE group_id = ? AND head_seq IS NULL', group_id)
+        stmt = self.stmt('DELETE FROM "groups" WHERE group_id = ? AND head_seq IS NULL', group_id)
+        return Stmt(stmt.sql, stmt.params, Fuse("drop", groups=(group_id,)))
 
     def ack_batch(self, leases: Sequence[Lease]) -> list[Stmt]:
         """Ack every lease in ``leases`` (of distinct groups) with one fenced UPDATE, then
-        drop the groups left empty with one DELETE. Each applied ack writes its token to
-        its group's ``acked_by``; the UPDATE returns those tokens (``RETURNING``), so each
-        ack's outcome is known on its own."""
+        drop the groups left empty with one DELETE.
+
+        A group row carries a token only while its head is leased to it (an ack or a
+        dead-letter move clears it as the head moves on), so the token and the lease's
+        expiry fence each ack. Each applied ack writes its token to ``acked_by``, and the
+        UPDATE returns those tokens (``RETURNING``): each ack's outcome is known alone.
+        """
         if not leases:
             raise ValueError("ack_batch: no leases")
-        rows = ", ".join(["(?, ?, ?)"] * len(leases))
-        groups = list(dict.fromkeys(x.group_id for x in leases))
-        keys = ", ".join(["?"] * len(groups))
-        return [
-            self.stmt(
-                'UPDATE "groups" SET head_seq = (SELECT min(m.seq) FROM messages m WHERE '
-                'm.group_id = "groups".group_id AND m.seq > "groups".head_seq), '
-                "locked_by = NULL, lock_expiry = NULL, deliveries = 0, acked_by = locked_by "
-                f"WHERE group_id IN ({keys}) AND (group_id, head_seq, locked_by) IN "
-                f"(VALUES {rows}) AND lock_expiry >= {{now}} RETURNING acked_by",
-                *groups,
-                *(v for x in leases for v in (x.group_id, x.seq, x.token)),
-                NOW,
-            ),
-            self.stmt(
-                f'DELETE FROM "groups" WHERE group_id IN ({keys}) AND head_seq IS NULL',
-                *groups,
-            ),
-        ]
+        groups = tuple(dict.fromkeys(x.group_id for x in leases))
+        stmt = self.stmt(
+            'UPDATE "groups" SET head_seq = (SELECT min(m.seq) FROM messages m WHERE '
+            'm.group_id = "groups".group_id AND m.seq > "groups".head_seq), '
+            "locked_by = NULL, lock_expiry = NULL, deliveries = 0, acked_by = locked_by "
+            f"WHERE group_id IN ({_marks(groups)}) AND locked_by IN ({_marks(leases)}) "
+            "AND lock_expiry >= {now} RETURNING acked_by",
+            *groups,
+            *(x.token for x in leases),
+            NOW,
+        )
+        acked = Stmt(stmt.sql, stmt.params, Fuse("ack", leases=tuple(leases)))
+        return [acked, self._drops(groups)]
+
+    def _drops(self, groups: Sequence[str]) -> Stmt:
+        stmt = self.stmt(
+            f'DELETE FROM "groups" WHERE group_id IN ({_marks(groups)}) AND head_seq IS NULL',
+            *groups,
+        )
+        return Stmt(stmt.sql, stmt.params, Fuse("drop", groups=tuple(groups)))
+
+    def fused(self, fuses: Sequence[Fuse]) -> Stmt:
+        """One statement doing what the statements of ``fuses`` (all of one kind, and for
+        claims of one priority floor) do, in their order."""
+        kind = fuses[0].kind
+        if kind == "ack":
+            return self.ack_batch([x for f in fuses for x in f.leases])[0]
+        if kind == "drop":
+            return self._drops(tuple(dict.fromkeys(g for f in fuses for g in f.groups)))
+        if kind == "claim":
+            claims = [c for f in fuses for c in f.claims]
+            return self.claim_batch(claims, fuses[0].min_priority)
+        raise ValueError(f"fused: unknown kind {kind!r}")
 
     def ack_and_claim(
         self, lease: Lease, token: str, visibility: float, min_priority: int
@@ -411,8 +468,11 @@ class Statements:
         lapsed. ``changes()`` is deterministic, so every replica agrees.
         """
         lease_next = self.claim_lease(token, visibility, min_priority)
+        fuse = Fuse("claim", claims=(Claim(token, visibility, lease),), min_priority=min_priority)
         guarded = Stmt(
-            f"{lease_next.sql} AND changes() > 0 RETURNING {LEASE_RETURNING}", lease_next.params
+            f"{lease_next.sql} AND changes() > 0 RETURNING {LEASE_RETURNING}",
+            lease_next.params,
+            fuse,
         )
         return [self._acked(lease), guarded, self._drop_if_empty(lease.group_id)]
 
