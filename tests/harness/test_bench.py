@@ -375,12 +375,28 @@ def test_bench_parser_rejects_unknown_parts_and_engines(capsys):
     assert "distinct engines" in capsys.readouterr().err
 
 
+def test_opcodes_count_each_statement_s_program_on_rqueue_s_schema():
+    from harness.bench.opcodes import rqueue_opcodes
+    from rqueue import Statements
+    from rqueue._models import Claim
+
+    s = Statements(server_clock=True, clock=lambda: 0.0)
+    ops = rqueue_opcodes()
+    one = ops.of(s.claim_returning("t", 30.0, 0).sql)
+    four = ops.of(s.claim_batch([Claim(f"t{i}", 30.0) for i in range(4)], 0).sql)
+    assert one is not None and four is not None and 0 < one < four < 4 * one
+    body = json.dumps([[s.stamp().sql], [s.claim_returning("t", 30.0, 0).sql, "t"]])
+    assert ops.of_body(body.encode()) == one + ops.of(s.stamp().sql)
+    assert ops.of("SELECT x FROM nowhere") is None
+
+
 def test_wire_counter_counts_requests_statements_and_bytes():
     from harness.bench.cost import WireCounter, process_cpu
 
     counter = WireCounter()
     body = json.dumps([["INSERT INTO t VALUES (?)", '["not a statement"]'], ["SELECT 1"]])
     counter.add(body.encode(), 40)
-    assert counter.reading() == (1, 2, len(body), 40)
+    assert counter.reading() == (1, 2, len(body), 40, 1)
+    assert counter.opcodes(0, 1) is None  # table t is not rqueue's
     assert process_cpu(os.getpid()) > 0
     assert process_cpu(2**22 + 12345) is None  # no such process
