@@ -37,6 +37,7 @@ Reads (``read=True``) are not replicated and may use the answering node's clock.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -94,6 +95,12 @@ _FUSED = (
 )
 
 
+@functools.cache
+def _own_fused_builders(cls: type) -> bool:
+    """Whether ``cls`` writes claims, acks and drops as :class:`Statements` does."""
+    return all(getattr(cls, name) is getattr(Statements, name) for name in _FUSED)
+
+
 def _marks(items: Sequence[Any]) -> str:
     return ", ".join(["?"] * len(items))
 
@@ -138,12 +145,7 @@ class Statements:
         """This object, for merged requests to fuse statements with (:meth:`fused`); None
         when fusing is off, or when a subclass writes a claim, ack or drop its own way
         (a mutant's statement must not be replaced by this class's fused one)."""
-        if not self.fusing:
-            return None
-        mine = type(self)
-        if any(getattr(mine, name) is not getattr(Statements, name) for name in _FUSED):
-            return None
-        return self
+        return self if self.fusing and _own_fused_builders(type(self)) else None
 
     # -- rendering ----------------------------------------------------------------------
     def stmt(self, sql: str, *params: Any, read: bool = False) -> Stmt:

@@ -102,3 +102,15 @@ def test_v8_servers_do_not_fuse() -> None:
     merged, leases = run_merged(ex, [c.claim("w", 30.0, 0) for _ in range(3)])
     assert len(merged.statements) == 3 and merged.layout is None
     assert [x.group_id for x in leases] == ["a", "b", "c"]
+
+
+def test_a_subclass_that_writes_a_claim_its_own_way_is_never_fused() -> None:
+    from harness.subjects.mutants import EarlyDeadLetterStatements, NoExclusivityStatements
+
+    for cls, fused in ((Statements, True), (NoExclusivityStatements, False)):
+        s = cls(server_clock=True, clock=lambda: 0.0)
+        s.fusing = True
+        assert (s.fuser is s) is fused
+    s = EarlyDeadLetterStatements(server_clock=True, clock=lambda: 0.0)
+    s.fusing = True
+    assert s.fuser is s  # only its limit differs: its claims fuse with that limit
