@@ -1,14 +1,15 @@
 """Write the database a release of rqueue leaves behind, for the migration test.
 
-Run with the *old* release's code first on the path::
+Run it inside a copy of the *old* release (its ``rqueue`` and ``tests``)::
 
     git archive RELEASE rqueue tests | tar -x -C /tmp/old
-    cd /tmp/old && PYTHONPATH=. python ../make_release_db.py data/release-RELEASE.json
+    cp tests/rqueue/make_release_db.py /tmp/old/
+    (cd /tmp/old && PYTHONPATH=. python make_release_db.py OUT.json)
 
 It drives that release's core over the tests' SQLite executor (no server needed) through
-one state of each kind: a live lease, a park, a lapsed lease, a nacked message that
-counts a delivery, untouched groups of two priorities, an emptied group, a dead letter,
-a dedup record; then dumps the database (SQL text) and the live lease it holds.
+one state of each kind: a live lease, a park, a lapsed lease, messages that count a
+delivery, groups of two priorities, an emptied group, dead letters, a dedup record;
+then dumps the database (SQL text) and the leases it holds.
 """
 
 from __future__ import annotations
