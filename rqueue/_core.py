@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 _TX = (("transaction", "true"),)
 #: the first rqlite whose parser takes ``UPDATE ... FROM`` (and so returns its rows):
-#: measured on v9.4.5 (``../shared/rqlite``: v8.36.18 rejects it)
+#: the rewrite corpora show v9.4.5 and v10.2.7 parsing it, v8.36.18 rejecting it
 FUSING = (9, 4, 5)
 #: most messages one ``claim_many`` or ``ack_many`` takes
 MAX_BATCH = 100
