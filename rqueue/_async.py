@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol, Self
 from . import _admin, _batch, _validate
 from ._attempts import Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
-from ._core import DEFAULT_DEDUP_TTL, QueueCore
+from ._core import DEFAULT_DEDUP_TTL, MAX_BATCH, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
 from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
@@ -269,6 +269,36 @@ class AsyncTransport(AsyncAdmin):
         )
         return await self._drive(core.claim(worker_id, visibility, min_priority))
 
+    async def claim_many(
+        self, worker_id: str, visibility: float, max_messages: int = 10, min_priority: int = 0
+    ) -> list[Lease]:
+        """Lease up to ``max_messages`` messages of as many distinct groups (never two of
+        one group) in one request, each with its own lease; [] when none is deliverable.
+        Each lease is settled on its own (``ack``, ``nack``, ``extend``) or with
+        :meth:`ack_many`."""
+        core = self._open()
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
+        n = _batch_size("max_messages", max_messages)
+        return await self._drive(core.claim_many(worker_id, visibility, min_priority, n))
+
+    async def ack_many(self, leases: Iterable[Lease]) -> list[RqueueError | None]:
+        """Ack every lease in one request, each fenced by its own token. Returns one
+        outcome per lease, in order: None (acked), :class:`~rqueue.LeaseLost` (no longer
+        held, nothing changed) or :class:`~rqueue.OutcomeUnknown`; raises when the request
+        definitely failed (nothing acked), as ``ack`` would."""
+        core = self._open()
+        checked = [check_lease(lease, core) for lease in leases]
+        if not checked:
+            return []
+        _batch_size("leases", len(checked))
+        outcomes = await self._drive(core.ack_many(checked))
+        first = outcomes[0]
+        if first is not None and all(o is first for o in outcomes):
+            raise first  # one definite failure of the request: nothing was acked
+        return outcomes
+
     async def ack(self, lease: Lease) -> None:
         """Delete the leased message; :class:`~rqueue.LeaseLost` if no longer held."""
         core = self._open()
@@ -386,6 +416,15 @@ async def detect(
             if server is not None:
                 return server
         await _pause(attempts)
+
+
+def _batch_size(name: str, n: Any) -> int:
+    """A checked number of messages for one batch call (1 to MAX_BATCH)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{name}: expected an int, got {type(n).__name__}")
+    if not 1 <= n <= MAX_BATCH:
+        raise ValueError(f"{name}: 1 to {MAX_BATCH} messages, got {n}")
+    return n
 
 
 async def _pause(attempts: Attempts) -> None:

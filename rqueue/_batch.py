@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
-from ._models import HttpCall, Result, Stmt
+from ._models import Fuse, HttpCall, Result, Stmt
 from ._wire import Outcome, classify_response
 
 #: most calls in one merged request, and most statements
@@ -193,11 +193,20 @@ class Coalescer:
 
 
 def merge(calls: Sequence[HttpCall]) -> HttpCall:
-    """One call carrying every statement of ``calls``, in order, as one transaction.
+    """One call carrying every statement of ``calls``, as one transaction.
 
     The calls' time stamps become one, at the front: every statement of the merged
     request is applied in the same transaction, so one stamped time serves them all, and
     each stamp left out is a statement fewer to send, replicate and apply.
+
+    Where the calls share a fuser (their :class:`~rqueue.Statements`, see
+    :attr:`~rqueue.Statements.fuser`), the statements that say how they fuse
+    (``Stmt.fuse``) become one statement per kind: first every other statement in call
+    order, then one fenced ack of all the acks, one claim per priority floor leasing
+    one group to each claim (highest floor first), and one drop of the emptied groups.
+    The calls are concurrent, so any order of them is one they could have run in; a
+    claim chained to its call's ack reads that ack's mark, not its neighbour's
+    ``changes()``.
     """
     if len(calls) == 1:
         return calls[0]
@@ -206,12 +215,43 @@ def merge(calls: Sequence[HttpCall]) -> HttpCall:
         raise ValueError("merge: calls with different query parameters cannot be merged")
     path = "/db/request" if any(c.path == "/db/request" for c in calls) else "/db/execute"
     stamps = [c.statements[0] for c in calls if c.stamped]
-    statements = tuple(s for c in calls for s in _own(c))
-    if stamps:
-        statements = (stamps[0], *statements)
-    return HttpCall(
-        path, statements, first.query, what=f"{len(calls)} merged calls", stamped=bool(stamps)
-    )
+    head: tuple[Stmt, ...] = (stamps[0],) if stamps else ()
+    what = f"{len(calls)} merged calls"
+    fuser = first.fuser
+    fusing = fuser is not None and all(c.fuser is fuser for c in calls)
+    if not fusing or not any(s.fuse for c in calls for s in _own(c)):
+        statements = head + tuple(s for c in calls for s in _own(c))
+        return HttpCall(path, statements, first.query, what=what, stamped=bool(stamps))
+    out = list(head)
+    places: list[list[tuple[int, Fuse | None]]] = []
+    kinds: dict[tuple[int, int], list[tuple[list[tuple[int, Fuse | None]], int, Fuse]]] = {}
+    for c in calls:
+        mine: list[tuple[int, Fuse | None]] = []
+        for s in _own(c):
+            if s.fuse is None:
+                mine.append((len(out), None))
+                out.append(s)
+            else:
+                mine.append((-1, s.fuse))
+                kinds.setdefault(_rank(s.fuse), []).append((mine, len(mine) - 1, s.fuse))
+        places.append(mine)
+    for key in sorted(kinds):
+        items = kinds[key]
+        at = len(out)
+        out.append(fuser.fused([f for _, _, f in items]))
+        for mine, i, f in items:
+            mine[i] = (at, f)
+    layout = tuple(tuple(m) for m in places)
+    return HttpCall(path, tuple(out), first.query, what=what, stamped=bool(stamps), layout=layout)
+
+
+def _rank(fuse: Fuse) -> tuple[int, int]:
+    """Where a fused statement goes: acks, then claims (highest floor first), then drops."""
+    if fuse.kind == "ack":
+        return (0, 0)
+    if fuse.kind == "claim":
+        return (1, -fuse.min_priority)
+    return (2, 0)
 
 
 def _own(call: HttpCall) -> tuple[Stmt, ...]:
@@ -221,19 +261,62 @@ def _own(call: HttpCall) -> tuple[Stmt, ...]:
 
 def split_results(
     calls: Sequence[HttpCall], merged: HttpCall, results: tuple[Result, ...]
-) -> list[tuple[Result, ...]]:
+) -> list[tuple[Result, ...] | RqueueError]:
     """Each call's slice of the merged request's results, as if it had been sent alone:
-    a stamped call gets the one shared stamp's result first."""
+    a stamped call gets the one shared stamp's result first. A fused statement's result
+    is cut down to the call's own rows (:func:`_own_part`); a call whose part of it cannot
+    be told gets an :class:`OutcomeUnknown` instead."""
     if len(calls) == 1:
         return [results]
     i = 1 if merged.stamped else 0
     stamp = results[:i]
-    out = []
-    for c in calls:
-        k = len(_own(c))
-        out.append((stamp if c.stamped else ()) + results[i : i + k])
-        i += k
+    out: list[tuple[Result, ...] | RqueueError] = []
+    if merged.layout is None:
+        for c in calls:
+            k = len(_own(c))
+            out.append((stamp if c.stamped else ()) + results[i : i + k])
+            i += k
+        return out
+    counts: dict[int, int] = {}
+    for mine in merged.layout:
+        for at, fuse in mine:
+            if fuse is not None and fuse.kind == "ack":
+                counts[at] = counts.get(at, 0) + len(fuse.leases)
+    for c, mine in zip(calls, merged.layout, strict=True):
+        try:
+            own = tuple(
+                results[at] if fuse is None else _own_part(results[at], fuse, counts.get(at, 0))
+                for at, fuse in mine
+            )
+        except OutcomeUnknown as exc:
+            out.append(OutcomeUnknown(f"{c.what}: {exc}"))
+            continue
+        out.append((stamp if c.stamped else ()) + own)
     return out
+
+
+def _own_part(res: Result, fuse: Fuse, acks: int) -> Result:
+    """A call's part of a fused statement's result: its acks' and claims' rows (found by
+    token), as its own statement would have returned them."""
+    if fuse.kind == "drop":
+        return Result()
+    if fuse.kind == "ack":
+        tokens = {x.token for x in fuse.leases}
+        if res.columns:
+            rows = tuple(r for r in res.rows if r[0] in tokens)
+            return Result(res.columns, rows, rows_affected=len(rows))
+        if res.rows_affected in (0, acks):  # none or all applied: each one's is known
+            return Result(rows_affected=len(tokens) if res.rows_affected else 0)
+        raise OutcomeUnknown(
+            f"{res.rows_affected} of {acks} merged acks applied, and the server did not "
+            "say which (no RETURNING rows)"
+        )
+    if not res.columns:
+        return Result()  # run as a plain write: the claim reads its lease back by token
+    col = res.columns.index("token")
+    tokens = {c.token for c in fuse.claims}
+    rows = tuple(r for r in res.rows if r[col] in tokens)
+    return Result(res.columns, rows, rows_affected=len(rows))
 
 
 def _named(call: HttpCall, count: int) -> str:
@@ -266,7 +349,10 @@ def answered(
     n = len(calls)
     if verdict.outcome is Outcome.OK:
         endpoints.succeeded(url)
-        return [Done(r) for r in split_results(calls, merged, verdict.results)]
+        return [
+            Done(r) if isinstance(r, tuple) else Failed(r)
+            for r in split_results(calls, merged, verdict.results)
+        ]
     failure = f"{url}: {verdict.reason}"
     if verdict.outcome is Outcome.RETRY:
         endpoints.failed(url)
@@ -320,9 +406,8 @@ def exchange(
     if not endpoints.trusted(url) or timeout <= 0:
         return [Alone("no node to send a merged request to") for _ in calls]
     merged = merge(calls)
-    return Exchange(
-        calls, merged, endpoints, url, timeout, request_path(merged), merged_body(batch)
-    )
+    body = merged_body(batch) if merged.layout is None else json.dumps(merged.body()).encode()
+    return Exchange(calls, merged, endpoints, url, timeout, request_path(merged), body)
 
 
 def fragment(call: HttpCall) -> str:

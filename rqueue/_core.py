@@ -40,14 +40,19 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
-from ._statements import BATCH_ITEMS, Statements
+from ._models import Claim, DeadLetter, HttpCall, Lease, Op, Result, Stmt
+from ._statements import BATCH_ITEMS, LEASE_RETURNING, Statements
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
 T = TypeVar("T")
 
 _TX = (("transaction", "true"),)
+#: the first rqlite whose parser takes ``UPDATE ... FROM`` (and so returns its rows):
+#: the rewrite corpora show v9.4.5 and v10.2.7 parsing it, v8.36.18 rejecting it
+FUSING = (9, 4, 5)
+#: most messages one ``claim_many`` or ``ack_many`` takes
+MAX_BATCH = 100
 #: how long dedup ids are remembered, in seconds
 DEFAULT_DEDUP_TTL = 7 * 24 * 3600.0
 
@@ -106,6 +111,9 @@ class QueueCore:
         self.dead = _dlq.DeadLetters(statements)
         #: called with each message a claim moved to the dead-letter queue
         self.on_dead_letter = on_dead_letter
+        #: merged requests fuse claims and acks where the server's parser returns the rows
+        #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`)
+        statements.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
 
     # -- calls --------------------------------------------------------------------------
     def write(
@@ -137,6 +145,8 @@ class QueueCore:
     ) -> HttpCall:
         """A write call; it starts with the time stamp when its statements read it."""
         s = self.statements
+        if kw.get("mergeable"):
+            kw["fuser"] = s.fuser
         if s.needs_stamp(stmts):
             stamp = s.stamp()
             assert stamp is not None
@@ -174,17 +184,19 @@ class QueueCore:
         *found, triggers = yield self.read(
             [*(_schema.table_columns(t) for t in tables), _schema.COUNT_TRIGGERS], "read schema"
         )
-        altered = set()
+        added: set[tuple[str, str]] = set()
         for table, cols in zip(tables, found, strict=True):
-            for alter in _schema.missing_columns(table, (row[0] for row in cols.rows)):
+            for column, alter in _schema.missing_columns(table, (row[0] for row in cols.rows)):
                 try:
                     yield self.write([alter], "migrate schema", idempotent=True)
                 except StatementError as exc:
                     if not _schema.is_duplicate_column(str(exc)):
                         raise
-                altered.add(table)
-        if "groups" in altered:
+                added.add((table, column))
+        if ("groups", "head_seq") in added:
             yield self.write(_schema.BACKFILL, "migrate schema", idempotent=True)
+        if ("groups", "locked_by") in added:
+            yield self.write(_schema.MOVE_LEASES, "migrate schema: move leases", idempotent=True)
         yield self.write(_schema.INDEXES, "create indexes", idempotent=True)
         if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
             yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
@@ -264,8 +276,8 @@ class QueueCore:
     def _claim_one_request(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
     ) -> Op:
-        """Dead-letter exhausted heads (``max_deliveries``), lease (returning the row) and
-        mark the group, in one request (one Raft entry); read back what was moved."""
+        """Dead-letter exhausted heads (``max_deliveries``) and lease (returning the row),
+        in one request (one Raft entry); read back what was moved."""
         s = self.statements
         move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
@@ -274,7 +286,6 @@ class QueueCore:
                 [
                     *move,
                     s.claim_returning(token, visibility, min_priority),
-                    s.claim_mark_group(token),
                     *self.dead.moved_by(token),
                 ],
                 "claim",
@@ -289,8 +300,8 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             else:
-                _dlq.collect(dead, results[len(move) + 2 :])
-                return (yield from self._leased(results[: len(move) + 2], token))
+                _dlq.collect(dead, results[len(move) + 1 :])
+                return (yield from self._leased(results[: len(move) + 1], token))
             # The outcome is unknown: look the token up before trying again.
             lease = yield from self._look_up_token(token, unknown, dead)
             if lease is not None:
@@ -299,8 +310,8 @@ class QueueCore:
     def _claim_three_requests(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
     ) -> Op:
-        """The seed's claim for servers without /db/request: lease (after dead-lettering
-        exhausted heads, in the same transaction), read back, mark."""
+        """The claim for servers without /db/request: lease (after dead-lettering
+        exhausted heads, in the same transaction), then read back."""
         s = self.statements
         move = self.dead.move(token)
         unknown: OutcomeUnknown | None = None
@@ -329,15 +340,9 @@ class QueueCore:
                 token, unknown or OutcomeUnknown("claim: leased but not read back"), dead
             )
             if lease is not None:
-                break
+                return lease
             if leased is not None:
                 return None  # nothing claimable now (or our lease already lapsed)
-        try:
-            yield self.write([s.claim_mark_group(token)], "claim: mark group")
-        except (OutcomeUnknown, Unavailable, StatementError) as exc:
-            # the lease is ours; only round-robin fairness is off by one claim
-            log.warning("claim: leased message %s but could not mark its group: %s", lease.seq, exc)
-        return lease
 
     def _leased(self, results: Sequence[Result], token: str) -> Op[Lease | None]:
         """The lease a claim's applied request took: the rows of its last statement that
@@ -383,6 +388,144 @@ class QueueCore:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"claim: unreadable row {row!r}: {exc}") from exc
+
+    @_uses_clock
+    def claim_many(
+        self, worker_id: str, visibility: float, min_priority: int, n: int
+    ) -> Op[list[Lease]]:
+        """Lease up to ``n`` messages of ``n`` distinct groups in one request (one
+        statement where the server's parser takes it, else one per lease), each with its
+        own token; in claim order. After an unknown outcome the tokens are looked up (the
+        request is one transaction: all of them or none took effect) and, none found, the
+        same tokens are sent again (a token already in use leases nothing)."""
+        s = self.statements
+        tokens = [new_token(worker_id) for _ in range(n)]
+        dead: dict[int, DeadLetter] = {}
+        move = self.dead.move(tokens[0])
+        if s.fusing:
+            claims = [s.claim_batch([Claim(t, visibility) for t in tokens], min_priority)]
+        elif self.server.one_request_claim:
+            claims = [s.claim_returning(t, visibility, min_priority) for t in tokens]
+        else:
+            claims = [s.claim_lease(t, visibility, min_priority) for t in tokens]
+        moved = self.dead.moved_by(tokens[0])
+        unknown: OutcomeUnknown | None = None
+        while True:
+            try:
+                if self.server.one_request_claim:
+                    call = self.request([*move, *claims, *moved], "claim_many", mergeable=True)
+                else:
+                    call = self.write([*move, *claims], "claim_many")
+                results = yield call
+            except OutcomeUnknown as exc:
+                unknown = unknown or exc
+            except (Unavailable, StatementError) as exc:
+                if unknown is not None:
+                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
+                raise
+            else:
+                _dlq.collect(dead, results[len(move) + len(claims) :])
+                leased = results[len(move) : len(move) + len(claims)]
+                if any(r.columns for r in leased):
+                    found = self._leases(leased, tokens)
+                else:  # run as a plain write: read the leases back by token
+                    applied = OutcomeUnknown("claim_many: applied, but not read back")
+                    found = yield from self._look_up_tokens(tokens, applied, dead)
+                self._report_dead(dead)
+                return found
+            # Unknown: one transaction, so all of it applied or none; look the tokens up.
+            found = yield from self._look_up_tokens(tokens, unknown, dead)
+            if found:
+                self._report_dead(dead)
+                return found
+
+    def _look_up_tokens(
+        self, tokens: Sequence[str], unknown: OutcomeUnknown, dead: dict[int, DeadLetter]
+    ) -> Op[list[Lease]]:
+        """The leases of ``tokens`` (in their order), and what their claim moved."""
+        marks = ", ".join("?" * len(tokens))
+        stmt = Stmt(
+            f'SELECT {LEASE_RETURNING}, locked_by AS token FROM "groups" '
+            f"WHERE locked_by IN ({marks})",
+            tuple(tokens),
+        )
+        try:
+            res, *moved = yield self.read([stmt, *self.dead.moved_by(tokens[0])], "claim: look up")
+        except (Unavailable, StatementError) as exc:
+            raise OutcomeUnknown(f"{unknown}; the tokens could not be looked up: {exc}") from exc
+        _dlq.collect(dead, moved)
+        return self._leases([res], tokens)
+
+    def _leases(self, results: Sequence[Result], tokens: Sequence[str]) -> list[Lease]:
+        """The leases in ``results``, in the order of their ``tokens``: rows that name
+        their token (a batched claim, a look-up), or else one result per token."""
+        found: dict[str, Lease] = {}
+        for i, res in enumerate(results):
+            if "token" in res.columns:
+                at = res.columns.index("token")
+                for row in res.rows:
+                    lease = self._lease(Result(res.columns, (row,)), str(row[at]))
+                    if lease is not None:
+                        found[lease.token] = lease
+            elif res.columns:
+                lease = self._lease(res, tokens[i])
+                if lease is not None:
+                    found[lease.token] = lease
+        return [found[t] for t in tokens if t in found]
+
+    @_uses_clock
+    def ack_many(self, leases: Sequence[Lease]) -> Op[list[RqueueError | None]]:
+        """Ack every lease in one request, each fenced by its token; each outcome apart:
+        None (acked), :class:`LeaseLost`, or :class:`OutcomeUnknown`."""
+        s = self.statements
+        out: dict[int, RqueueError | None] = {}
+        pending = list(range(len(leases)))
+        unknown: OutcomeUnknown | None = None
+        while pending:
+            batch = [leases[i] for i in pending]
+            if self.server.one_request_claim:
+                stmts = s.ack_batch(batch)
+            else:
+                stmts = [st for x in batch for st in s.ack(x)]
+            try:
+                results = yield self.write(stmts, f"ack_many({len(batch)})", mergeable=True)
+            except OutcomeUnknown as exc:
+                unknown = unknown or exc
+                applied: set[str] | None = None
+            except (Unavailable, StatementError) as exc:
+                for i in pending:
+                    out[i] = exc if unknown is None else OutcomeUnknown(f"{unknown}; {exc}")
+                break
+            else:
+                applied = _applied_acks(results, batch, self.server.one_request_claim)
+            if applied is not None:
+                for i in pending:
+                    if leases[i].token in applied:
+                        out[i] = None
+                    elif unknown is None:
+                        out[i] = _lease_lost("ack", leases[i])
+                pending = [i for i in pending if i not in out]
+                if not pending:
+                    break
+                unknown = unknown or OutcomeUnknown("ack_many: some acks were not told apart")
+            lookups = [s.lookup(leases[i]) for i in pending]
+            try:
+                found = yield self.read(lookups, "ack_many: look up")
+            except (Unavailable, StatementError) as exc:
+                for i in pending:
+                    out[i] = OutcomeUnknown(f"{unknown}; could not be looked up: {exc}")
+                break
+            again = []
+            for i, res in zip(pending, found, strict=True):
+                decision = decide_after_unknown("ack", leases[i].token, res.rows)
+                if decision == "retry":
+                    again.append(i)
+                elif decision == "lost":
+                    out[i] = _lease_lost("ack", leases[i])
+                else:
+                    out[i] = OutcomeUnknown(f"{unknown}; the message's state does not settle it")
+            pending = again
+        return [out[i] for i in range(len(leases))]
 
     # -- settle -------------------------------------------------------------------------
     @_uses_clock
@@ -431,7 +574,7 @@ class QueueCore:
 
     @_uses_clock
     def nack(self, lease: Lease, delay: float, error: str | None = None) -> Op[None]:
-        stmts = [self.statements.nack(lease, delay, *(() if error is None else (error,)))]
+        stmts = self.statements.nack(lease, delay, *(() if error is None else (error,)))
         yield from self._fenced(lease, stmts, "nack")
 
     @_uses_clock
@@ -483,7 +626,7 @@ class QueueCore:
                     raise _lease_lost(what, lease)
             # Unknown so far: look at the row to decide.
             try:
-                (res,) = yield self.read([self.statements.lookup(lease.seq)], f"{what}: look up")
+                (res,) = yield self.read([self.statements.lookup(lease)], f"{what}: look up")
             except (Unavailable, StatementError) as exc:
                 raise OutcomeUnknown(f"{unknown}; the message could not be looked up") from exc
             decision = decide_after_unknown(what, lease.token, res.rows)
@@ -521,6 +664,20 @@ def _lease_lost(what: str, lease: Lease, also: str = "") -> LeaseLost:
         f"{what}: message {lease.seq} of group {lease.group_id!r} is no longer leased to "
         f"this token; nothing was changed{also}"
     )
+
+
+def _applied_acks(
+    results: Sequence[Result], batch: Sequence[Lease], one_statement: bool
+) -> set[str] | None:
+    """The tokens of ``batch`` whose ack applied (None: the results do not tell)."""
+    if not one_statement:  # each lease's ack and drop, in turn
+        return {x.token for x, r in zip(batch, results[::2], strict=True) if r.rows_affected}
+    first = results[0]
+    if first.columns:
+        return {row[0] for row in first.rows}
+    if first.rows_affected in (0, len(batch)):
+        return {x.token for x in batch} if first.rows_affected else set()
+    return None
 
 
 def _after_ack(op: Op[T]) -> Op[T]:

@@ -46,8 +46,9 @@ class DeadLetters:
         and drop their groups. Empty without ``max_deliveries``. The first result's
         ``rows_affected`` is the number moved.
 
-        The exhausted heads are found through the partial index on ``deliveries > 0``
-        (only heads are ever claimed), so the cost does not grow with the queue.
+        The exhausted heads are found through the partial index on the group rows'
+        ``deliveries > 0`` (a group row counts its head's deliveries), so the cost does
+        not grow with the queue.
         """
         limit = self.s.max_deliveries
         if limit is None:
@@ -58,28 +59,25 @@ class DeadLetters:
             s.stmt(
                 "INSERT INTO rqueue_dead (seq, group_id, event, priority, deliveries, "
                 "last_error, enqueued_at, dead_at, dead_by) "
-                "SELECT m.seq, m.group_id, m.event, g.priority, m.deliveries, m.last_error, "
-                "m.enqueued_at, {now}, ? FROM messages m "
-                "JOIN groups g ON g.group_id = m.group_id AND g.head_seq = m.seq "
-                "WHERE m.deliveries > 0 AND m.deliveries >= ? "
-                "AND (m.locked_by IS NULL OR m.lock_expiry < {now} - ?)",
+                "SELECT m.seq, m.group_id, m.event, g.priority, g.deliveries, m.last_error, "
+                'm.enqueued_at, {now}, ? FROM "groups" g JOIN messages m ON m.seq = g.head_seq '
+                "WHERE g.deliveries > 0 AND g.deliveries >= ? "
+                "AND (g.locked_by IS NULL OR g.lock_expiry < {now} - ?)",
                 NOW,
                 token,
                 limit,
                 NOW,
                 s.lapse_margin,
             ),
+            # the head moves on; the trigger rqueue_head_advance deletes the moved message
             s.stmt(
-                "DELETE FROM messages WHERE seq IN (SELECT seq FROM rqueue_dead WHERE dead_by = ?)",
-                token,
-            ),
-            s.stmt(
-                "UPDATE groups SET head_seq = "
-                "(SELECT min(seq) FROM messages WHERE group_id = groups.group_id) "
+                'UPDATE "groups" SET head_seq = (SELECT min(m.seq) FROM messages m '
+                'WHERE m.group_id = "groups".group_id AND m.seq > "groups".head_seq), '
+                "locked_by = NULL, lock_expiry = NULL, deliveries = 0 "
                 f"WHERE group_id IN {mine}",
                 token,
             ),
-            s.stmt(f"DELETE FROM groups WHERE head_seq IS NULL AND group_id IN {mine}", token),
+            s.stmt(f'DELETE FROM "groups" WHERE head_seq IS NULL AND group_id IN {mine}', token),
         ]
 
     def moved_by(self, token: str) -> list[Stmt]:

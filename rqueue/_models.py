@@ -29,11 +29,37 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """One lease a batched claim asks for: its token and visibility; ``after_ack``, a
+    lease whose ack must have applied earlier in the same request (ack_and_claim)."""
+
+    token: str
+    visibility: float
+    after_ack: Lease | None = None
+
+
+@dataclass(frozen=True)
+class Fuse:
+    """What a statement does, for merging it with its kind in a merged request (group
+    commit, :mod:`rqueue._batch`): ``kind`` "ack" (``leases`` fenced and acked), "claim"
+    (``claims`` with the priority floor ``min_priority``) or "drop" (``groups`` dropped
+    if empty)."""
+
+    kind: str
+    leases: tuple[Lease, ...] = ()
+    claims: tuple[Claim, ...] = ()
+    min_priority: int = 0
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Stmt:
-    """One SQL statement with its positional parameters, as rqlite takes it."""
+    """One SQL statement with its positional parameters, as rqlite takes it; ``fuse``
+    says how it merges with statements of its kind (None: it does not)."""
 
     sql: str
     params: tuple[Any, ...] = ()
+    fuse: Fuse | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str | list[Any]:
         """The statement in rqlite's wire form: ``"sql"`` or ``["sql", *params]``."""
@@ -58,6 +84,11 @@ class HttpCall:
     #: the first statement is the core's time stamp, not the operation's: its result is
     #: dropped before the operation sees the results (:meth:`for_caller`)
     stamped: bool = False
+    #: builds the merged statements of the kinds in ``Stmt.fuse`` (the queue's
+    #: :class:`~rqueue.Statements`); None: the call's statements are sent as they are
+    fuser: Any = field(default=None, compare=False, repr=False)
+    #: of a merged call: where each call's statements went (see :func:`rqueue._batch.merge`)
+    layout: Any = field(default=None, compare=False, repr=False)
 
     def body(self) -> list[str | list[Any]]:
         """The JSON body; all statements in one form (rqlite < 8.24.8 refuses a mix)."""

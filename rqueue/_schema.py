@@ -7,6 +7,16 @@ Besides the queue itself: the dead-letter table ``rqueue_dead`` (messages moved 
 rqueue keeps the seed's table names (``groups`` included), so a seed-era database is
 read as it is; no statement on ``groups`` holds a time function (see rqueue._statements).
 
+A group row holds its head's lease (``locked_by``, ``lock_expiry``: a token, or
+``__parked__``), the head's delivery count and the group's round-robin key
+(``last_claimed_at``), so a claim writes that one row; the trigger
+``rqueue_head_advance`` deletes a head when its group moves on (an ack, a dead-letter
+move). Opening a database written before that (leases on the message rows) adds the
+columns and moves the leases over, tokens and expiries kept (:data:`MOVE_LEASES`): a
+lease or park taken before the upgrade is honoured, its holder's ack or nack fenced as
+before. Stop every worker of the older release before the first open by this one: an
+older worker still running would not see the moved leases.
+
 Opening a database written by the seed's protocol (no ``groups.head_seq``, no indexes,
 no dedup table) adds the column, fills it in and creates the indexes. Every step is
 idempotent, so transports opening the same database at once do no harm.
@@ -35,7 +45,11 @@ TABLES: tuple[Stmt, ...] = (
         "group_id TEXT PRIMARY KEY, "
         "last_claimed_at REAL NOT NULL DEFAULT 0.0, "
         "priority INT NOT NULL DEFAULT 0, "
-        "head_seq INTEGER)"
+        "head_seq INTEGER, "
+        "locked_by TEXT, "
+        "lock_expiry REAL, "
+        "deliveries INTEGER NOT NULL DEFAULT 0, "
+        "acked_by TEXT)"
     ),
     Stmt(
         "CREATE TABLE IF NOT EXISTS rqueue_dedup ("
@@ -76,6 +90,10 @@ TABLES: tuple[Stmt, ...] = (
 #: columns rqueue added to the seed's tables: (table, column, declaration)
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("groups", "head_seq", "INTEGER"),
+    ("groups", "locked_by", "TEXT"),
+    ("groups", "lock_expiry", "REAL"),
+    ("groups", "deliveries", "INTEGER NOT NULL DEFAULT 0"),
+    ("groups", "acked_by", "TEXT"),
     ("messages", "deliveries", "INTEGER NOT NULL DEFAULT 0"),
     ("messages", "last_error", "TEXT"),
     ("messages", "enqueued_at", "REAL"),
@@ -88,7 +106,7 @@ INDEXES: tuple[Stmt, ...] = (
     Stmt("CREATE INDEX IF NOT EXISTS rqueue_messages_group_seq ON messages (group_id, seq)"),
     # read-back and fencing by token
     Stmt(
-        "CREATE INDEX IF NOT EXISTS rqueue_messages_locked_by ON messages (locked_by) "
+        "CREATE INDEX IF NOT EXISTS rqueue_groups_locked_by ON groups (locked_by) "
         "WHERE locked_by IS NOT NULL"
     ),
     # the claim order: oldest-claimed group first, then its head's seq
@@ -96,9 +114,12 @@ INDEXES: tuple[Stmt, ...] = (
     Stmt("CREATE INDEX IF NOT EXISTS rqueue_dedup_created ON rqueue_dedup (created_at)"),
     # heads claimed at least once: the dead-lettering finds exhausted ones here
     Stmt(
-        "CREATE INDEX IF NOT EXISTS rqueue_messages_delivered ON messages (deliveries) "
+        "CREATE INDEX IF NOT EXISTS rqueue_groups_delivered ON groups (deliveries) "
         "WHERE deliveries > 0"
     ),
+    # the layout before leases moved to the group rows kept them on messages
+    Stmt("DROP INDEX IF EXISTS rqueue_messages_locked_by"),
+    Stmt("DROP INDEX IF EXISTS rqueue_messages_delivered"),
     Stmt("CREATE INDEX IF NOT EXISTS rqueue_dead_by ON rqueue_dead (dead_by)"),
     Stmt("CREATE INDEX IF NOT EXISTS rqueue_dead_group ON rqueue_dead (group_id, seq)"),
 )
@@ -117,15 +138,38 @@ def _row(kind: str, priority: str) -> str:
     )
 
 
-_GROUP_OF = "(SELECT priority FROM groups WHERE group_id = {}.group_id)"
-_NO_GROUP = " AND NOT EXISTS (SELECT 1 FROM groups WHERE group_id = {}.group_id)"
+#: the rqueue_counts row a message of group ``{0}.group_id`` counts in: its group's
+#: 'queued' row for the group's priority, or 'pending' while the group row is not written
+_TALLY_ROW = (
+    "coalesce((SELECT c.rowid FROM groups g JOIN rqueue_counts c ON c.kind = 'queued' "
+    "AND c.priority = g.priority WHERE g.group_id = {0}.group_id), "
+    "(SELECT rowid FROM rqueue_counts WHERE kind = 'pending' AND priority = 0))"
+)
 _IN_GROUP = "(SELECT count(*) FROM messages WHERE group_id = {}.group_id)"
 
-#: the triggers that keep rqueue_counts exact, after counting afresh what is there; sent
-#: by open() in one transaction when a trigger is missing (a database written before the
-#: counters existed, or whose tables were dropped and created again), so no write falls
-#: between the count and its triggers
+
+def _tally(delta: str, row: str) -> str:
+    return f"UPDATE rqueue_counts SET n = n + ({delta}) WHERE rowid = {row};"
+
+
+#: triggers of the layout before this one (two UPDATEs per message written)
+OLD_TRIGGERS: tuple[str, ...] = (
+    "rqueue_count_publish",
+    "rqueue_count_remove",
+    "rqueue_count_group_add",
+    "rqueue_count_group_drop",
+    "rqueue_count_dead_add",
+    "rqueue_count_dead_drop",
+)
+
+#: the triggers that keep rqueue_counts exact, after counting afresh what is there, and
+#: the one that deletes a group's head when the group moves on; sent by open() in one
+#: transaction when a trigger is missing (a database written before they existed, or
+#: whose tables were dropped and created again), so no write falls between the count and
+#: its triggers. A message written or removed costs one UPDATE of one counter row; a group
+#: is only ever dropped empty (its messages are gone: nothing to move between counters)
 COUNTERS: tuple[Stmt, ...] = (
+    *(Stmt(f"DROP TRIGGER IF EXISTS {name}") for name in OLD_TRIGGERS),
     Stmt("DELETE FROM rqueue_counts"),
     Stmt(
         "INSERT INTO rqueue_counts (kind, priority, n) SELECT kind, priority, n FROM ("
@@ -137,19 +181,17 @@ COUNTERS: tuple[Stmt, ...] = (
         "UNION ALL SELECT 'dead', priority, count(*) FROM rqueue_dead GROUP BY priority)"
     ),
     Stmt(
-        "CREATE TRIGGER IF NOT EXISTS rqueue_count_publish AFTER INSERT ON messages BEGIN "
-        + _bump("queued", _GROUP_OF.format("NEW"), "1")
-        + _bump("pending", "0", "1", extra=_NO_GROUP.format("NEW"))
+        "CREATE TRIGGER IF NOT EXISTS rqueue_tally_publish AFTER INSERT ON messages BEGIN "
+        + _tally("1", _TALLY_ROW.format("NEW"))
         + " END"
     ),
     Stmt(
-        "CREATE TRIGGER IF NOT EXISTS rqueue_count_remove AFTER DELETE ON messages BEGIN "
-        + _bump("queued", _GROUP_OF.format("OLD"), "-1")
-        + _bump("pending", "0", "-1", extra=_NO_GROUP.format("OLD"))
+        "CREATE TRIGGER IF NOT EXISTS rqueue_tally_remove AFTER DELETE ON messages BEGIN "
+        + _tally("-1", _TALLY_ROW.format("OLD"))
         + " END"
     ),
     Stmt(
-        "CREATE TRIGGER IF NOT EXISTS rqueue_count_group_add AFTER INSERT ON groups BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS rqueue_tally_group_add AFTER INSERT ON groups BEGIN "
         + _row("queued", "NEW.priority")
         + _row("groups", "NEW.priority")
         + _bump("groups", "NEW.priority", "1")
@@ -158,22 +200,47 @@ COUNTERS: tuple[Stmt, ...] = (
         + " END"
     ),
     Stmt(
-        "CREATE TRIGGER IF NOT EXISTS rqueue_count_group_drop AFTER DELETE ON groups BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS rqueue_tally_group_drop AFTER DELETE ON groups BEGIN "
         + _bump("groups", "OLD.priority", "-1")
-        + _bump("queued", "OLD.priority", "-" + _IN_GROUP.format("OLD"))
-        + _bump("pending", "0", _IN_GROUP.format("OLD"))
         + " END"
     ),
     Stmt(
-        "CREATE TRIGGER IF NOT EXISTS rqueue_count_dead_add AFTER INSERT ON rqueue_dead BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS rqueue_tally_dead_add AFTER INSERT ON rqueue_dead BEGIN "
         + _row("dead", "NEW.priority")
         + _bump("dead", "NEW.priority", "1")
         + " END"
     ),
     Stmt(
-        "CREATE TRIGGER IF NOT EXISTS rqueue_count_dead_drop AFTER DELETE ON rqueue_dead BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS rqueue_tally_dead_drop AFTER DELETE ON rqueue_dead BEGIN "
         + _bump("dead", "OLD.priority", "-1")
         + " END"
+    ),
+    # an ack or a dead-letter move points the group at its next message: the head it
+    # leaves is done with (only a head is ever leased, acked or moved out)
+    Stmt(
+        "CREATE TRIGGER IF NOT EXISTS rqueue_head_advance AFTER UPDATE OF head_seq ON groups "
+        "WHEN OLD.head_seq IS NOT NULL AND OLD.head_seq IS NOT NEW.head_seq BEGIN "
+        "DELETE FROM messages WHERE seq = OLD.head_seq; END"
+    ),
+)
+
+#: leases, parks and delivery counts of heads move from the message rows (the layout
+#: before this one) to their group rows, which hold them now; tokens are kept, so a lease
+#: taken before the migration is acked, nacked or extended as before. Idempotent: the
+#: message rows' copies are cleared in the same transaction
+MOVE_LEASES: tuple[Stmt, ...] = (
+    Stmt(
+        "UPDATE groups SET "
+        "locked_by = (SELECT m.locked_by FROM messages m WHERE m.seq = groups.head_seq), "
+        "lock_expiry = (SELECT m.lock_expiry FROM messages m WHERE m.seq = groups.head_seq), "
+        "deliveries = coalesce((SELECT m.deliveries FROM messages m "
+        "WHERE m.seq = groups.head_seq), 0) "
+        "WHERE locked_by IS NULL AND deliveries = 0 AND EXISTS (SELECT 1 FROM messages m "
+        "WHERE m.seq = groups.head_seq AND (m.locked_by IS NOT NULL OR m.deliveries > 0))"
+    ),
+    Stmt(
+        "UPDATE messages SET locked_by = NULL, lock_expiry = NULL, deliveries = 0 "
+        "WHERE locked_by IS NOT NULL OR deliveries > 0"
     ),
 )
 
@@ -193,11 +260,11 @@ def table_columns(table: str) -> Stmt:
     return Stmt("SELECT name FROM pragma_table_info(?)", (table,))
 
 
-def missing_columns(table: str, present: Iterable[str]) -> list[Stmt]:
-    """``ALTER TABLE`` statements adding rqueue's columns that ``table`` lacks."""
+def missing_columns(table: str, present: Iterable[str]) -> list[tuple[str, Stmt]]:
+    """``(column, ALTER TABLE)`` adding each of rqueue's columns that ``table`` lacks."""
     have = set(present)
     return [
-        Stmt(f"ALTER TABLE {t} ADD COLUMN {column} {decl}")
+        (column, Stmt(f"ALTER TABLE {t} ADD COLUMN {column} {decl}"))
         for t, column, decl in ADDED_COLUMNS
         if t == table and column not in have
     ]

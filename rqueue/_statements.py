@@ -37,11 +37,12 @@ Reads (``read=True``) are not replicated and may use the answering node's clock.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._models import Lease, Stmt
+from ._models import Claim, Fuse, Lease, Stmt
 
 #: server time in epoch seconds, as SQL; rqlite >= 8.33 rewrites it to a literal on the
 #: node that receives the request, where its parser reaches it (see the module's doc)
@@ -55,8 +56,12 @@ STAMP = Stmt(f"INSERT OR REPLACE INTO rqueue_clock (id, ts) VALUES (1, {SERVER_N
 SERVER_CLOCK_STEP = 86400.0 / 1e6
 #: default bound on how far apart the clocks that stamp and check a lease may be
 DEFAULT_CLOCK_TOLERANCE = 0.25
-#: a leased row's columns, as a claim returns them (its ``RETURNING``) or reads them back
-LEASE_COLUMNS = "seq, group_id, event, lock_expiry"
+#: a lease's columns, as a claim returns them (its ``RETURNING``) or reads them back from
+#: the group row that holds it: seq, group_id, event, lock_expiry
+LEASE_RETURNING = (
+    "head_seq AS seq, group_id, "
+    "(SELECT event FROM messages WHERE seq = head_seq) AS event, lock_expiry"
+)
 #: the highest seq ever given to a message (``messages`` is ``AUTOINCREMENT``)
 LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
 #: most items in one :meth:`Statements.publish_batch`: 2 parameters per message, 3 per
@@ -75,6 +80,34 @@ class _Now:
 NOW = _Now()
 
 _PLACEHOLDER = re.compile(r"\?|\{now\}")
+
+
+#: the builders whose statements :meth:`Statements.fused` replaces in merged requests
+_FUSED = (
+    "claim_lease",
+    "claim_returning",
+    "claim_batch",
+    "ack",
+    "_acked",
+    "ack_and_claim",
+    "_drop_if_empty",
+    "_free_groups",
+)
+
+
+@functools.cache
+def _own_fused_builders(cls: type) -> bool:
+    """Whether ``cls`` writes claims, acks and drops as :class:`Statements` does."""
+    return all(getattr(cls, name) is getattr(Statements, name) for name in _FUSED)
+
+
+def _marks(items: Sequence[Any]) -> str:
+    return ", ".join(["?"] * len(items))
+
+
+def _acked_key(lease: Lease | None) -> tuple[str | None, str | None]:
+    """The group and token a chained claim checks ``acked_by`` of (None: not chained)."""
+    return (None, None) if lease is None else (lease.group_id, lease.token)
 
 
 class Statements:
@@ -102,6 +135,17 @@ class Statements:
         #: from real time by up to one step; without the margin a claim could take a group
         #: whose lease has not yet run out
         self.lapse_margin = clock_tolerance + (SERVER_CLOCK_STEP if server_clock else 0.0)
+        #: merged requests merge claims, acks and drops into one statement of each kind
+        #: (:meth:`fused`); the core turns it on where the server's parser takes
+        #: ``UPDATE ... FROM`` (rqlite >= 9), so the merged claim returns its rows
+        self.fusing = False
+
+    @property
+    def fuser(self) -> Statements | None:
+        """This object, for merged requests to fuse statements with (:meth:`fused`); None
+        when fusing is off, or when a subclass writes a claim, ack or drop its own way
+        (a mutant's statement must not be replaced by this class's fused one)."""
+        return self if self.fusing and _own_fused_builders(type(self)) else None
 
     # -- rendering ----------------------------------------------------------------------
     def stmt(self, sql: str, *params: Any, read: bool = False) -> Stmt:
@@ -225,45 +269,55 @@ class Statements:
         return self.stmt("SELECT seq FROM rqueue_dedup WHERE dedup_id = ?", dedup_id)
 
     # -- claim --------------------------------------------------------------------------
-    def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:
-        """Lease the next deliverable message to ``token``: one serialized UPDATE.
-
-        The seed's selection, exactly: groups in ``last_claimed_at`` order (then by the
-        message's seq), priority floor, and only a group with nothing in flight. Within a
-        group only the head (lowest seq) can ever be leased or parked, so "the group is
-        free" is "its head is free or its lease lapsed", read from ``groups.head_seq``
-        through an index: the cost does not grow with the number of queued messages.
-        The UPDATE does nothing when a row already carries ``token`` (a retried claim).
-        A lease lapses :attr:`lapse_margin` after its stored expiry (server-clock rounding).
-        Each claim counts a delivery; with :attr:`max_deliveries`, a head claimed that
-        often is skipped (the claim's dead-lettering moves it out, see rqueue._dlq).
-        ``"groups"`` is quoted so that rqlite's parser accepts the statement, which it must
-        for :meth:`claim_returning`.
-        """
+    def _free_groups(self, min_priority: int) -> tuple[str, tuple[Any, ...]]:
+        """The WHERE clause (on ``"groups"``) of a group a claim may take, and its
+        parameters: a head, the priority floor, no live lease or park, not exhausted."""
         exhausted, limit = "", ()
         if self.max_deliveries is not None:
-            exhausted, limit = "AND m.deliveries < ? ", (self.max_deliveries,)
+            exhausted, limit = "AND deliveries < ? ", (self.max_deliveries,)
+        return (
+            "head_seq IS NOT NULL AND priority >= ? "
+            "AND (locked_by IS NULL OR lock_expiry < {now} - ?) " + exhausted,
+            (min_priority, NOW, self.lapse_margin, *limit),
+        )
+
+    def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:
+        """Lease the next deliverable group's head to ``token``: one UPDATE of one row.
+
+        The lease lives on the group row (``locked_by``, ``lock_expiry``, the head's
+        ``deliveries``), with the group's round-robin key ``last_claimed_at``: so a claim
+        writes that one row and nothing else. The seed's selection, exactly: groups in
+        ``last_claimed_at`` order (then by the head's seq), priority floor, and only a
+        group with nothing in flight (one lease per group row is per-group exclusivity;
+        only the head is ever leased, which is FIFO). The order comes from an index, so
+        the cost does not grow with the number of queued messages. The new key is kept
+        strictly above every other group's (the max from the same index): rqlite's
+        rewritten ``now`` has a resolution of 86.4 ms and a new leader's clock may lag,
+        and either would otherwise reorder groups claimed close together. The UPDATE does
+        nothing when a row already carries ``token`` (a retried claim). A lease lapses
+        :attr:`lapse_margin` after its stored expiry. Each claim counts a delivery; with
+        :attr:`max_deliveries`, a head claimed that often is skipped (the claim's
+        dead-lettering moves it out, see rqueue._dlq). ``"groups"`` is quoted so that
+        rqlite's parser accepts the statement, which it must for :meth:`claim_returning`.
+        """
+        free, params = self._free_groups(min_priority)
         return self.stmt(
-            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ?, "
-            "deliveries = deliveries + 1 "
-            "WHERE seq = ("
-            'SELECT g.head_seq FROM "groups" g JOIN messages m ON m.seq = g.head_seq '
-            "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now} - ?) "
-            f"{exhausted}"
-            "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
-            "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
+            'UPDATE "groups" SET locked_by = ?, lock_expiry = {now} + ?, '
+            "deliveries = deliveries + 1, last_claimed_at = "
+            'max({now}, (SELECT max(last_claimed_at) FROM "groups") + 0.000001) '
+            'WHERE group_id = (SELECT group_id FROM "groups" WHERE '
+            f"{free}ORDER BY last_claimed_at ASC, head_seq ASC LIMIT 1) "
+            'AND NOT EXISTS (SELECT 1 FROM "groups" WHERE locked_by = ?)',
             token,
             NOW,
             visibility,
-            min_priority,
             NOW,
-            self.lapse_margin,
-            *limit,
+            *params,
             token,
         )
 
     def claim_returning(self, token: str, visibility: float, min_priority: int) -> Stmt:
-        """:meth:`claim_lease` returning the leased row (``RETURNING``): no read-back.
+        """:meth:`claim_lease` returning the leased message (``RETURNING``): no read-back.
 
         rqlite >= 8.23 returns the rows of a write (on ``/db/execute`` as on
         ``/db/request``) only when its own parser accepts the statement and finds the
@@ -272,115 +326,193 @@ class Statements:
         ``claim_lease`` names ``groups`` unquoted gets that slower path, never a wrong one.
         """
         lease = self.claim_lease(token, visibility, min_priority)
-        return Stmt(f"{lease.sql} RETURNING {LEASE_COLUMNS}", lease.params)
+        fuse = Fuse("claim", claims=(Claim(token, visibility),), min_priority=min_priority)
+        return Stmt(f"{lease.sql} RETURNING {LEASE_RETURNING}", lease.params, fuse)
 
-    def claim_mark_group(self, token: str) -> Stmt:
-        """Record the claim time of the group leased to ``token`` (round-robin).
+    def claim_batch(self, claims: Sequence[Claim], min_priority: int) -> Stmt:
+        """Lease up to ``len(claims)`` heads of as many distinct groups with one UPDATE,
+        the i-th free group (in claim order) to the i-th claim whose token is not in use
+        yet and whose condition holds, each with its own token and visibility; returns
+        the leased rows with their tokens (``RETURNING``).
 
-        The time is kept strictly above every other group's: rqlite's rewritten ``now``
-        has a resolution of 86.4 ms and a new leader's clock may lag, and either would
-        otherwise reorder groups claimed close together. The max comes from an index.
+        The same selection and the same new round-robin keys as that many
+        :meth:`claim_lease` in a row: each group taken gets a key above every other
+        group's, in the order taken. A claim's ``after_ack`` (a lease token) makes it
+        run only if the ack of that lease applied earlier in the request (the ack wrote
+        its token to its group row's ``acked_by``, see :meth:`ack`; the group is dropped
+        only after the claim). Needs ``UPDATE ... FROM``
+        (SQLite >= 3.33), which rqlite's parser accepts from v9 on (v8 runs it without
+        ``RETURNING`` rows: the core then reads the leases back by token).
         """
-        return self.stmt(
-            "UPDATE groups SET last_claimed_at = "
-            "max({now}, (SELECT max(last_claimed_at) FROM groups) + 0.000001) "
-            "WHERE group_id = (SELECT group_id FROM messages WHERE locked_by = ?)",
+        if not claims:
+            raise ValueError("claim_batch: no claims")
+        want = ", ".join(["(?, ?, ?, ?, ?)"] * len(claims))
+        free, params = self._free_groups(min_priority)
+        stmt = self.stmt(
+            f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
+            "ready (token, visibility, rank) AS (SELECT token, visibility, "
+            "row_number() OVER (ORDER BY pos) FROM want WHERE NOT EXISTS "
+            '(SELECT 1 FROM "groups" g WHERE g.locked_by = want.token) AND (ack_token IS NULL '
+            'OR EXISTS (SELECT 1 FROM "groups" g WHERE g.group_id = want.ack_group '
+            "AND g.acked_by = want.ack_token))), "
+            "free (group_id, rank) AS (SELECT group_id, row_number() OVER "
+            "(ORDER BY last_claimed_at, head_seq) FROM (SELECT group_id, last_claimed_at, "
+            f'head_seq FROM "groups" WHERE {free}ORDER BY last_claimed_at ASC, '
+            "head_seq ASC LIMIT (SELECT count(*) FROM ready))), "
+            'top (t) AS (SELECT max({now}, (SELECT max(last_claimed_at) FROM "groups"))) '
+            'UPDATE "groups" SET locked_by = ready.token, '
+            "lock_expiry = {now} + ready.visibility, deliveries = deliveries + 1, "
+            "last_claimed_at = (SELECT t FROM top) + ready.rank * 0.000001 "
+            'FROM free JOIN ready ON ready.rank = free.rank WHERE "groups".group_id = '
+            f"free.group_id RETURNING {LEASE_RETURNING}, locked_by AS token",
+            *(
+                v
+                for i, c in enumerate(claims, 1)
+                for v in (i, c.token, c.visibility, *_acked_key(c.after_ack))
+            ),
+            *params,
             NOW,
-            token,
+            NOW,
         )
+        fuse = Fuse("claim", claims=tuple(claims), min_priority=min_priority)
+        return Stmt(stmt.sql, stmt.params, fuse)
 
     def claim_read_back(self, token: str) -> Stmt:
-        """Read the row leased to ``token``: seq, group_id, event, lock_expiry."""
-        return self.stmt(f"SELECT {LEASE_COLUMNS} FROM messages WHERE locked_by = ?", token)
+        """Read the lease of ``token``: seq, group_id, event, lock_expiry."""
+        return self.stmt(f'SELECT {LEASE_RETURNING} FROM "groups" WHERE locked_by = ?', token)
 
     # -- settle (fenced by the lease's token) -------------------------------------------
     def ack(self, lease: Lease) -> list[Stmt]:
-        """Delete the message if still leased to this token; advance or drop its group.
+        """Release the group and point it at its next message if still leased to this
+        token (the head's row goes with it: the trigger ``rqueue_head_advance``); drop
+        the group if that was its last message.
 
         The first result's ``rows_affected`` is 1 when the ack took effect.
         """
-        return [
-            self.stmt(
-                "DELETE FROM messages WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
-                lease.seq,
-                lease.token,
-                NOW,
-            ),
-            self._advance_head(
-                lease.group_id, "NOT EXISTS (SELECT 1 FROM messages WHERE seq = ?)", lease.seq
-            ),
-            self.stmt("DELETE FROM groups WHERE group_id = ? AND head_seq IS NULL", lease.group_id),
-        ]
+        return [self._acked(lease), self._drop_if_empty(lease.group_id)]
 
-    def _advance_head(self, group_id: str, only_if: str, *params: Any) -> Stmt:
-        """Point the group at its oldest message (NULL when none is left), ``only_if``."""
-        return self.stmt(
-            "UPDATE groups SET head_seq = (SELECT min(seq) FROM messages WHERE group_id = ?) "
-            f"WHERE group_id = ? AND {only_if}",
-            group_id,
-            group_id,
-            *params,
+    def _acked(self, lease: Lease) -> Stmt:
+        """The fenced head advance of an ack (it records the token in ``acked_by``)."""
+        stmt = self.stmt(
+            'UPDATE "groups" SET head_seq = (SELECT min(seq) FROM messages '
+            "WHERE group_id = ? AND seq > ?), locked_by = NULL, lock_expiry = NULL, "
+            "deliveries = 0, acked_by = ? "
+            "WHERE group_id = ? AND head_seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+            lease.group_id,
+            lease.seq,
+            lease.token,
+            lease.group_id,
+            lease.seq,
+            lease.token,
+            NOW,
         )
+        return Stmt(stmt.sql, stmt.params, Fuse("ack", leases=(lease,)))
+
+    def _drop_if_empty(self, group_id: str) -> Stmt:
+        stmt = self.stmt('DELETE FROM "groups" WHERE group_id = ? AND head_seq IS NULL', group_id)
+        return Stmt(stmt.sql, stmt.params, Fuse("drop", groups=(group_id,)))
+
+    def ack_batch(self, leases: Sequence[Lease]) -> list[Stmt]:
+        """Ack every lease in ``leases`` (of distinct groups) with one fenced UPDATE, then
+        drop the groups left empty with one DELETE.
+
+        A group row carries a token only while its head is leased to it (an ack or a
+        dead-letter move clears it as the head moves on), so the token and the lease's
+        expiry fence each ack. Each applied ack writes its token to ``acked_by``, and the
+        UPDATE returns those tokens (``RETURNING``): each ack's outcome is known alone.
+        """
+        if not leases:
+            raise ValueError("ack_batch: no leases")
+        groups = tuple(dict.fromkeys(x.group_id for x in leases))
+        stmt = self.stmt(
+            'UPDATE "groups" SET head_seq = (SELECT min(m.seq) FROM messages m WHERE '
+            'm.group_id = "groups".group_id AND m.seq > "groups".head_seq), '
+            "locked_by = NULL, lock_expiry = NULL, deliveries = 0, acked_by = locked_by "
+            f"WHERE group_id IN ({_marks(groups)}) AND locked_by IN ({_marks(leases)}) "
+            "AND lock_expiry >= {now} RETURNING acked_by",
+            *groups,
+            *(x.token for x in leases),
+            NOW,
+        )
+        acked = Stmt(stmt.sql, stmt.params, Fuse("ack", leases=tuple(leases)))
+        return [acked, self._drops(groups)]
+
+    def _drops(self, groups: Sequence[str]) -> Stmt:
+        stmt = self.stmt(
+            f'DELETE FROM "groups" WHERE group_id IN ({_marks(groups)}) AND head_seq IS NULL',
+            *groups,
+        )
+        return Stmt(stmt.sql, stmt.params, Fuse("drop", groups=tuple(groups)))
+
+    def fused(self, fuses: Sequence[Fuse]) -> Stmt:
+        """One statement doing what the statements of ``fuses`` (all of one kind, and for
+        claims of one priority floor) do, in their order."""
+        kind = fuses[0].kind
+        if kind == "ack":
+            return self.ack_batch([x for f in fuses for x in f.leases])[0]
+        if kind == "drop":
+            return self._drops(tuple(dict.fromkeys(g for f in fuses for g in f.groups)))
+        if kind == "claim":
+            claims = [c for f in fuses for c in f.claims]
+            return self.claim_batch(claims, fuses[0].min_priority)
+        raise ValueError(f"fused: unknown kind {kind!r}")
 
     def ack_and_claim(
         self, lease: Lease, token: str, visibility: float, min_priority: int
     ) -> list[Stmt]:
         """Ack ``lease`` and, only if that ack took effect, lease the next message to ``token``.
 
-        One transaction of five statements: the ack's delete (its ``rows_affected`` is 1
-        when the ack took effect), the group's head advance, the claim returning the
-        leased row (see :meth:`claim_returning`), the emptied group's removal and the
-        claim's group mark. SQLite's
-        ``changes()`` chains them: the head advances only if the delete just before it
-        removed the row, and the claim runs only if that advance did. So nothing is
-        leased unless *this* ack applied, even when another holder's ack had already
-        removed the row after this lease lapsed. ``changes()`` is deterministic, so every
-        replica agrees.
+        One transaction of three statements: the ack's fenced head advance (its
+        ``rows_affected`` is 1 when the ack took effect), the claim returning the leased
+        row (see :meth:`claim_returning`), chained to the ack by SQLite's ``changes()``,
+        and the emptied group's removal. So nothing is leased unless *this* ack applied,
+        even when another holder's ack had already moved the group on after this lease
+        lapsed. ``changes()`` is deterministic, so every replica agrees.
         """
-        ack = self.ack(lease)
-        delete, drop_group = ack[0], ack[-1]  # the fenced delete; the emptied group's removal
-        advance = self._advance_head(lease.group_id, "changes() > 0")
         lease_next = self.claim_lease(token, visibility, min_priority)
+        fuse = Fuse("claim", claims=(Claim(token, visibility, lease),), min_priority=min_priority)
         guarded = Stmt(
-            f"{lease_next.sql} AND changes() > 0 RETURNING {LEASE_COLUMNS}", lease_next.params
+            f"{lease_next.sql} AND changes() > 0 RETURNING {LEASE_RETURNING}",
+            lease_next.params,
+            fuse,
         )
-        return [delete, advance, guarded, drop_group, self.claim_mark_group(token)]
+        return [self._acked(lease), guarded, self._drop_if_empty(lease.group_id)]
 
-    def nack(self, lease: Lease, delay: float, error: str | None = None) -> Stmt:
+    def _fence(self, lease: Lease) -> tuple[str, tuple[Any, ...]]:
+        return (
+            "WHERE group_id = ? AND head_seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+            (lease.group_id, lease.seq, lease.token, NOW),
+        )
+
+    def nack(self, lease: Lease, delay: float, error: str | None = None) -> list[Stmt]:
         """Release (``delay == 0``) or park until ``now + delay`` if still leased;
-        ``error`` (the worker's reason) is kept for the dead-letter queue."""
-        noted, why = ("", ()) if error is None else (", last_error = ?", (error,))
+        ``error`` (the worker's reason) is kept on the message for the dead-letter queue,
+        only if the release applied."""
+        fence, fenced = self._fence(lease)
         if delay > 0:
-            return self.stmt(
-                f"UPDATE messages SET locked_by = ?, lock_expiry = {{now}} + ?{noted} "
-                "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
+            first = self.stmt(
+                'UPDATE "groups" SET locked_by = ?, lock_expiry = {now} + ? ' + fence,
                 PARKED,
                 NOW,
                 delay,
-                *why,
-                lease.seq,
-                lease.token,
-                NOW,
+                *fenced,
             )
-        return self.stmt(
-            f"UPDATE messages SET locked_by = NULL, lock_expiry = 0{noted} "
-            "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
-            *why,
-            lease.seq,
-            lease.token,
-            NOW,
+        else:
+            first = self.stmt(
+                'UPDATE "groups" SET locked_by = NULL, lock_expiry = NULL ' + fence, *fenced
+            )
+        if error is None:
+            return [first]
+        noted = self.stmt(
+            "UPDATE messages SET last_error = ? WHERE seq = ? AND changes() > 0", error, lease.seq
         )
+        return [first, noted]
 
     def extend(self, lease: Lease, visibility: float) -> Stmt:
         """Push the lease's expiry to ``now + visibility`` if still leased."""
+        fence, fenced = self._fence(lease)
         return self.stmt(
-            "UPDATE messages SET lock_expiry = {now} + ? "
-            "WHERE seq = ? AND locked_by = ? AND lock_expiry >= {now}",
-            NOW,
-            visibility,
-            lease.seq,
-            lease.token,
-            NOW,
+            'UPDATE "groups" SET lock_expiry = {now} + ? ' + fence, NOW, visibility, *fenced
         )
 
     def extend_returning(self, lease: Lease, visibility: float) -> Stmt:
@@ -394,19 +526,24 @@ class Statements:
         return Stmt(f"{extended.sql} RETURNING lock_expiry", extended.params)
 
     def extended_read_back(self, lease: Lease) -> Stmt:
-        """Read the ``lock_expiry`` of the row still leased to ``lease.token``."""
+        """Read the ``lock_expiry`` of the lease still held by ``lease.token``."""
         return self.stmt(
-            "SELECT lock_expiry FROM messages WHERE seq = ? AND locked_by = ?",
+            'SELECT lock_expiry FROM "groups" WHERE group_id = ? AND head_seq = ? '
+            "AND locked_by = ?",
+            lease.group_id,
             lease.seq,
             lease.token,
             read=True,
         )
 
-    def lookup(self, seq: int) -> Stmt:
-        """Read who holds message ``seq`` and whether that lease is live: locked_by, live."""
+    def lookup(self, lease: Lease) -> Stmt:
+        """Read who holds the message of ``lease`` and whether that lease is live:
+        locked_by, live (no row: the message is gone, only a head is ever leased)."""
         return self.stmt(
-            "SELECT locked_by, lock_expiry >= {now} FROM messages WHERE seq = ?",
+            'SELECT locked_by, lock_expiry >= {now} FROM "groups" '
+            "WHERE group_id = ? AND head_seq = ?",
             NOW,
-            seq,
+            lease.group_id,
+            lease.seq,
             read=True,
         )

@@ -6,8 +6,8 @@ One read request of three statements:
 
 * ``rqueue_counts``: messages, groups and dead letters per priority, kept exact by
   triggers (see :data:`rqueue._schema.COUNTERS`) in the same transaction as every write;
-* the messages in flight (leased or parked, not lapsed): through the partial index on
-  ``locked_by``, so it reads only the rows in flight;
+* the messages in flight (leased or parked, not lapsed): the group rows that hold them,
+  through the partial index on ``groups.locked_by``, so it reads only those;
 * the oldest ready message: the first row in seq order that is not in flight (the
   primary key, skipping at most the rows in flight), and its ``enqueued_at``.
 
@@ -26,14 +26,14 @@ from ._statements import PARKED, SERVER_NOW
 
 COUNTS = Stmt("SELECT kind, priority, n FROM rqueue_counts")
 IN_FLIGHT = Stmt(
-    "SELECT m.locked_by = ? AS parked, coalesce(g.priority, 0) AS priority, count(*) AS n "
-    "FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id "
-    f"WHERE m.locked_by IS NOT NULL AND m.lock_expiry >= {SERVER_NOW} GROUP BY 1, 2",
+    "SELECT locked_by = ? AS parked, priority, count(*) AS n FROM groups "
+    f"WHERE locked_by IS NOT NULL AND lock_expiry >= {SERVER_NOW} GROUP BY 1, 2",
     (PARKED,),
 )
 OLDEST_READY = Stmt(
-    f"SELECT {SERVER_NOW} - enqueued_at AS age FROM messages "
-    f"WHERE locked_by IS NULL OR lock_expiry < {SERVER_NOW} ORDER BY seq LIMIT 1"
+    f"SELECT {SERVER_NOW} - m.enqueued_at AS age FROM messages m WHERE NOT EXISTS ("
+    "SELECT 1 FROM groups g WHERE g.group_id = m.group_id AND g.head_seq = m.seq "
+    f"AND g.locked_by IS NOT NULL AND g.lock_expiry >= {SERVER_NOW}) ORDER BY m.seq LIMIT 1"
 )
 STATEMENTS = (COUNTS, IN_FLIGHT, OLDEST_READY)
 
@@ -78,12 +78,15 @@ def stats_of(results: Sequence[Result]) -> Stats:
 def peek(group_id: str, limit: int) -> Stmt:
     """A group's queued messages in order, with their state (a read on the answering
     node's clock, which any rqlite accepts in a read)."""
+    held = "g.head_seq = m.seq"
     return Stmt(
-        "SELECT seq, group_id, event, CASE "
-        f"WHEN locked_by IS NULL OR lock_expiry < {SERVER_NOW} THEN 'ready' "
-        "WHEN locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
-        "deliveries, last_error, lock_expiry FROM messages WHERE group_id = ? "
-        "ORDER BY seq LIMIT ?",
+        "SELECT m.seq AS seq, m.group_id AS group_id, m.event AS event, CASE "
+        f"WHEN NOT {held} OR g.locked_by IS NULL OR g.lock_expiry < {SERVER_NOW} "
+        "THEN 'ready' WHEN g.locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
+        f"CASE WHEN {held} THEN g.deliveries ELSE 0 END AS deliveries, m.last_error AS "
+        f"last_error, CASE WHEN {held} THEN g.lock_expiry END AS lock_expiry "
+        "FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id "
+        "WHERE m.group_id = ? ORDER BY m.seq LIMIT ?",
         (PARKED, group_id, limit),
     )
 

@@ -19,6 +19,7 @@ COLUMNS = (
     ("leader CPU ms", "leader_cpu_ms", "{:.3f}"),
     ("requests", "requests_per_op", "{:.2f}"),
     ("statements", "statements_per_op", "{:.2f}"),
+    ("SQLite opcodes", "opcodes_per_op", "{:,.0f}"),
     ("bytes out", "bytes_out_per_op", "{:,.0f}"),
     ("bytes in", "bytes_in_per_op", "{:,.0f}"),
     ("busy cores", "busy_cores", "{:.2f}"),
@@ -65,7 +66,8 @@ def breakdown_markdown(doc: Doc) -> str:
         return ""
     lines = [
         "Where the time goes, per operation: CPU of the benchmark process (client) and of "
-        "the nodes over each measured window, requests, statements and request/reply body "
+        "the nodes over each measured window, requests, statements and their SQLite opcodes "
+        "(program size, as each replica prepares it afresh), request/reply body "
         "bytes; busy cores is the client's and the nodes' CPU together per second:",
         "",
         "| operation | clients | " + " | ".join(h for h, _, _ in COLUMNS) + " |",

@@ -41,6 +41,8 @@ class WireCounter:
         self.statements = 0
         self.bytes_out = 0
         self.bytes_in = 0
+        #: every body sent, for the opcodes of a window's statements (counted after it)
+        self.bodies: list[bytes] = []
         self._lock = threading.Lock()
 
     def add(self, body: bytes, received: int) -> None:
@@ -52,10 +54,25 @@ class WireCounter:
             self.statements += statements
             self.bytes_out += len(body)
             self.bytes_in += received
+            self.bodies.append(body)
 
-    def reading(self) -> tuple[int, int, int, int]:
+    def reading(self) -> tuple[int, int, int, int, int]:
         with self._lock:
-            return self.requests, self.statements, self.bytes_out, self.bytes_in
+            return self.requests, self.statements, self.bytes_out, self.bytes_in, len(self.bodies)
+
+    def opcodes(self, start: int, end: int) -> int | None:
+        """The SQLite opcodes of the statements in bodies ``start`` to ``end``
+        (:mod:`harness.bench.opcodes`); None if one is not rqueue's."""
+        from .opcodes import rqueue_opcodes
+
+        counter = rqueue_opcodes()
+        total = 0
+        for body in self.bodies[start:end]:
+            n = counter.of_body(body)
+            if n is None:
+                return None
+            total += n
+        return total
 
     def wrap(self, client: Any) -> Any:
         """Count every request ``client`` (an rqueue transport) sends; returns ``client``.
@@ -93,7 +110,7 @@ class Reading:
     at: float
     client_cpu: float
     node_cpu: dict[str, float | None]
-    wire: tuple[int, int, int, int]
+    wire: tuple[int, int, int, int, int]
 
 
 @dataclass
@@ -152,6 +169,7 @@ def cost_row(meter: Meter, ops: int) -> dict[str, Any] | None:
         "client_cpu_ms": _per(b.client_cpu - a.client_cpu, ops, 1000.0),
         "requests_per_op": _per(requests, ops) if requests else None,
         "statements_per_op": _per(b.wire[1] - a.wire[1], ops) if requests else None,
+        "opcodes_per_op": _opcodes(meter.wire, a.wire[4], b.wire[4], ops) if requests else None,
         "bytes_out_per_op": _per(b.wire[2] - a.wire[2], ops) if requests else None,
         "bytes_in_per_op": _per(b.wire[3] - a.wire[3], ops) if requests else None,
         "nodes_cpu_ms": _per(sum(nodes.values()), ops, 1000.0) if nodes else None,
@@ -164,6 +182,11 @@ def cost_row(meter: Meter, ops: int) -> dict[str, Any] | None:
         else None,
     }
     return row
+
+
+def _opcodes(wire: WireCounter, start: int, end: int, ops: int) -> float | None:
+    total = wire.opcodes(start, end)
+    return None if total is None else round(total / ops, 1)
 
 
 def _per(total: float, ops: int, scale: float = 1.0) -> float:

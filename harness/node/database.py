@@ -78,7 +78,11 @@ class Database:
         self._lock = threading.RLock()
 
     def _open(self) -> apsw.Connection:
-        return apsw.Connection(":memory:", vfs=self._vfs.name)
+        """A connection without apsw's statement cache: rqlite keeps none (its driver
+        prepares, runs and finalizes every statement of every request on every replica,
+        ``db/db.go``), so each statement here is prepared afresh too, and a statement
+        costs the node what it costs rqlite (docs/embedded-node.md, "Cost")."""
+        return apsw.Connection(":memory:", vfs=self._vfs.name, statementcachesize=0)
 
     # -- writes (applied from the Raft log) -------------------------------------------
     def execute(
@@ -173,7 +177,12 @@ class Database:
     def _mixed_one(self, stmt: Statement) -> Result:
         """One statement of ``/db/request``: rows when SQLite says it only reads (or it has
         RETURNING), counts when it writes. Raises :class:`_NotPrepared` when it does not
-        even prepare."""
+        even prepare.
+
+        rqlite asks SQLite first whether the statement reads (``StmtReadOnlyWithConn``:
+        a prepare of its own) and prepares it again to run it, on every replica
+        (``db.Request``); so does the node, for the same cost."""
+        self._read_only_locked(stmt)  # the verdict's prepare; running it decides below
         bindings = fast_bindings(stmt)
         if bindings is not SLOW:
             try:

@@ -34,72 +34,123 @@ from rqueue._statements import NOW
 from . import rqueue_subject
 from .base import Clock, Subject
 
+_CLAIM_SET = (
+    'UPDATE "groups" SET locked_by = ?, lock_expiry = {now} + ?, deliveries = deliveries + 1, '
+    'last_claimed_at = max({now}, (SELECT max(last_claimed_at) FROM "groups") + 0.000001) '
+)
+_NOT_RETRIED = 'AND NOT EXISTS (SELECT 1 FROM "groups" WHERE locked_by = ?)'
+
 
 class NoExclusivityStatements(Statements):
-    """Lease the oldest free message of any group, in flight or not."""
+    """Lease the next group in claim order whether or not its head is in flight."""
 
     def claim_lease(self, token: str, visibility: float, min_priority: int):
         return self.stmt(
-            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? WHERE seq = ("
-            "SELECT m.seq FROM messages m JOIN groups g ON g.group_id = m.group_id "
-            "WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {now}) "
-            "ORDER BY g.last_claimed_at ASC, m.seq ASC LIMIT 1) "
-            "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
+            _CLAIM_SET + 'WHERE group_id = (SELECT group_id FROM "groups" '
+            "WHERE head_seq IS NOT NULL AND priority >= ? "
+            "ORDER BY last_claimed_at ASC, head_seq ASC LIMIT 1) " + _NOT_RETRIED,
             token,
             NOW,
             visibility,
-            min_priority,
             NOW,
+            min_priority,
             token,
         )
+
+
+#: the group's newest message as a lease's columns
+_NEWEST = (
+    '(SELECT max(seq) FROM messages m WHERE m.group_id = "groups".group_id) AS seq, group_id, '
+    '(SELECT event FROM messages m WHERE m.group_id = "groups".group_id ORDER BY m.seq DESC '
+    "LIMIT 1) AS event, lock_expiry"
+)
 
 
 class LifoStatements(Statements):
-    """Keep group exclusivity, but lease the group's newest message."""
+    """Keep group exclusivity, but hand out the group's newest message (and settle that
+    one: the fence checks the group and token, not the head)."""
 
-    def claim_lease(self, token: str, visibility: float, min_priority: int):
-        return self.stmt(
-            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? WHERE seq = ("
-            "SELECT (SELECT max(x.seq) FROM messages x WHERE x.group_id = g.group_id) "
-            "FROM groups g WHERE g.priority >= ? AND NOT EXISTS ("
-            "SELECT 1 FROM messages y WHERE y.group_id = g.group_id "
-            "AND y.locked_by IS NOT NULL AND y.lock_expiry >= {now}) "
-            "ORDER BY g.last_claimed_at ASC LIMIT 1) "
-            "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
-            token,
-            NOW,
-            visibility,
-            min_priority,
-            NOW,
-            token,
+    def claim_returning(self, token: str, visibility: float, min_priority: int):
+        lease = self.claim_lease(token, visibility, min_priority)
+        return Stmt(f"{lease.sql} RETURNING {_NEWEST}", lease.params)
+
+    def claim_read_back(self, token: str):
+        return self.stmt(f'SELECT {_NEWEST} FROM "groups" WHERE locked_by = ?', token)
+
+    def _fence(self, lease: Lease):
+        return (
+            "WHERE group_id = ? AND ? IS NOT NULL AND locked_by = ? AND lock_expiry >= {now}",
+            (lease.group_id, lease.seq, lease.token, NOW),
         )
+
+    def _acked(self, lease: Lease):
+        fence, fenced = self._fence(lease)
+        return self.stmt(
+            'UPDATE "groups" SET head_seq = (SELECT min(seq) FROM messages '
+            "WHERE group_id = ? AND seq != ?), locked_by = NULL, lock_expiry = NULL, "
+            "deliveries = 0, acked_by = ? " + fence,
+            lease.group_id,
+            lease.seq,
+            lease.token,
+            *fenced,
+        )
+
+    def _gone(self, lease: Lease):
+        """Delete the leased message when it was not the head (the head goes by trigger)."""
+        return self.stmt(
+            "DELETE FROM messages WHERE seq = ? AND EXISTS "
+            '(SELECT 1 FROM "groups" WHERE group_id = ? AND acked_by = ?)',
+            lease.seq,
+            lease.group_id,
+            lease.token,
+        )
+
+    def ack(self, lease: Lease):
+        acked, drop = super().ack(lease)
+        return [acked, self._gone(lease), drop]
+
+    def ack_and_claim(self, lease: Lease, token: str, visibility: float, min_priority: int):
+        acked, claim, drop = super().ack_and_claim(lease, token, visibility, min_priority)
+        return [acked, claim, self._gone(lease), drop]
 
 
 class AckWrongRowStatements(Statements):
     """Ack deletes the group's next message (the leased one only when it is the last)
     and releases the leased one."""
 
-    def ack(self, lease: Lease):
-        wrong = self.stmt(
-            "DELETE FROM messages WHERE seq = COALESCE("
-            "(SELECT min(seq) FROM messages WHERE group_id = ? AND seq > ?), ?)",
+    def _acked(self, lease: Lease):
+        next_seq = "(SELECT min(seq) FROM messages WHERE group_id = ? AND seq > ?)"
+        return self.stmt(
+            f'UPDATE "groups" SET head_seq = CASE WHEN {next_seq} IS NULL THEN NULL '
+            "ELSE head_seq END, locked_by = NULL, lock_expiry = NULL, acked_by = ? "
+            "WHERE group_id = ? AND head_seq = ? AND locked_by = ? AND lock_expiry >= {now}",
             lease.group_id,
             lease.seq,
-            lease.seq,
-        )
-        # ...and lets go of the leased row, as if it were gone (so runs drain quickly)
-        release = self.stmt(
-            "UPDATE messages SET locked_by = NULL, lock_expiry = 0 WHERE seq = ? AND locked_by = ?",
+            lease.token,
+            lease.group_id,
             lease.seq,
             lease.token,
+            NOW,
         )
-        return [wrong, release, *super().ack(lease)[1:]]
+
+    def _wrong(self, lease: Lease):
+        return self.stmt(
+            "DELETE FROM messages WHERE seq = (SELECT min(seq) FROM messages "
+            "WHERE group_id = ? AND seq > ?) AND EXISTS "
+            '(SELECT 1 FROM "groups" WHERE group_id = ? AND acked_by = ?)',
+            lease.group_id,
+            lease.seq,
+            lease.group_id,
+            lease.token,
+        )
+
+    def ack(self, lease: Lease):
+        acked, drop = super().ack(lease)
+        return [acked, self._wrong(lease), drop]
 
     def ack_and_claim(self, lease: Lease, token: str, visibility: float, min_priority: int):
-        """The fused call with this ack: its wrong delete, then its release, to which the
-        claim is chained (so the leased row is let go here too)."""
-        fused = super().ack_and_claim(lease, token, visibility, min_priority)
-        return [fused[0], self.ack(lease)[1], *fused[1:]]
+        acked, claim, drop = super().ack_and_claim(lease, token, visibility, min_priority)
+        return [acked, claim, self._wrong(lease), drop]
 
 
 #: the server's clock in epoch seconds, written out (not rqueue's rendering of it)
@@ -111,7 +162,7 @@ _LAPSE_MARGIN = 0.25
 class SubqueryNowStatements(Statements):
     """rqueue's claim, with the server's clock read where rqlite does not rewrite it.
 
-    The message is picked by a scalar subquery comparing leases with the server's
+    The group is picked by a scalar subquery comparing leases with the server's
     ``now``, and the new lease's expiry is ``(SELECT now) + visibility``: rqlite leaves
     ``'now'`` inside a scalar subquery as it is, so every replica evaluates its own
     clock when it applies the entry, and a restarted node its clock at replay. Replicas
@@ -120,12 +171,12 @@ class SubqueryNowStatements(Statements):
 
     def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:
         return Stmt(
-            f"UPDATE messages SET locked_by = ?, lock_expiry = (SELECT {_SERVER_NOW}) + ? "
-            "WHERE seq = ("
-            "SELECT g.head_seq FROM groups g JOIN messages m ON m.seq = g.head_seq "
-            f"WHERE g.priority >= ? AND (m.locked_by IS NULL OR m.lock_expiry < {_SERVER_NOW} - ?) "
-            "ORDER BY g.last_claimed_at ASC, g.head_seq ASC LIMIT 1) "
-            "AND NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)",
+            f'UPDATE "groups" SET locked_by = ?, lock_expiry = (SELECT {_SERVER_NOW}) + ?, '
+            f"deliveries = deliveries + 1, last_claimed_at = max((SELECT {_SERVER_NOW}), "
+            '(SELECT max(last_claimed_at) FROM "groups") + 0.000001) '
+            'WHERE group_id = (SELECT group_id FROM "groups" WHERE head_seq IS NOT NULL '
+            f"AND priority >= ? AND (locked_by IS NULL OR lock_expiry < {_SERVER_NOW} - ?) "
+            "ORDER BY last_claimed_at ASC, head_seq ASC LIMIT 1) " + _NOT_RETRIED,
             (token, visibility, min_priority, _LAPSE_MARGIN, token),
         )
 

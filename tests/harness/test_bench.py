@@ -352,15 +352,17 @@ def test_every_measured_load_has_its_cost_breakdown(bench_run):
     assert store[8]["requests_per_op"] == pytest.approx(1.0, abs=edges(8, store[8], 0.05))
     assert store[8]["statements_per_op"] == pytest.approx(1.0, abs=edges(8, store[8], 0.05))
     lone = {r["concurrency"]: r["cost"] for r in doc["rqueue_claim"]}
-    # a claim alone: one request, its time stamp and two statements (UPDATE ... RETURNING
-    # and the group mark), or one more request when nothing was left to claim
+    # a claim alone: one request, its time stamp and one statement (UPDATE ... RETURNING
+    # of the group row), or one more request when nothing was left to claim
     assert lone[1]["requests_per_op"] == pytest.approx(1.0, abs=edges(1, lone[1], 0.05))
-    assert lone[1]["statements_per_op"] == pytest.approx(3.0, abs=edges(1, lone[1], 0.1, 3))
+    assert lone[1]["statements_per_op"] == pytest.approx(2.0, abs=edges(1, lone[1], 0.1, 2))
+    assert lone[1]["opcodes_per_op"] > 100  # the stamp's and the claim's programs
     row = next(r for r in doc["rqueue_claim_shared"] if r["concurrency"] == 8)
     # per claim sent (a claim that found the queue empty was sent too, but is no op)
     per_sent = row["ops"] / (row["ops"] + row["empty"])
     assert row["cost"]["requests_per_op"] * per_sent < 1.0  # merged: several per request
-    assert row["cost"]["statements_per_op"] * per_sent < 3.0  # ... sharing one time stamp
+    # ... sharing one time stamp and, merged, one claim statement
+    assert row["cost"]["statements_per_op"] * per_sent < 2.0
     assert "Where the time goes" in (out / "bench.md").read_text()
 
 
@@ -400,12 +402,28 @@ def test_bench_parser_rejects_unknown_parts_and_engines(capsys):
     assert "distinct engines" in capsys.readouterr().err
 
 
+def test_opcodes_count_each_statement_s_program_on_rqueue_s_schema():
+    from harness.bench.opcodes import rqueue_opcodes
+    from rqueue import Statements
+    from rqueue._models import Claim
+
+    s = Statements(server_clock=True, clock=lambda: 0.0)
+    ops = rqueue_opcodes()
+    one = ops.of(s.claim_returning("t", 30.0, 0).sql)
+    four = ops.of(s.claim_batch([Claim(f"t{i}", 30.0) for i in range(4)], 0).sql)
+    assert one is not None and four is not None and 0 < one < four < 4 * one
+    body = json.dumps([[s.stamp().sql], [s.claim_returning("t", 30.0, 0).sql, "t"]])
+    assert ops.of_body(body.encode()) == one + ops.of(s.stamp().sql)
+    assert ops.of("SELECT x FROM nowhere") is None
+
+
 def test_wire_counter_counts_requests_statements_and_bytes():
     from harness.bench.cost import WireCounter, process_cpu
 
     counter = WireCounter()
     body = json.dumps([["INSERT INTO t VALUES (?)", '["not a statement"]'], ["SELECT 1"]])
     counter.add(body.encode(), 40)
-    assert counter.reading() == (1, 2, len(body), 40)
+    assert counter.reading() == (1, 2, len(body), 40, 1)
+    assert counter.opcodes(0, 1) is None  # table t is not rqueue's
     assert process_cpu(os.getpid()) > 0
     assert process_cpu(2**22 + 12345) is None  # no such process

@@ -16,7 +16,7 @@ from rqueue import Lease, LeaseLost
 from .polling import query, wait_for
 
 VIS = 30.0
-HELD = "SELECT count(*) FROM messages WHERE locked_by IS NOT NULL"
+HELD = "SELECT count(*) FROM groups WHERE locked_by IS NOT NULL"
 
 
 def lapsed_and_reclaimed(connect: Any, urls: list[str]) -> tuple[Any, Lease, Any, Lease]:

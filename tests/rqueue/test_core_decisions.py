@@ -9,6 +9,7 @@ import pytest
 from rqueue import Lease, LeaseLost, OutcomeUnknown, ProtocolError, Statements, Unavailable
 from rqueue._core import QueueCore, decide_after_unknown
 from rqueue._models import HttpCall, Result
+from rqueue._statements import LEASE_RETURNING
 from rqueue._version import ServerInfo
 
 LEASE = Lease(7, "g", "{}", "w:tok")
@@ -73,19 +74,20 @@ def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
     assert s.call.path == "/db/execute" and token_of(s.call) == token
     # the retried lease UPDATE is a no-op for a token already in use
-    assert "NOT EXISTS (SELECT 1 FROM messages WHERE locked_by = ?)" in own(s.call)[0].sql
-    s.send(Result(READ_BACK, ()), Result())
+    assert 'NOT EXISTS (SELECT 1 FROM "groups" WHERE locked_by = ?)' in own(s.call)[0].sql
+    s.send(Result(READ_BACK, ()))
     assert s.done and s.value is None
 
 
 def test_claim_is_one_request_whose_update_returns_the_leased_row() -> None:
     s = Script(core().claim("w", 30.0, 0))
-    assert s.call.path == "/db/execute" and s.call.mergeable and len(own(s.call)) == 2
+    assert s.call.path == "/db/execute" and s.call.mergeable and len(own(s.call)) == 1
     lease_sql = own(s.call)[0].sql
-    assert lease_sql.endswith("RETURNING seq, group_id, event, lock_expiry")
-    assert 'FROM "groups" g' in lease_sql  # quoted: rqlite's parser must accept it
+    assert lease_sql.endswith(f"RETURNING {LEASE_RETURNING}")
+    assert lease_sql.startswith('UPDATE "groups" SET locked_by = ?')  # one row written
+    assert 'FROM "groups" WHERE' in lease_sql  # quoted: rqlite's parser must accept it
     token = token_of(s.call)
-    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)), Result(rows_affected=1))
+    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
     assert s.done and s.value == Lease(5, "g", "{}", token, expires_at=99.0)
 
 
@@ -93,7 +95,7 @@ def test_claim_run_as_a_plain_write_reads_the_row_back() -> None:
     """A server that ignored RETURNING answers without columns: read back by token."""
     s = Script(core().claim("w", 30.0, 0))
     token = token_of(s.call)
-    s.send(Result(rows_affected=1), Result(rows_affected=1))
+    s.send(Result(rows_affected=1))
     assert s.call.path == "/db/query" and s.call.statements[0].params == (token,)
     s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
     assert s.done and s.value == Lease(5, "g", "{}", token, expires_at=99.0)
@@ -101,7 +103,7 @@ def test_claim_run_as_a_plain_write_reads_the_row_back() -> None:
 
 def test_claim_applied_but_unreadable_is_unknown() -> None:
     s = Script(core().claim("w", 30.0, 0))
-    s.send(Result(rows_affected=1), Result(rows_affected=1))
+    s.send(Result(rows_affected=1))
     with pytest.raises(OutcomeUnknown, match="applied, but the lease could not be read"):
         s.throw(Unavailable("no leader"))
 
@@ -119,15 +121,13 @@ def test_claim_definite_failure_stays_definite() -> None:
         s.throw(Unavailable("leader not found"))
 
 
-def test_three_request_claim_reads_back_after_unknown_lease() -> None:
+def test_old_server_claim_reads_back_after_unknown_lease() -> None:
     s = Script(core("v7.0.0").claim("w", 30.0, 0))
-    assert s.call.path == "/db/execute"
+    assert s.call.path == "/db/execute" and "last_claimed_at" in own(s.call)[0].sql
     token = token_of(s.call)
     s.throw(OutcomeUnknown("timeout"))
     assert s.call.path == "/db/query"
     s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
-    assert s.call.path == "/db/execute" and "last_claimed_at" in own(s.call)[0].sql
-    s.throw(Unavailable("gone"))  # marking the group is best effort: the lease is ours
     assert s.done and s.value.token == token
 
 
@@ -229,23 +229,20 @@ def test_linearizable_needs_a_new_enough_server() -> None:
 
 # -- ack_and_claim ------------------------------------------------------------------------
 def fused_token(call: HttpCall) -> str:
-    """The claim's token in an ack_and_claim request (the group mark's only parameter)."""
-    return call.statements[-1].params[0]
+    """The claim's token in an ack_and_claim request (its claim's first parameter)."""
+    return own(call)[1].params[0]
 
 
 def fused_results(acked: int, rows: tuple) -> tuple[Result, ...]:
-    """An ack_and_claim's five results: delete, advance, claim (RETURNING), drop, mark."""
-    return (Result(rows_affected=acked), Result(), Result(READ_BACK, rows), Result(), Result())
+    """An ack_and_claim's three results: the ack's head advance, claim, emptied group's drop."""
+    return (Result(rows_affected=acked), Result(READ_BACK, rows), Result())
 
 
 def test_ack_and_claim_is_one_request_whose_claim_is_chained_to_the_ack() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 2))
-    assert s.call.path == "/db/execute" and s.call.mergeable and len(own(s.call)) == 5
-    assert own(s.call)[0].params[:2] == (LEASE.seq, LEASE.token)
-    assert all("changes() > 0" in st.sql for st in own(s.call)[1:3])
-    assert own(s.call)[2].sql.endswith(
-        "AND changes() > 0 RETURNING seq, group_id, event, lock_expiry"
-    )
+    assert s.call.path == "/db/execute" and s.call.mergeable and len(own(s.call)) == 3
+    assert own(s.call)[0].params[-3:] == ("g", LEASE.seq, LEASE.token)
+    assert own(s.call)[1].sql.endswith(f"AND changes() > 0 RETURNING {LEASE_RETURNING}")
     token = fused_token(s.call)
     s.send(*fused_results(1, ((9, "h", "[]", 5.0),)))
     assert s.done and s.value == Lease(9, "h", "[]", token, expires_at=5.0)
@@ -284,10 +281,10 @@ def test_ack_and_claim_unknown_then_token_absent_settles_the_ack_then_claims() -
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
     token = fused_token(s.call)
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
-    assert s.call.path == "/db/execute" and own(s.call)[0].sql.startswith("DELETE")
-    s.send(Result(rows_affected=1), Result(), Result())
+    assert s.call.path == "/db/execute" and "head_seq = (SELECT min(seq)" in own(s.call)[0].sql
+    s.send(Result(rows_affected=1), Result())
     assert s.call.path == "/db/execute" and token_of(s.call) == token  # the same token
-    s.send(Result(READ_BACK, ((9, "h", "[]", None),)), Result())
+    s.send(Result(READ_BACK, ((9, "h", "[]", None),)))
     assert s.done and s.value == Lease(9, "h", "[]", token)
 
 
@@ -319,8 +316,8 @@ def test_ack_and_claim_unreadable_row_after_the_ack_says_acked() -> None:
 
 def test_ack_and_claim_on_an_old_server_acks_then_claims() -> None:
     s = Script(core("v7.0.0").ack_and_claim(LEASE, "w", 30.0, 0))
-    assert s.call.path == "/db/execute" and own(s.call)[0].params[:2] == (7, "w:tok")
-    s.send(Result(rows_affected=1), Result(), Result())
+    assert s.call.path == "/db/execute" and own(s.call)[0].params[-3:] == ("g", 7, "w:tok")
+    s.send(Result(rows_affected=1), Result())
     assert s.call.path == "/db/execute" and "locked_by = ?" in own(s.call)[0].sql
     with pytest.raises(OutcomeUnknown) as caught:
         s.throw(OutcomeUnknown("timeout")).throw(Unavailable("gone"))

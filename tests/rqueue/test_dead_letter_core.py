@@ -115,7 +115,7 @@ def test_after_an_unknown_outcome_each_dead_letter_is_reported_once() -> None:
     c.on_dead_letter = moved.append
     s = Script(c.claim("w", 30.0, 0))
     first = s.call
-    assert first.path == "/db/request" and len(first.statements) == 1 + 4 + 2 + 1
+    assert first.path == "/db/request" and len(first.statements) == 1 + 3 + 1 + 1
     s.throw(OutcomeUnknown("leadership lost"))
     # the lookup reads the lease and what the claim moved: it moved 9 but leased nothing
     assert s.call.path == "/db/query" and len(s.call.statements) == 2
@@ -123,9 +123,8 @@ def test_after_an_unknown_outcome_each_dead_letter_is_reported_once() -> None:
     assert moved == []  # reported only when the claim returns
     # the retry (same token) reads back 9 again, and 12 that it moved this time
     s.send(
-        *([Result()] * 4),
+        *([Result()] * 3),
         Result(READ_BACK, ((10, "g", "{}", 99.0),)),  # the claim's RETURNING
-        Result(),
         Result(
             DEAD, ((9, "g", "{}", 0, 3, "x", None, 1.0), (12, "h", "{}", 1, 3, None, None, 2.0))
         ),

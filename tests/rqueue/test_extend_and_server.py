@@ -43,7 +43,7 @@ def test_extend_run_as_a_plain_write_or_on_an_old_server_reads_the_expiry_back()
         assert own(s.call)[0].sql.endswith("RETURNING lock_expiry") is returning
         s.send(Result(rows_affected=1))  # applied, no rows: read lock_expiry back
         assert s.call.path == "/db/query"
-        assert s.call.statements[0].params == (LEASE.seq, LEASE.token)
+        assert s.call.statements[0].params == (LEASE.group_id, LEASE.seq, LEASE.token)
         s.send(Result(EXPIRY, ((110.0,),)))
         assert s.done and s.value.expires_at == 110.0
 
@@ -76,7 +76,7 @@ def test_extend_returns_the_extended_lease(connect, queue_urls, version) -> None
     assert isinstance(longer, Lease) and longer == lease and longer.token == lease.token
     assert longer.expires_at == pytest.approx(before + 2 * VIS, abs=1.0)
     assert longer.expires_at > lease.expires_at + VIS / 2
-    [(stored,)] = query(queue_urls, "SELECT lock_expiry FROM messages WHERE seq = ?", lease.seq)
+    [(stored,)] = query(queue_urls, "SELECT lock_expiry FROM groups WHERE head_seq = ?", lease.seq)
     assert longer.expires_at == stored
     t.ack(longer)  # the returned lease settles the message like the one it replaces
     assert t.claim("w", VIS) is None

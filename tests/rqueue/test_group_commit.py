@@ -226,7 +226,7 @@ def check_first_round(urls: list[str], leases: list[Lease | None]) -> list[Lease
     assert all(lease is not None for lease in leases), "a claim found nothing"
     held = [lease for lease in leases if lease is not None]
     assert len({lease.group_id for lease in held}) == len(held) == CLAIMERS * EACH
-    rows = dict(query(urls, "SELECT seq, locked_by FROM messages WHERE locked_by IS NOT NULL"))
+    rows = dict(query(urls, "SELECT head_seq, locked_by FROM groups WHERE locked_by IS NOT NULL"))
     assert rows == {lease.seq: lease.token for lease in held}
     return held
 
@@ -241,7 +241,7 @@ def check_settled(urls: list[str], nacked: list[Lease], extended: list[Lease]) -
         assert expiry > lease.expires_at + 60, f"extend of {lease.seq} did not apply"
 
 
-SEQ_LOCK = "SELECT seq, locked_by, lock_expiry FROM messages"
+SEQ_LOCK = "SELECT head_seq, locked_by, lock_expiry FROM groups"
 
 
 def check_second_round(leases: list[Lease], extended: list[Lease]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rqueue import Lease, Statements
+from rqueue._models import Claim
 from rqueue._statements import CLOCK_REF, NOW, SERVER_NOW
 
 HOSTILE = "g'); DROP TABLE messages; --"
@@ -17,13 +18,15 @@ def builders(s: Statements) -> list:
         *s.publish_dedup(HOSTILE, HOSTILE, 2, HOSTILE, 60.0),
         s.dedup_seq(HOSTILE),
         s.claim_lease(HOSTILE, 30.0, 1),
-        s.claim_mark_group(HOSTILE),
+        s.claim_batch([Claim(HOSTILE, 30.0), Claim(HOSTILE, 5.0, lease)], 1),
         s.claim_read_back(HOSTILE),
         *s.ack(lease),
-        s.nack(lease, 0),
-        s.nack(lease, 5.0),
+        *s.ack_batch([lease, lease]),
+        *s.ack_and_claim(lease, HOSTILE, 30.0, 1),
+        *s.nack(lease, 0, HOSTILE),
+        *s.nack(lease, 5.0),
         s.extend(lease, 30.0),
-        s.lookup(3),
+        s.lookup(lease),
     ]
 
 
@@ -40,10 +43,11 @@ def test_server_clock_writes_read_the_stamp_and_reads_the_node_clock() -> None:
     s = Statements(server_clock=True, clock=lambda: 1.0)
     stmt = s.extend(Lease(1, "g", "{}", "t"), 9.0)
     assert stmt.sql.count(CLOCK_REF) == 2 and SERVER_NOW not in stmt.sql
-    assert stmt.params == (9.0, 1, "t")
+    assert stmt.params == (9.0, "g", 1, "t")
     assert s.needs_stamp([stmt]) and s.stamp() is not None
     assert SERVER_NOW in s.stamp().sql
-    lookup = s.lookup(1)  # a read: not replicated, the answering node's clock
+    # a read: not replicated, the answering node's clock
+    lookup = s.lookup(Lease(1, "g", "{}", "t"))
     assert SERVER_NOW in lookup.sql and not s.needs_stamp([lookup])
 
 
@@ -51,7 +55,7 @@ def test_worker_clock_binds_one_reading_per_statement() -> None:
     readings = iter([100.0, 200.0])
     s = Statements(server_clock=False, clock=lambda: next(readings))
     stmt = s.extend(Lease(1, "g", "{}", "t"), 9.0)
-    assert stmt.params == (100.0, 9.0, 1, "t", 100.0)
+    assert stmt.params == (100.0, 9.0, "g", 1, "t", 100.0)
     assert SERVER_NOW not in stmt.sql
 
 

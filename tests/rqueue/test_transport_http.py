@@ -26,7 +26,7 @@ from rqueue import (
     TransportClosed,
     Unavailable,
 )
-from rqueue._statements import NOW
+from rqueue._models import Stmt
 
 from .fakes import FakeNode, SqliteExecutor
 
@@ -137,7 +137,7 @@ def test_claim_applied_but_answer_lost_returns_the_lease(connect, fake_node, exe
     fake_node.inject("/db/execute", "lost")
     lease = t.claim("w", 30)
     assert lease is not None and lease.seq == seq
-    assert executor.sql("SELECT locked_by FROM messages") == [(lease.token,)]
+    assert executor.sql("SELECT locked_by FROM groups") == [(lease.token,)]
     t.ack(lease)
 
 
@@ -147,7 +147,7 @@ def test_claim_connection_dropped_after_apply_returns_the_lease(connect, fake_no
     fake_node.inject("/db/execute", "drop")
     lease = t.claim("w", 30)
     assert lease is not None
-    assert executor.sql("SELECT locked_by FROM messages") == [(lease.token,)]
+    assert executor.sql("SELECT locked_by FROM groups") == [(lease.token,)]
 
 
 def test_publish_unknown_outcome_is_reported(connect, fake_node) -> None:
@@ -203,14 +203,14 @@ def test_version_from_the_header_when_status_is_forbidden(connect, fake_node) ->
     t.publish("g", "{}")
 
 
-def test_old_server_uses_three_requests_and_the_given_clock(connect, fake_node) -> None:
+def test_old_server_uses_two_requests_and_the_given_clock(connect, fake_node) -> None:
     fake_node.version = "v8.0.0"
     t = connect(fake_node.url, clock=lambda: 5000.0)
     t.publish("g", "{}")
     before = len(fake_node.requests)
     lease = t.claim("w", 30)
-    assert posts(fake_node)[-3:] == ["/db/execute", "/db/query", "/db/execute"]
-    assert len(fake_node.requests) == before + 3
+    assert posts(fake_node)[-2:] == ["/db/execute", "/db/query"]
+    assert len(fake_node.requests) == before + 2
     assert lease.expires_at == 5030.0
 
 
@@ -226,16 +226,19 @@ def test_linearizable_on_an_old_server_is_refused(connect, fake_node) -> None:
         connect(fake_node.url, read_consistency="linearizable", server_clock=False)
 
 
+_NEWEST = (
+    '(SELECT max(seq) FROM messages m WHERE m.group_id = "groups".group_id) AS seq, group_id, '
+    '(SELECT event FROM messages m WHERE m.group_id = "groups".group_id ORDER BY seq DESC '
+    "LIMIT 1) AS event, lock_expiry"
+)
+
+
 class _FifoReversed(Statements):
-    def claim_lease(self, token, visibility, min_priority):
-        return self.stmt(
-            "UPDATE messages SET locked_by = ?, lock_expiry = {now} + ? WHERE seq = "
-            "(SELECT max(seq) FROM messages WHERE locked_by IS NULL AND 0 * ? = 0)",
-            token,
-            NOW,
-            visibility,
-            min_priority,
-        )
+    """Leases the group as rqueue does, but hands out its newest message."""
+
+    def claim_returning(self, token, visibility, min_priority):
+        lease = self.claim_lease(token, visibility, min_priority)
+        return Stmt(f"{lease.sql} RETURNING {_NEWEST}", lease.params)
 
 
 class _SyncMutant(RqliteTransport):
