@@ -82,7 +82,8 @@ def peek(group_id: str, limit: int) -> Stmt:
         "SELECT seq, group_id, event, CASE "
         f"WHEN locked_by IS NULL OR lock_expiry < {SERVER_NOW} THEN 'ready' "
         "WHEN locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
-        "deliveries, last_error, lock_expiry FROM messages WHERE group_id = ? "
+        "deliveries, last_error, lock_expiry, locked_by, "
+        f"lock_expiry - {SERVER_NOW} AS expires_in FROM messages WHERE group_id = ? "
         "ORDER BY seq LIMIT ?",
         (PARKED, group_id, limit),
     )
@@ -100,11 +101,23 @@ def queued_of(res: Result) -> list[QueuedMessage]:
                 deliveries=int(r["deliveries"] or 0),
                 last_error=r.get("last_error"),
                 lock_expiry=_num(r.get("lock_expiry")),
+                **_holder(r),
             )
             for r in res.dicts()
         ]
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"peek: unreadable row: {exc}") from exc
+
+
+def _holder(row: dict[str, Any]) -> dict[str, Any]:
+    """Who holds a leased message (the worker id its token starts with) and for how
+    many more seconds, by the answering node's clock; nothing for other states."""
+    if row.get("state") != "leased" or not isinstance(row.get("locked_by"), str):
+        return {}
+    return {
+        "held_by": row["locked_by"].rpartition(":")[0] or row["locked_by"],
+        "expires_in": _num(row.get("expires_in")),
+    }
 
 
 def _num(x: Any) -> float | None:
