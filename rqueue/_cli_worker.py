@@ -48,13 +48,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     w.add_argument("--min-priority", type=int, default=0)
     w.add_argument("--worker-id", default="", help="names the leases (default host:pid)")
     w.add_argument("--observer", metavar="MODULE:NAME", help="an object that sees every queue call")
+    w.add_argument(
+        "--request-timeout", type=float, default=10.0, help="seconds for one HTTP request"
+    )
 
 
 def _problem(args: argparse.Namespace) -> str | None:
     if args.max_deliveries is not None and args.max_deliveries < 1:
         return f"--max-deliveries: must be >= 1, got {args.max_deliveries}"
-    if not (math.isfinite(args.timeout) and args.timeout > 0):
-        return f"--timeout: must be a number of seconds > 0, got {args.timeout:g}"
+    for name in ("timeout", "request_timeout"):
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value > 0):
+            return f"--{name.replace('_', '-')}: must be a number of seconds > 0, got {value:g}"
     try:
         Options(
             args.concurrency,
@@ -107,6 +112,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
     )
     connect = dict(
         timeout=args.timeout,
+        request_timeout=min(args.request_timeout, args.timeout),
         max_deliveries=args.max_deliveries,
         verify=not args.insecure,
         ca_bundle=args.ca_bundle,
