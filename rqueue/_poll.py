@@ -7,8 +7,8 @@ transport form a :class:`PollSchedule`, which decides who claims next, and when:
   the lowest ``min_priority`` (it sees every message the others could take; the oldest
   among equals), after a backoff that starts at :data:`FIRST_BACKOFF` and doubles up to
   :data:`MAX_BACKOFF`. However many threads or tasks wait, an idle transport sends one
-  claim per :data:`MAX_BACKOFF` (2 requests/s): the idle waiters share that claim's
-  answer;
+  claim per :data:`MAX_BACKOFF` (under 2 requests/s): the idle waiters share that
+  claim's answer;
 * **hot** (a poll found a message, so more may be there): every waiter claims at once,
   and group commit (:mod:`rqueue._batch`) sends their claims as one or two requests; a
   waiter whose claim found nothing waits for news (or for the cold schedule);
@@ -36,7 +36,9 @@ T = TypeVar("T")
 #: seconds between a poll that found nothing and the next, at first; doubling up to
 #: MAX_BACKOFF while the transport stays idle
 FIRST_BACKOFF = 0.05
-MAX_BACKOFF = 0.5
+#: under the 0.5 s that makes 2 requests/s: a measured window holds one poll more than
+#: its length divided by the period (and the period runs from a poll's answer)
+MAX_BACKOFF = 0.55
 
 
 @dataclass(eq=False)

@@ -96,9 +96,8 @@ def test_64_waiting_threads_cost_at_most_two_requests_a_second(queue_urls: list[
         window = 4.0
         time.sleep(window)  # the measured window: what the servers count in it
         after = served(queue_urls)
-        # one extra for the poll in flight at either edge; the counters read themselves
-        # are GETs of /debug/vars, not data requests
-        assert after - before <= window / MAX_BACKOFF + 1
+        # the counters' own reads are GETs of /debug/vars, not data requests
+        assert after - before <= 2 * window  # the target: at most 2 requests/s
         t.publish("g", '"wake"')
         deadline = time.monotonic() + 10
         while not any(r is not None for r in results) and time.monotonic() < deadline:
@@ -121,7 +120,7 @@ def test_64_waiting_tasks_cost_at_most_two_requests_a_second(queue_urls: list[st
             before = served(queue_urls)
             await asyncio.sleep(4.0)
             after = served(queue_urls)
-            assert after - before <= 4.0 / MAX_BACKOFF + 1
+            assert after - before <= 2 * 4.0
             sent = time.monotonic()
             await t.publish("g", '"wake"')  # through the same transport: wakes at once
             done, _ = await asyncio.wait(tasks, timeout=10, return_when=asyncio.FIRST_COMPLETED)
@@ -129,7 +128,7 @@ def test_64_waiting_tasks_cost_at_most_two_requests_a_second(queue_urls: list[st
             took = time.monotonic() - sent
             lease = next(iter(done)).result()
             assert lease is not None and lease.event == '"wake"'
-            # a kick: the next poll goes at once, not after the 0.5 s backoff
+            # a kick: the next poll goes at once, not after the backoff
             assert took < MAX_BACKOFF
             for task in tasks:
                 task.cancel()

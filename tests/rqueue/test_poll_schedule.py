@@ -25,7 +25,7 @@ def test_an_idle_transport_polls_at_most_twice_a_second_however_many_wait() -> N
     s = PollSchedule()
     waiters = [s.join(0, 1000.0) for _ in range(64)]
     polls = idle_polls(s, waiters, 20.0)
-    # the ramp (0.05, 0.1, 0.2, 0.4 s) then one claim per 0.5 s
+    # the ramp (0.05, 0.1, 0.2, 0.4 s) then one claim per MAX_BACKOFF
     assert polls <= 20.0 / MAX_BACKOFF + 5
     assert polls >= 20.0 / MAX_BACKOFF - 1
     assert s.backoff == MAX_BACKOFF
