@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from ._exceptions import RqueueError
-from ._worker_core import Options, load_handler
+from ._worker_core import Options, failure_text, load_handler
 
 OK, FAILED, USAGE = 0, 1, 2
 
@@ -86,6 +86,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         try:
             handler = load_handler(args.handler)
             observer = _load_observer(args.observer)
+            auth = _auth(args)
         except ValueError as exc:
             problem = str(exc)
     if problem is None:
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         max_deliveries=args.max_deliveries,
         verify=not args.insecure,
         ca_bundle=args.ca_bundle,
-        auth=_auth(args),
+        auth=auth,
     )
     try:
         if inspect.iscoroutinefunction(handler):
@@ -132,7 +133,7 @@ def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
         return None
     password = os.environ.get("RQUEUE_PASSWORD")
     if password is None:
-        raise RqueueError("--user needs $RQUEUE_PASSWORD (a worker does not prompt)")
+        raise ValueError("--user needs $RQUEUE_PASSWORD (a worker does not prompt)")
     return (args.user, password)
 
 
@@ -140,7 +141,10 @@ def _load_observer(spec: str | None) -> Any:
     if spec is None:
         return None
     obj = load_handler(spec)  # a class or a factory: called with no arguments
-    made = obj()
+    try:
+        made = obj()
+    except Exception as exc:
+        raise ValueError(f"observer {spec!r}: {failure_text(exc)}") from exc
     if not (callable(getattr(made, "invoke", None)) and callable(getattr(made, "complete", None))):
         raise ValueError(f"observer {spec!r}: needs invoke() and complete() methods")
     return made

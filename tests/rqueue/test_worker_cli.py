@@ -44,6 +44,12 @@ def cli(*argv: str, urls: list[str] | str) -> tuple[int, str]:
         (["json:loads", "--retry-delay", "-2"], "--retry-delay: must be"),
         (["json:loads", "--max-deliveries", "0"], "--max-deliveries: must be >= 1"),
         (["json:loads", "--observer", "json:nothing"], "has no 'nothing'"),
+        (["json:loads", "--observer", "json:JSONDecoder"], "needs invoke() and complete()"),
+        (
+            ["json:loads", "--observer", "tests.rqueue.worker_handlers:Broken"],
+            "RuntimeError: no recorder here",
+        ),
+        (["json:loads", "--request-timeout", "0"], "--request-timeout: must be"),
     ],
 )
 def test_a_configuration_error_exits_2_with_one_line(
@@ -62,6 +68,9 @@ def test_a_bad_url_or_none_is_a_configuration_error(
     monkeypatch.delenv("RQUEUE_URL", raising=False)
     assert _cli.run(["worker", "json:loads"]) == 2
     assert "no nodes" in capsys.readouterr().err
+    monkeypatch.delenv("RQUEUE_PASSWORD", raising=False)
+    assert cli("worker", "json:loads", "--user", "bob", urls="http://127.0.0.1:9")[0] == 2
+    assert "--user needs $RQUEUE_PASSWORD" in capsys.readouterr().err
 
 
 def test_publish_and_peek_show_who_holds_a_lease(queue_urls: list[str]) -> None:

@@ -47,3 +47,10 @@ class Recorder:
 
     def complete(self, handle: str, result: Any, error: BaseException | None) -> None:
         _note(f"call {handle} {'error' if error else 'ok'}")
+
+
+class Broken:
+    """An observer that cannot be made."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("no recorder here")
