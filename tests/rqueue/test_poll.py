@@ -140,11 +140,9 @@ def test_64_waiting_tasks_cost_at_most_two_requests_a_second(queue_urls: list[st
     asyncio.run(main())
 
 
-def test_waiting_claims_share_out_a_burst(connect: Connect, queue_urls: list[str]) -> None:
-    """Eight waiters, eight groups published at once: every waiter gets one."""
-    t = connect(",".join(queue_urls))
-    if connect.twin == "async":  # type: ignore[attr-defined]
-        pytest.skip("the blocking face of the async twin runs one call at a time")
+def test_waiting_threads_share_out_a_burst(queue_urls: list[str]) -> None:
+    """Eight waiting threads, eight groups published at once elsewhere: each gets one."""
+    t = RqliteTransport.from_url(",".join(queue_urls))
     other = RqliteTransport.from_url(",".join(queue_urls))
     got: list[Any] = []
     lock = threading.Lock()
@@ -155,12 +153,34 @@ def test_waiting_claims_share_out_a_burst(connect: Connect, queue_urls: list[str
             got.append(lease)
 
     threads = [threading.Thread(target=waiter, daemon=True) for _ in range(8)]
-    for th in threads:
-        th.start()
-    time.sleep(0.5)
-    other.publish_many([(f"g{i}", f'"{i}"') for i in range(8)])
-    for th in threads:
-        th.join(20)
-    other.close()
+    try:
+        for th in threads:
+            th.start()
+        other.publish_many([(f"g{i}", f'"{i}"') for i in range(8)])
+        for th in threads:
+            th.join(20)
+    finally:
+        other.close()
+        t.close()
     assert len(got) == 8 and all(lease is not None for lease in got)
+    assert sorted(lease.group_id for lease in got) == sorted(f"g{i}" for i in range(8))
+
+
+def test_waiting_tasks_share_out_a_burst(queue_urls: list[str]) -> None:
+    """The same with eight tasks of one event loop."""
+
+    async def main() -> list[Any]:
+        t = await AsyncRqliteTransport.from_url(",".join(queue_urls))
+        other = await AsyncRqliteTransport.from_url(",".join(queue_urls))
+        try:
+            tasks = [asyncio.create_task(t.claim("w", VIS, wait=15.0)) for _ in range(8)]
+            await other.publish_many([(f"g{i}", f'"{i}"') for i in range(8)])
+            async with asyncio.timeout(20):
+                return await asyncio.gather(*tasks)
+        finally:
+            await other.close()
+            await t.close()
+
+    got = asyncio.run(main())
+    assert all(lease is not None for lease in got)
     assert sorted(lease.group_id for lease in got) == sorted(f"g{i}" for i in range(8))
