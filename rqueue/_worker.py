@@ -25,6 +25,7 @@ from ._models import Lease
 from ._worker_core import (
     CLAIM_WAIT,
     PAUSE_AFTER_FAILURE,
+    SETTLE_BOUND,
     Holding,
     Holdings,
     Observer,
@@ -112,10 +113,15 @@ class Worker:
                     if left <= 0:
                         break
                     self._lock.wait(left)
-            self._release_all()
+            released = self._release_all()
             with self._lock:
                 self._hurry.set()  # ends the heartbeat thread
                 self._lock.notify_all()
+                # the slots not stuck in a handler end after their claim in flight: wait
+                # for them, so that no claim of this worker returns after run() does
+                deadline = time.monotonic() + SETTLE_BOUND
+                while self._active > released and (left := deadline - time.monotonic()) > 0:
+                    self._lock.wait(left)
             beat.join(self.options.visibility)
         return self.tally
 
@@ -218,22 +224,25 @@ class Worker:
         except RqueueError as exc:
             log.warning("releasing message %s (%s) failed: %s", lease.seq, why, failure_text(exc))
 
-    def _release_all(self) -> None:
-        """The grace period ended: give back every lease still held."""
+    def _release_all(self) -> int:
+        """The grace period ended: give back every lease still held; how many."""
         with self._lock:
             held = self._holdings.all()
+        released = 0
         for h in held:
             with h.lock:
                 with self._lock:
                     if not self._holdings.remove(h):
                         continue  # its handler finished meanwhile and settled it
                 h.released = True
+                released += 1
                 log.warning(
                     "message %s of group %r released: its handler outlived the grace period",
                     h.lease.seq,
                     h.lease.group_id,
                 )
                 self._give_back(h.slot, h.lease, "grace period over")
+        return released
 
     def _heartbeat(self) -> None:
         o, t = self.options, self.transport

@@ -26,6 +26,7 @@ from ._worker import log
 from ._worker_core import (
     CLAIM_WAIT,
     PAUSE_AFTER_FAILURE,
+    SETTLE_BOUND,
     Holding,
     Holdings,
     Observer,
@@ -65,6 +66,8 @@ class AsyncWorker:
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
         self._changed = asyncio.Event()
+        #: the slots whose handler is running
+        self._working: set[int] = set()
 
     def stop(self) -> None:
         """Stop claiming; a second call also ends the grace period. Call it on the
@@ -92,8 +95,14 @@ class AsyncWorker:
                 [finished, hurry], timeout=self.options.grace, return_when=asyncio.FIRST_COMPLETED
             )
             hurry.cancel()
+            for k, task in enumerate(slots):
+                if k in self._working:
+                    task.cancel()  # its handler outlived the grace period
+            # the others end after their claim in flight (cancelling a claim could leave
+            # a message leased to nobody until its lease lapses)
+            await asyncio.wait([finished], timeout=SETTLE_BOUND)
             for task in slots:
-                task.cancel()  # a handler still running: it outlived the grace period
+                task.cancel()
             await asyncio.gather(*slots, return_exceptions=True)
             await self._release_all()
         finally:
@@ -167,6 +176,7 @@ class AsyncWorker:
         h = self._holdings.add(slot, lease, time.monotonic(), lock=asyncio.Lock())
         self._changed.set()  # the heartbeat's next beat may be earlier now
         error: BaseException | None = None
+        self._working.add(slot)
         try:
             if self._coroutine:
                 await self.handler(lease)
@@ -174,6 +184,8 @@ class AsyncWorker:
                 await _in_thread(self.handler, lease)
         except Exception as exc:
             error = exc
+        finally:
+            self._working.discard(slot)
         async with h.lock:  # after an extend in flight: one call of a slot at a time
             if not self._holdings.remove(h) or h.released:
                 return

@@ -22,6 +22,8 @@ from ._models import Lease
 CLAIM_WAIT = 1.0
 #: seconds a worker slot pauses after a claim failed (the cluster unavailable, say)
 PAUSE_AFTER_FAILURE = 1.0
+#: seconds a stopping worker waits, after the grace period, for its claims in flight
+SETTLE_BOUND = 15.0
 #: a heartbeat extends a lease when a third of its visibility has passed
 BEATS_PER_VISIBILITY = 3
 
