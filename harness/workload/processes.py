@@ -255,7 +255,7 @@ class WorkerPool:
         failed = [
             f"{p.name} exit {p.returncode}"  # type: ignore[attr-defined]
             for p in procs
-            if p.returncode not in (0, -signal.SIGKILL)
+            if p.returncode not in (0, -signal.SIGKILL, -signal.SIGTERM)  # -TERM: while starting
         ]
         if not (stuck or failed):
             shutil.rmtree(self._dir, ignore_errors=True)  # else kept: the logs say why
