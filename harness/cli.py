@@ -269,6 +269,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),
     # the benchmark command (issue 6) plugs in here: harness/bench/ with register()
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
+    "bench-polling": ("long polling vs a sleep loop", _external("harness.bench.polling")),
     "matrix": ("run every scenario on each engine and seed", _external("harness.matrix")),
     "shrink": ("shrink a failing run to a minimal reproduction", _external("harness.shrink")),
     "analysis": (

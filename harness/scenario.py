@@ -97,6 +97,20 @@ class WorkloadSpec:
     #: handler always fails (always nacked, never acked: they must end dead-lettered)
     max_deliveries: int = 0
     poison: float = 0.0
+    #: share of the claimers (drawn per claimer) that long-poll: ``claim(wait=...)`` of
+    #: ``long_poll_wait`` seconds instead of a claim and an idle pause
+    long_poll: float = 0.0
+    long_poll_wait: float = 1.0
+    #: ``python -m rqueue worker`` processes as claimers (harness.workload.processes):
+    #: each with ``worker_concurrency`` slots and ``worker_grace`` seconds after SIGTERM;
+    #: every ``worker_disrupt_every`` seconds (0: never) one is SIGKILLed or SIGTERMed
+    #: and replaced. Their handler works ``work`` seconds, fails (nack) with
+    #: ``nack_probability``, and outlives the visibility (heartbeats) with
+    #: ``extend_probability``
+    worker_processes: int = 0
+    worker_concurrency: int = 2
+    worker_grace: float = 2.0
+    worker_disrupt_every: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -391,12 +405,22 @@ def _parse_workload(where: str, table: Any) -> WorkloadSpec:
         ack_and_claim=r.probability("ack_and_claim", d.ack_and_claim),
         max_deliveries=r.integer("max_deliveries", d.max_deliveries),
         poison=r.probability("poison", d.poison),
+        long_poll=r.probability("long_poll", d.long_poll),
+        long_poll_wait=r.number("long_poll_wait", d.long_poll_wait, strict=True),
+        worker_processes=r.integer("worker_processes", d.worker_processes),
+        worker_concurrency=r.integer("worker_concurrency", d.worker_concurrency, minimum=1),
+        worker_grace=r.number("worker_grace", d.worker_grace),
+        worker_disrupt_every=r.number("worker_disrupt_every", d.worker_disrupt_every),
     )
     r.done()
     if w.poison > 0 and w.max_deliveries < 1:
         raise r.fail("max_deliveries", "an integer >= 1 when 'workload.poison' is above 0", 0)
-    if w.sync_claimers + w.async_claimers < 1:
-        raise r.fail("sync_claimers", "at least one claimer in sync_claimers + async_claimers", 0)
+    if w.sync_claimers + w.async_claimers + w.worker_processes < 1:
+        raise r.fail(
+            "sync_claimers",
+            "at least one claimer in sync_claimers + async_claimers + worker_processes",
+            0,
+        )
     if w.nack_probability + w.nack_delay_probability + w.stall_probability > 1:
         raise r.fail("nack_probability", "nack + nack_delay + stall probabilities summing to <= 1")
     return w

@@ -2,7 +2,8 @@
 
 ``RqliteTransport`` (needs the ``requests`` extra) and ``AsyncRqliteTransport`` (needs
 the ``httpx`` extra) are imported lazily, so using one twin never imports the other's
-HTTP library. See docs/rqueue.md.
+HTTP library; so are ``Worker`` and ``AsyncWorker``, which run a handler per message.
+See docs/rqueue.md.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from ._statements import Statements
 if TYPE_CHECKING:
     from ._async_http import AsyncRqliteTransport
     from ._sync_http import RqliteTransport
+    from ._worker import Worker
+    from ._worker_async import AsyncWorker
 
 __all__ = [
     "AsyncRqliteTransport",
+    "AsyncWorker",
     "DeadLetter",
     "Lease",
     "LeaseLost",
@@ -40,9 +44,15 @@ __all__ = [
     "Stats",
     "TransportClosed",
     "Unavailable",
+    "Worker",
 ]
 
-_LAZY = {"RqliteTransport": "._sync_http", "AsyncRqliteTransport": "._async_http"}
+_LAZY = {
+    "RqliteTransport": "._sync_http",
+    "AsyncRqliteTransport": "._async_http",
+    "Worker": "._worker",
+    "AsyncWorker": "._worker_async",
+}
 
 # the public names are shown (tracebacks, reprs) as rqueue.X, where users import them
 for _public in (

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol, Self
 
-from . import _admin, _batch, _validate
+from . import _admin, _batch, _poll, _validate
 from ._attempts import Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, MAX_BATCH, QueueCore
@@ -175,6 +175,7 @@ class AsyncTransport(AsyncAdmin):
         self._core = core
         self._closed = False
         self._merger = self._merger_class(self._send_merged)
+        self._poller = _poll.AsyncPoller()
 
     @classmethod
     async def from_url(
@@ -254,19 +255,36 @@ class AsyncTransport(AsyncAdmin):
         text = _validate.event(event)
         priority = _validate.priority("priority", priority)
         dedup_id = _validate.optional_text("dedup_id", dedup_id)
-        return await self._drive(core.publish(group_id, text, priority, dedup_id))
+        seq = await self._drive(core.publish(group_id, text, priority, dedup_id))
+        self._poller.kick()
+        return seq
 
     async def publish_many(self, items: Iterable[tuple[Any, ...]]) -> list[int]:
         """Publish ``(group_id, event[, priority])`` items atomically in one request."""
         core = self._open()
-        return await self._drive(core.publish_many(publish_items(items)))
+        seqs = await self._drive(core.publish_many(publish_items(items)))
+        self._poller.kick()
+        return seqs
 
-    async def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
-        """Lease the next deliverable message for ``visibility`` seconds, or None."""
+    async def claim(
+        self, worker_id: str, visibility: float, min_priority: int = 0, *, wait: float = 0
+    ) -> Lease | None:
+        """Lease the next deliverable message for ``visibility`` seconds, or None.
+
+        ``wait`` (seconds): long polling. Return as soon as a message is deliverable to
+        this caller, or None when ``wait`` runs out; the waiting callers of a transport
+        share their polls (:mod:`rqueue._poll`).
+        """
         core = self._open()
         worker_id, visibility, min_priority = _validate.claim_args(
             worker_id, visibility, min_priority
         )
+        if _validate.seconds("wait", wait, allow_zero=True):
+            return await self._poller.run(
+                lambda: self._drive(core.claim(worker_id, visibility, min_priority)),
+                min_priority,
+                wait,
+            )
         return await self._drive(core.claim(worker_id, visibility, min_priority))
 
     async def claim_many(
@@ -294,6 +312,7 @@ class AsyncTransport(AsyncAdmin):
             return []
         _batch_size("leases", len(checked))
         outcomes = await self._drive(core.ack_many(checked))
+        self._poller.kick()  # the groups' next messages may be deliverable now
         first = outcomes[0]
         if first is not None and all(o is first for o in outcomes):
             raise first  # one definite failure of the request: nothing was acked
@@ -303,6 +322,7 @@ class AsyncTransport(AsyncAdmin):
         """Delete the leased message; :class:`~rqueue.LeaseLost` if no longer held."""
         core = self._open()
         await self._drive(core.ack(check_lease(lease, core)))
+        self._poller.kick()  # the group's next message may be deliverable now
 
     async def ack_and_claim(
         self, lease: Lease, worker_id: str, visibility: float, min_priority: int = 0
@@ -326,6 +346,7 @@ class AsyncTransport(AsyncAdmin):
         lease = check_lease(lease, core)
         delay = _validate.seconds("delay", delay, allow_zero=True)
         await self._drive(core.nack(lease, delay, _validate.error_text(error)))
+        self._poller.kick()
 
     async def extend(self, lease: Lease, visibility: float) -> Lease:
         """Keep the lease for ``visibility`` more seconds from now (a heartbeat).

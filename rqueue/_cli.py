@@ -1,19 +1,22 @@
 """``python -m rqueue``: the operator's command line over any list of node URLs.
 
 Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
-``dlq redrive``, ``dlq purge``, ``peek GROUP``. Nodes come from ``--url`` or the
-``RQUEUE_URL`` environment variable (comma-separated, as ``from_url`` takes them);
-credentials as in ``from_url``: user info in a URL, or ``--user`` with the password
-in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They are never printed: output
-and errors name the nodes by their URLs without user info. The connection options go
-before or after the command (``stats --url URL``); given twice, the later one counts.
+``dlq redrive``, ``dlq purge``, ``peek GROUP`` (with who holds each lease, and until
+when), ``publish GROUP JSON``, and ``worker MODULE:HANDLER`` (:mod:`rqueue._cli_worker`).
+Nodes come from ``--url`` or the ``RQUEUE_URL`` environment variable (comma-separated,
+as ``from_url`` takes them); credentials as in ``from_url``: user info in a URL, or
+``--user`` with the password in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They
+are never printed: output and errors name the nodes by their URLs without user info.
+The connection options go before or after the command (``stats --url URL``); given
+twice, the later one counts.
 
 Arguments are checked before anything is sent (exit status 2). A redrive or purge that
 matched nothing says so and exits 3; ``dlq purge --all`` asks for confirmation on a
 terminal, and without one needs ``--yes``.
 
 The CLI does not create or migrate the schema (a transport's ``from_url`` does): it
-only reads, and writes the dead-letter queue when told to.
+only reads, and writes the dead-letter queue or publishes when told to (``worker``
+opens a transport, which does).
 """
 
 from __future__ import annotations
@@ -88,6 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     peek.add_argument("--limit", type=int, default=20)
     peek.add_argument("--json", action="store_true")
 
+    publish = sub.add_parser("publish", parents=[common], help="append one message to a group")
+    publish.add_argument("group")
+    publish.add_argument("event", metavar="JSON", help="the event, a JSON document")
+    publish.add_argument("--priority", type=int, default=0)
+    publish.add_argument("--dedup-id", help="publish at most once under this id")
+
+    from . import _cli_worker
+
+    _cli_worker.add_parser(sub, common)
+
     dlq = sub.add_parser("dlq", parents=[common], help="the dead-letter queue").add_subparsers(
         dest="action", required=True
     )
@@ -132,6 +145,11 @@ def check(args: argparse.Namespace) -> str | None:
             return "--count needs --watch (without --watch, stats reads once)"
         if args.count is not None and args.count < 1:
             return f"--count: must be >= 1, got {args.count}"
+    if args.command == "publish":
+        try:
+            json.loads(args.event)
+        except ValueError as exc:
+            return f"JSON: not a JSON document ({exc}): {args.event[:80]!r}"
     if getattr(args, "limit", None) is not None and not 1 <= args.limit <= MAX_LIMIT:
         return f"--limit: must be between 1 and {MAX_LIMIT}, got {args.limit}"
     if getattr(args, "after", 0) < 0:
@@ -215,13 +233,26 @@ def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
             time.sleep(args.watch)  # the polling period the operator asked for
 
 
+#: peek's columns about the lease, shown only for a leased message
+_HOLDER = ("held_by", "expires_in")
+
+
 def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[str]) -> None:
     if as_json:
         out.write(json.dumps([asdict(i) for i in items]) + "\n")
         return
     for i in items:
         d = asdict(i)
-        out.write("  ".join(f"{c}={d[c]!r}" if c != "seq" else f"{d[c]:>8}" for c in columns))
+        shown = [
+            f"{d[c]:>8}"
+            if c == "seq"
+            else f"{c}={d[c]:.1f}s"
+            if c == "expires_in"
+            else f"{c}={d[c]!r}"
+            for c in columns
+            if not (c in _HOLDER and d[c] is None)
+        ]
+        out.write("  ".join(shown))
         out.write("\n")
     if not items:
         out.write("(none)\n")
@@ -279,6 +310,10 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     (or a purge was not confirmed), 2 bad usage (nothing sent), 3 a redrive or purge that
     matched nothing."""
     args = build_parser().parse_args(argv)
+    if args.command == "worker":
+        from . import _cli_worker
+
+        return _cli_worker.run(args, URL_ENV)
     problem = check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -292,8 +327,11 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         if args.command == "stats":
             _stats(t, args, out)
         elif args.command == "peek":
-            columns = ("seq", "state", "deliveries", "event", "last_error")
+            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER)
             _rows(t.peek(args.group, args.limit), args.json, out, columns)
+        elif args.command == "publish":
+            seq = t.publish(args.group, args.event, args.priority, args.dedup_id)
+            out.write(f"{seq}\n")
         elif args.action == "list":
             found = t.dead_letters(args.group, after=args.after, limit=args.limit)
             columns = ("seq", "group_id", "deliveries", "event", "last_error")

@@ -19,7 +19,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import _sync
+from . import _sync, _validate
 from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
 from ._config import Settings
 from ._statements import Statements
@@ -141,6 +141,15 @@ class CliQueue(_sync.Admin):
         except BaseException:
             self._session.close()
             raise
+
+    def publish(
+        self, group_id: str, event: str, priority: int = 0, dedup_id: str | None = None
+    ) -> int:
+        """Append the JSON text ``event`` to ``group_id`` (sent alone); its seq."""
+        group_id = _validate.text("group_id", group_id)
+        priority = _validate.priority("priority", priority)
+        dedup_id = _validate.optional_text("dedup_id", dedup_id)
+        return self._drive(self._core.publish(group_id, event, priority, dedup_id))
 
     def close(self) -> None:
         self._session.close()

@@ -144,7 +144,9 @@ class QueuedMessage:
     """A message still in the queue, as ``peek`` shows it.
 
     ``state``: ``"ready"``, ``"leased"`` or ``"parked"`` (a lapsed lease or park reads
-    as ready); ``deliveries``: how often it was claimed.
+    as ready); ``deliveries``: how often it was claimed. A leased message has
+    ``held_by`` (the ``worker_id`` that claimed it) and ``expires_in`` (seconds left,
+    by the node's clock).
     """
 
     seq: int
@@ -154,6 +156,8 @@ class QueuedMessage:
     deliveries: int
     last_error: str | None = None
     lock_expiry: float | None = None
+    held_by: str | None = None
+    expires_in: float | None = None
 
 
 @dataclass(frozen=True)

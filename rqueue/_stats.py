@@ -84,7 +84,9 @@ def peek(group_id: str, limit: int) -> Stmt:
         f"WHEN NOT {held} OR g.locked_by IS NULL OR g.lock_expiry < {SERVER_NOW} "
         "THEN 'ready' WHEN g.locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
         f"CASE WHEN {held} THEN g.deliveries ELSE 0 END AS deliveries, m.last_error AS "
-        f"last_error, CASE WHEN {held} THEN g.lock_expiry END AS lock_expiry "
+        f"last_error, CASE WHEN {held} THEN g.lock_expiry END AS lock_expiry, "
+        f"CASE WHEN {held} THEN g.locked_by END AS locked_by, "
+        f"CASE WHEN {held} THEN g.lock_expiry - {SERVER_NOW} END AS expires_in "
         "FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id "
         "WHERE m.group_id = ? ORDER BY m.seq LIMIT ?",
         (PARKED, group_id, limit),
@@ -103,11 +105,23 @@ def queued_of(res: Result) -> list[QueuedMessage]:
                 deliveries=int(r["deliveries"] or 0),
                 last_error=r.get("last_error"),
                 lock_expiry=_num(r.get("lock_expiry")),
+                **_holder(r),
             )
             for r in res.dicts()
         ]
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"peek: unreadable row: {exc}") from exc
+
+
+def _holder(row: dict[str, Any]) -> dict[str, Any]:
+    """Who holds a leased message (the worker id its token starts with) and for how
+    many more seconds, by the answering node's clock; nothing for other states."""
+    if row.get("state") != "leased" or not isinstance(row.get("locked_by"), str):
+        return {}
+    return {
+        "held_by": row["locked_by"].rpartition(":")[0] or row["locked_by"],
+        "expires_in": _num(row.get("expires_in")),
+    }
 
 
 def _num(x: Any) -> float | None:

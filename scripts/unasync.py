@@ -35,6 +35,7 @@ DROP = {"import asyncio"}
 NAMES = {
     "AsyncAdmin": "Admin",
     "AsyncMerger": "Merger",
+    "AsyncPoller": "Poller",
     "AsyncSendBatch": "SendBatch",
     "AsyncSession": "Session",
     "AsyncTransport": "Transport",

@@ -18,6 +18,11 @@ operations, the ack on the claimer's process and the claim on a companion proces
 same claimer, which then holds the lease it returned (:class:`Fused`, :class:`Processes`;
 :mod:`.record` turns calls into history operations).
 
+With ``workload.long_poll`` some claimers long-poll (``claim(wait=...)``); with
+``workload.worker_processes`` the claimers are ``python -m rqueue worker`` processes
+that report their calls to the run, and are killed and replaced while it runs
+(:mod:`.processes`, :mod:`.in_worker`).
+
 After the faults are healed, :meth:`Workload.drain` claims and acks until the queue's
 ``messages`` table is empty (waiting out parks and lapsed leases), within a deadline
 (:mod:`.drain`).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..scenario import WorkloadSpec
@@ -75,6 +75,8 @@ class ClientCall:
     record: Single | Fused
     method: str
     args: tuple[Any, ...]
+    #: keyword arguments (a long poll's ``wait``)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 Steps = Generator[Wait | ClientCall, Any, Any]

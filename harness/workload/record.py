@@ -78,6 +78,11 @@ class Ops:
         with self._lock:
             self.counts[(f, kind)] += 1
 
+    def done(self, op: Any, f: str, kind: str, value: Any, error: str | None = None) -> None:
+        """Complete ``op`` as ``kind`` with ``value`` (a completion reported from elsewhere:
+        a worker process, :mod:`harness.workload.processes`)."""
+        self._done(op, f, kind, value, error)
+
     def start(self, process: int, f: str, value: Any) -> Any:
         return self.recorder.invoke(process, f, value)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import itertools
 import json
 import logging
@@ -27,6 +29,7 @@ from ..subjects import LeaseLike, Subject, SubjectError
 from . import deadletters
 from .drain import DrainResult, drain, pending_messages
 from .plans import ClientCall, Steps, Wait, plan_lease, release_action
+from .processes import WorkerPool
 from .record import (
     Fused,
     Ops,
@@ -90,6 +93,15 @@ class Workload:
         #: options the subject's clients are opened with (the queue's max_deliveries)
         self.options = {"max_deliveries": spec.max_deliveries} if spec.max_deliveries else {}
         self.ops.claim_extra = dict(self.options)
+        #: the claimers that long-poll (``workload.long_poll``), drawn per claimer
+        self.long_pollers = {
+            n
+            for n in self.claimer_names
+            if spec.long_poll > 0
+            and random.Random(f"{seed}-{n}-long-poll").random() < spec.long_poll
+        }
+        #: the ``python -m rqueue worker`` processes (``workload.worker_processes``)
+        self.pool: WorkerPool | None = None
 
     @property
     def claimer_names(self) -> list[str]:
@@ -148,6 +160,17 @@ class Workload:
                     if isinstance(self.errors[0], SubjectError):
                         raise self.errors[0]  # its own one-line reason
                     raise WorkloadError(f"async clients failed to open: {self.errors[0]}")
+            if self.spec.worker_processes:
+                pool = WorkerPool(
+                    self.spec,
+                    self.urls,
+                    self.ops,
+                    seed=self.seed,
+                    timeout=self.timeout,
+                    on_acked=lambda: self._count(-1),
+                )
+                pool.start(self.spec.worker_processes)  # stops what it started if it fails
+                self.pool = pool
         except BaseException:  # also Ctrl-C: the workers waiting for go must end
             self.stop_event.set()
             go.set()
@@ -177,6 +200,9 @@ class Workload:
                 self._loop.call_soon_threadsafe(self._astop.set)
         bound = timeout if timeout is not None else 3 * self.timeout + 10
         deadline = time.monotonic() + bound
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.stop()
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
@@ -248,13 +274,17 @@ class Workload:
                 lease = yield from self._lease_steps(name, rng, procs, lease)
 
     def _claim_steps(self, name: str, rng: random.Random, procs: Processes) -> Steps:
-        """One claim; returns its lease (after an idle pause when there is none)."""
+        """One claim; returns its lease (after an idle pause when there is none; a long
+        poll waited in the claim itself)."""
         vis, mp = self.spec.visibility, self._min_priority(rng)
-        value = {"visibility": vis, "min_priority": mp}
+        value: dict[str, Any] = {"visibility": vis, "min_priority": mp}
+        kwargs: dict[str, Any] = {}
+        if name in self.long_pollers:
+            kwargs["wait"] = value["wait"] = self.spec.long_poll_wait
         record = Single.claim(self.ops, procs.main, value)
-        kind, lease = yield ClientCall(record, "claim", (name, vis, mp))
+        kind, lease = yield ClientCall(record, "claim", (name, vis, mp), kwargs)
         procs.after(kind)
-        if lease is None:
+        if lease is None and not (kwargs and kind == "ok"):
             yield Wait(self._idle(kind))
         return lease
 
@@ -318,7 +348,7 @@ class Workload:
                 self.stop_event.wait(step.seconds)
                 reply = None
             else:
-                reply = perform(step.record, getattr(client, step.method), *step.args)
+                reply = perform(step.record, _method(client, step), *step.args)
 
     async def _adrive(self, steps: Steps, client: Any) -> None:
         """Run a claimer's steps as a task with an async client."""
@@ -332,9 +362,16 @@ class Workload:
                 await self._wait(step.seconds)
                 reply = None
             else:
-                reply = await aperform(step.record, getattr(client, step.method), *step.args)
+                reply = await aperform(step.record, _method(client, step), *step.args)
+
+    def _can_long_poll(self, name: str, client: Any) -> None:
+        """A long poller whose client's ``claim`` takes no ``wait`` claims as the others do."""
+        if name in self.long_pollers and not takes_wait(client):
+            log.warning("claimer %s: the subject's claim takes no wait: not long-polling", name)
+            self.long_pollers.discard(name)
 
     def _claimer(self, name: str, client: Any, go: threading.Event) -> None:
+        self._can_long_poll(name, client)
         go.wait()
         try:
             self._drive(self._claimer_steps(name), client)
@@ -387,6 +424,7 @@ class Workload:
             await asyncio.wait_for(self._astop.wait(), timeout=seconds)
 
     async def _async_claimer(self, name: str, client: Any) -> None:
+        self._can_long_poll(name, client)
         await self._adrive(self._claimer_steps(name), client)
 
     def drain(self, timeout: float | None = None, workers: int = 3) -> DrainResult:
@@ -403,3 +441,17 @@ class Workload:
             bound=timeout if timeout is not None else self.spec.drain_timeout,
             workers=workers,
         )
+
+
+def _method(client: Any, step: ClientCall) -> Callable[..., Any]:
+    """The client's method for ``step``, with its keyword arguments bound."""
+    method = getattr(client, step.method)
+    return functools.partial(method, **step.kwargs) if step.kwargs else method
+
+
+def takes_wait(client: Any) -> bool:
+    """Whether ``client.claim`` long-polls (takes ``wait``)."""
+    try:
+        return "wait" in inspect.signature(client.claim).parameters
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,280 @@
+"""``rqueue.Worker``: runs a handler per message on threads of one blocking transport.
+
+Each of ``concurrency`` threads claims (long polling, :mod:`rqueue._poll`), calls the
+handler with the :class:`~rqueue.Lease`, and acks when it returns, or nacks with the
+error (one log line) when it raises. A heartbeat thread extends every lease held while
+its handler runs. :meth:`Worker.stop` (or SIGTERM/SIGINT, when :meth:`Worker.run`
+installed its handlers) stops the claiming; the handlers running get ``grace`` seconds
+to finish, then what is still held is given back (``nack``, delay 0) and ``run``
+returns. A second stop ends the grace period at once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ._exceptions import LeaseLost, RqueueError
+from ._models import Lease
+from ._worker_core import (
+    CLAIM_WAIT,
+    PAUSE_AFTER_FAILURE,
+    SETTLE_BOUND,
+    Holding,
+    Holdings,
+    Observer,
+    Options,
+    Tally,
+    failure_text,
+)
+
+log = logging.getLogger("rqueue.worker")
+
+
+class Worker:
+    """Run ``handler(lease)`` for each message of the queue behind ``transport`` (an
+    :class:`~rqueue.RqliteTransport`), on ``concurrency`` threads.
+
+    ``visibility``: seconds of each lease, extended every third of it while the handler
+    runs; ``grace``: seconds the running handlers get after a stop; ``retry_delay``:
+    the nack delay after a handler raised; ``observer`` sees every queue call
+    (:class:`rqueue._worker_core.Observer`). For coroutine handlers use
+    :class:`~rqueue.AsyncWorker`.
+    """
+
+    def __init__(
+        self,
+        transport: Any,
+        handler: Callable[[Lease], Any],
+        *,
+        concurrency: int = 1,
+        visibility: float = 30.0,
+        grace: float = 30.0,
+        retry_delay: float = 0.0,
+        min_priority: int = 0,
+        worker_id: str = "",
+        observer: Observer | None = None,
+    ) -> None:
+        if inspect.iscoroutinefunction(handler):
+            raise TypeError("handler is a coroutine function: run it with rqueue.AsyncWorker")
+        if not callable(handler):
+            raise TypeError(f"handler: must be callable, got {handler!r}")
+        self.options = Options(concurrency, visibility, grace, retry_delay, min_priority, worker_id)
+        self.transport = transport
+        self.handler = handler
+        self.observer = observer
+        self.tally = Tally()
+        self._holdings = Holdings(self.options.heartbeat)
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._hurry = threading.Event()
+        self._active = 0
+
+    # -- control ------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop claiming; a second call also ends the grace period. Safe from signal
+        handlers and other threads."""
+        if self._stopping.is_set():
+            self._hurry.set()
+        self._stopping.set()
+        # no lock here: a signal handler may run while this thread holds it
+        threading.Thread(target=self._notify, daemon=True).start()
+
+    def _notify(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
+
+    def run(self, *, install_signals: bool | None = None) -> Tally:
+        """Work until :meth:`stop` (or SIGTERM/SIGINT: ``install_signals`` defaults to
+        True in the main thread); then finish or release what is held. Returns the tally."""
+        if install_signals is None:
+            install_signals = threading.current_thread() is threading.main_thread()
+        with self._signals(install_signals):
+            slots = [
+                threading.Thread(target=self._slot, args=(k,), name=f"rqueue-worker-{k}")
+                for k in range(self.options.concurrency)
+            ]
+            beat = threading.Thread(target=self._heartbeat, name="rqueue-heartbeat")
+            self._active = len(slots)
+            for th in [*slots, beat]:
+                th.daemon = True
+                th.start()
+            self._stopping.wait()
+            deadline = time.monotonic() + self.options.grace
+            with self._lock:
+                while self._active and not self._hurry.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._lock.wait(left)
+            released = self._release_all()
+            with self._lock:
+                self._hurry.set()  # ends the heartbeat thread
+                self._lock.notify_all()
+                # the slots not stuck in a handler end after their claim in flight: wait
+                # for them, so that no claim of this worker returns after run() does
+                deadline = time.monotonic() + SETTLE_BOUND
+                while self._active > released and (left := deadline - time.monotonic()) > 0:
+                    self._lock.wait(left)
+            beat.join(self.options.visibility)
+        return self.tally
+
+    @contextmanager
+    def _signals(self, install: bool) -> Iterator[None]:
+        if not install:
+            yield
+            return
+        previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        for s in previous:
+            signal.signal(s, lambda *_: self.stop())
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    # -- the calls, observed ------------------------------------------------------------
+    def _call(self, slot: int, f: str, value: dict[str, Any], fn: Callable[[], Any]) -> Any:
+        handle = None if self.observer is None else self.observer.invoke(slot, f, value)
+        try:
+            result = fn()
+        except BaseException as exc:
+            if self.observer is not None:
+                self.observer.complete(handle, None, exc)
+            raise
+        if self.observer is not None:
+            self.observer.complete(handle, result, None)
+        return result
+
+    def _claim(self, slot: int) -> Lease | None:
+        o, t = self.options, self.transport
+        value = {"visibility": o.visibility, "min_priority": o.min_priority, "wait": CLAIM_WAIT}
+        try:
+            return self._call(
+                slot,
+                "claim",
+                value,
+                lambda: t.claim(o.worker_id, o.visibility, o.min_priority, wait=CLAIM_WAIT),
+            )
+        except RqueueError as exc:
+            log.warning("claim failed: %s", failure_text(exc))
+            self._stopping.wait(PAUSE_AFTER_FAILURE)
+            return None
+
+    def _settle(self, slot: int, lease: Lease, error: BaseException | None) -> None:
+        t = self.transport
+        try:
+            if error is None:
+                self._call(slot, "ack", {"lease": lease}, lambda: t.ack(lease))
+                self.tally.handled += 1
+                return
+            text = failure_text(error)
+            log.warning("message %s of group %r failed: %s", lease.seq, lease.group_id, text)
+            self.tally.failed += 1
+            delay = self.options.retry_delay
+            value = {"lease": lease, "delay": delay, "error": text}
+            self._call(slot, "nack", value, lambda: t.nack(lease, delay, error=text))
+        except RqueueError as exc:
+            what = "ack" if error is None else "nack"
+            log.warning("%s of message %s failed: %s", what, lease.seq, failure_text(exc))
+
+    # -- the slots ------------------------------------------------------------------------
+    def _slot(self, slot: int) -> None:
+        try:
+            while not self._stopping.is_set():
+                lease = self._claim(slot)
+                if lease is None:
+                    continue
+                if self._stopping.is_set():
+                    self._give_back(slot, lease, "stopping")
+                    break
+                self._work(slot, lease)
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._lock.notify_all()
+
+    def _work(self, slot: int, lease: Lease) -> None:
+        with self._lock:
+            h = self._holdings.add(slot, lease, time.monotonic(), lock=threading.Lock())
+            self._lock.notify_all()  # the heartbeat's next beat may be earlier now
+        error: BaseException | None = None
+        try:
+            self.handler(lease)
+        except Exception as exc:
+            error = exc
+        with h.lock:  # after an extend in flight: one call of a slot at a time
+            with self._lock:
+                self._holdings.remove(h)
+            if h.released:
+                return
+            self._settle(slot, h.lease, error)
+
+    def _give_back(self, slot: int, lease: Lease, why: str) -> None:
+        t = self.transport
+        try:
+            self._call(slot, "nack", {"lease": lease, "delay": 0}, lambda: t.nack(lease, 0))
+            self.tally.released += 1
+        except RqueueError as exc:
+            log.warning("releasing message %s (%s) failed: %s", lease.seq, why, failure_text(exc))
+
+    def _release_all(self) -> int:
+        """The grace period ended: give back every lease still held; how many."""
+        with self._lock:
+            held = self._holdings.all()
+        released = 0
+        for h in held:
+            with h.lock:
+                with self._lock:
+                    if not self._holdings.remove(h):
+                        continue  # its handler finished meanwhile and settled it
+                h.released = True
+                released += 1
+                log.warning(
+                    "message %s of group %r released: its handler outlived the grace period",
+                    h.lease.seq,
+                    h.lease.group_id,
+                )
+                self._give_back(h.slot, h.lease, "grace period over")
+        return released
+
+    def _heartbeat(self) -> None:
+        o, t = self.options, self.transport
+        while True:
+            with self._lock:
+                if self._hurry.is_set():
+                    return
+                now = time.monotonic()
+                due = self._holdings.due(now)
+                if not due:
+                    nxt = self._holdings.next_beat()
+                    self._lock.wait(None if nxt is None else max(0.0, nxt - now))
+                    continue
+            for h in due:
+                self._beat(h, o.visibility, t)
+
+    def _beat(self, h: Holding, visibility: float, t: Any) -> None:
+        with h.lock:
+            with self._lock:
+                if h not in self._holdings or h.released:
+                    return
+            value = {"lease": h.lease, "visibility": visibility}
+            try:
+                lease = self._call(h.slot, "extend", value, lambda: t.extend(h.lease, visibility))
+            except LeaseLost as exc:
+                h.lost = True
+                log.warning("lease of message %s lost: %s", h.lease.seq, failure_text(exc))
+                return
+            except RqueueError as exc:
+                with self._lock:
+                    self._holdings.retry(h, time.monotonic())
+                log.warning("extend of message %s failed: %s", h.lease.seq, failure_text(exc))
+                return
+            with self._lock:
+                self._holdings.extended(h, lease, time.monotonic())

@@ -1,0 +1,185 @@
+"""What the two workers (:class:`rqueue.Worker`, :class:`rqueue.AsyncWorker`) share: their
+options, the leases they hold and when each is due a heartbeat, loading a handler from
+``module:name``, the one-line text of a failure, and the observer protocol.
+
+No I/O here: the workers (:mod:`rqueue._worker`, :mod:`rqueue._worker_async`) wait,
+call the handler and the transport, and take the locks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._models import Lease
+
+#: seconds each ``claim(wait=...)`` of an idle worker waits: a stop is noticed within one
+CLAIM_WAIT = 1.0
+#: seconds a worker slot pauses after a claim failed (the cluster unavailable, say)
+PAUSE_AFTER_FAILURE = 1.0
+#: seconds a stopping worker waits, after the grace period, for its claims in flight
+SETTLE_BOUND = 15.0
+#: a heartbeat extends a lease when a third of its visibility has passed
+BEATS_PER_VISIBILITY = 3
+
+
+class Observer(Protocol):
+    """Sees every queue call a worker makes (tracing, metrics, the harness's history).
+
+    ``invoke`` is called just before the call with the worker slot that makes it (a
+    heartbeat's extend counts as its lease's slot), ``f`` (``claim``, ``ack``, ``nack``
+    or ``extend``) and its arguments; ``complete`` just after, with what ``invoke``
+    returned and the call's result or error. Calls of one slot never overlap. Both run
+    on the worker's threads (or its event loop): they must be quick.
+    """
+
+    def invoke(self, slot: int, f: str, value: dict[str, Any]) -> Any: ...
+
+    def complete(self, handle: Any, result: Any, error: BaseException | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Options:
+    """A worker's settings, checked (:class:`ValueError` naming the bad one)."""
+
+    concurrency: int = 1
+    visibility: float = 30.0
+    grace: float = 30.0
+    retry_delay: float = 0.0
+    min_priority: int = 0
+    worker_id: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
+            raise ValueError(f"concurrency: must be an integer, got {self.concurrency!r}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency: must be >= 1, got {self.concurrency}")
+        _seconds("visibility", self.visibility, positive=True)
+        _seconds("grace", self.grace, positive=False)
+        _seconds("retry_delay", self.retry_delay, positive=False)
+        if isinstance(self.min_priority, bool) or not isinstance(self.min_priority, int):
+            raise ValueError(f"min_priority: must be an integer, got {self.min_priority!r}")
+        if not isinstance(self.worker_id, str):
+            raise ValueError(f"worker_id: must be a string, got {self.worker_id!r}")
+        if not self.worker_id:
+            object.__setattr__(self, "worker_id", f"{socket.gethostname()}:{os.getpid()}")
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between two extends of one lease."""
+        return self.visibility / BEATS_PER_VISIBILITY
+
+
+def _seconds(name: str, value: Any, *, positive: bool) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name}: must be a number of seconds {bound}, got {value!r}")
+
+
+@dataclass(eq=False)
+class Holding:
+    """A lease a worker slot holds while its handler runs. ``lease`` is the latest (an
+    extend returns a new one); ``released``: the grace period ended and the message was
+    given back, so the slot must not settle it."""
+
+    slot: int
+    lease: Lease
+    next_beat: float
+    released: bool = False
+    lost: bool = False
+    lock: Any = field(default=None, repr=False)
+
+
+class Holdings:
+    """The leases a worker holds and when each is due its next extend (monotonic times).
+    Not thread-safe: the sync worker holds a lock around it."""
+
+    def __init__(self, heartbeat: float) -> None:
+        self.heartbeat = heartbeat
+        self._held: list[Holding] = []
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, h: Holding) -> bool:
+        return h in self._held
+
+    def add(self, slot: int, lease: Lease, now: float, lock: Any = None) -> Holding:
+        h = Holding(slot, lease, now + self.heartbeat, lock=lock)
+        self._held.append(h)
+        return h
+
+    def remove(self, h: Holding) -> bool:
+        """Stop holding ``h``; False if it was not held (already removed)."""
+        if h in self._held:
+            self._held.remove(h)
+            return True
+        return False
+
+    def all(self) -> list[Holding]:
+        return list(self._held)
+
+    def due(self, now: float) -> list[Holding]:
+        """The holdings whose extend is due, earliest first (lost ones are not)."""
+        return sorted(
+            (h for h in self._held if not h.lost and h.next_beat <= now),
+            key=lambda h: h.next_beat,
+        )
+
+    def next_beat(self) -> float | None:
+        """When the next extend is due (None: nothing held)."""
+        return min((h.next_beat for h in self._held if not h.lost), default=None)
+
+    def extended(self, h: Holding, lease: Lease, now: float) -> None:
+        h.lease = lease
+        h.next_beat = now + self.heartbeat
+
+    def retry(self, h: Holding, now: float) -> None:
+        """An extend failed without losing the lease: try again soon (within the lease)."""
+        h.next_beat = now + min(self.heartbeat / 2, PAUSE_AFTER_FAILURE)
+
+
+def load_handler(spec: str) -> Callable[..., Any]:
+    """The callable named by ``module:name`` (``name`` may be dotted); a
+    :class:`ValueError` with a one-line reason otherwise."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"handler {spec!r}: expected MODULE:NAME (for example tasks:handle)")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"handler {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # the module's own code failed while importing
+        raise ValueError(
+            f"handler {spec!r}: importing {module_name!r} failed: {failure_text(exc)}"
+        ) from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"handler {spec!r}: {module_name!r} has no {attr!r}") from None
+    if not callable(obj):
+        raise ValueError(f"handler {spec!r}: {attr!r} is not callable")
+    return obj
+
+
+def failure_text(exc: BaseException, limit: int = 500) -> str:
+    """``Type: message`` on one line, at most ``limit`` characters."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class Tally:
+    """What a worker did: messages handled (acked), failed (nacked), released at stop."""
+
+    handled: int = 0
+    failed: int = 0
+    released: int = 0
