@@ -11,33 +11,28 @@ returns. A second stop ends the grace period at once.
 
 from __future__ import annotations
 
-import inspect
-import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from ._exceptions import LeaseLost, RqueueError
 from ._models import Lease
 from ._worker_core import (
-    CLAIM_WAIT,
     PAUSE_AFTER_FAILURE,
     SETTLE_BOUND,
-    Holding,
-    Holdings,
-    Observer,
-    Options,
+    Run,
+    Step,
+    T,
     Tally,
-    failure_text,
+    WorkerCore,
+    log,
 )
 
-log = logging.getLogger("rqueue.worker")
+__all__ = ["Worker", "log"]
 
 
-class Worker:
+class Worker(WorkerCore):
     """Run ``handler(lease)`` for each message of the queue behind ``transport`` (an
     :class:`~rqueue.RqliteTransport`), on ``concurrency`` threads.
 
@@ -48,29 +43,7 @@ class Worker:
     :class:`~rqueue.AsyncWorker`.
     """
 
-    def __init__(
-        self,
-        transport: Any,
-        handler: Callable[[Lease], Any],
-        *,
-        concurrency: int = 1,
-        visibility: float = 30.0,
-        grace: float = 30.0,
-        retry_delay: float = 0.0,
-        min_priority: int = 0,
-        worker_id: str = "",
-        observer: Observer | None = None,
-    ) -> None:
-        if inspect.iscoroutinefunction(handler):
-            raise TypeError("handler is a coroutine function: run it with rqueue.AsyncWorker")
-        if not callable(handler):
-            raise TypeError(f"handler: must be callable, got {handler!r}")
-        self.options = Options(concurrency, visibility, grace, retry_delay, min_priority, worker_id)
-        self.transport = transport
-        self.handler = handler
-        self.observer = observer
-        self.tally = Tally()
-        self._holdings = Holdings(self.options.heartbeat)
+    def _setup(self) -> None:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._hurry = threading.Event()
@@ -139,60 +112,25 @@ class Worker:
             for s, h in previous.items():
                 signal.signal(s, h)
 
-    # -- the calls, observed ------------------------------------------------------------
-    def _call(self, slot: int, f: str, value: dict[str, Any], fn: Callable[[], Any]) -> Any:
-        handle = None if self.observer is None else self.observer.invoke(slot, f, value)
-        try:
-            result = fn()
-        except BaseException as exc:
-            if self.observer is not None:
-                self.observer.complete(handle, None, exc)
-            raise
-        if self.observer is not None:
-            self.observer.complete(handle, result, None)
-        return result
-
-    def _claim(self, slot: int) -> Lease | None:
-        o, t = self.options, self.transport
-        value = {"visibility": o.visibility, "min_priority": o.min_priority, "wait": CLAIM_WAIT}
-        try:
-            return self._call(
-                slot,
-                "claim",
-                value,
-                lambda: t.claim(o.worker_id, o.visibility, o.min_priority, wait=CLAIM_WAIT),
-            )
-        except RqueueError as exc:
-            log.warning("claim failed: %s", failure_text(exc))
-            self._stopping.wait(PAUSE_AFTER_FAILURE)
-            return None
-
-    def _settle(self, slot: int, lease: Lease, error: BaseException | None) -> None:
-        t = self.transport
-        try:
-            if error is None:
-                self._call(slot, "ack", {"lease": lease}, lambda: t.ack(lease))
-                self.tally.handled += 1
-                return
-            text = failure_text(error)
-            log.warning("message %s of group %r failed: %s", lease.seq, lease.group_id, text)
-            self.tally.failed += 1
-            delay = self.options.retry_delay
-            value = {"lease": lease, "delay": delay, "error": text}
-            self._call(slot, "nack", value, lambda: t.nack(lease, delay, error=text))
-        except RqueueError as exc:
-            what = "ack" if error is None else "nack"
-            log.warning("%s of message %s failed: %s", what, lease.seq, failure_text(exc))
+    def _do(self, step: Step[T]) -> T:
+        """Make the queue calls of ``step`` (:mod:`rqueue._worker_core`); its outcome."""
+        run = Run(step)
+        for call in run:
+            with call.catching():
+                call.result = call.on(self.transport)
+        return run.value
 
     # -- the slots ------------------------------------------------------------------------
     def _slot(self, slot: int) -> None:
         try:
             while not self._stopping.is_set():
-                lease = self._claim(slot)
+                lease, failed = self._do(self._claim(slot))
+                if failed:
+                    self._stopping.wait(PAUSE_AFTER_FAILURE)
                 if lease is None:
                     continue
                 if self._stopping.is_set():
-                    self._give_back(slot, lease, "stopping")
+                    self._do(self._give_back(slot, lease, "stopping"))
                     break
                 self._work(slot, lease)
         finally:
@@ -214,15 +152,7 @@ class Worker:
                 self._holdings.remove(h)
             if h.released:
                 return
-            self._settle(slot, h.lease, error)
-
-    def _give_back(self, slot: int, lease: Lease, why: str) -> None:
-        t = self.transport
-        try:
-            self._call(slot, "nack", {"lease": lease, "delay": 0}, lambda: t.nack(lease, 0))
-            self.tally.released += 1
-        except RqueueError as exc:
-            log.warning("releasing message %s (%s) failed: %s", lease.seq, why, failure_text(exc))
+            self._do(self._settle(slot, h.lease, error))
 
     def _release_all(self) -> int:
         """The grace period ended: give back every lease still held; how many."""
@@ -234,18 +164,11 @@ class Worker:
                 with self._lock:
                     if not self._holdings.remove(h):
                         continue  # its handler finished meanwhile and settled it
-                h.released = True
                 released += 1
-                log.warning(
-                    "message %s of group %r released: its handler outlived the grace period",
-                    h.lease.seq,
-                    h.lease.group_id,
-                )
-                self._give_back(h.slot, h.lease, "grace period over")
+                self._do(self._release(h))
         return released
 
     def _heartbeat(self) -> None:
-        o, t = self.options, self.transport
         while True:
             with self._lock:
                 if self._hurry.is_set():
@@ -257,24 +180,5 @@ class Worker:
                     self._lock.wait(None if nxt is None else max(0.0, nxt - now))
                     continue
             for h in due:
-                self._beat(h, o.visibility, t)
-
-    def _beat(self, h: Holding, visibility: float, t: Any) -> None:
-        with h.lock:
-            with self._lock:
-                if h not in self._holdings or h.released:
-                    return
-            value = {"lease": h.lease, "visibility": visibility}
-            try:
-                lease = self._call(h.slot, "extend", value, lambda: t.extend(h.lease, visibility))
-            except LeaseLost as exc:
-                h.lost = True
-                log.warning("lease of message %s lost: %s", h.lease.seq, failure_text(exc))
-                return
-            except RqueueError as exc:
-                with self._lock:
-                    self._holdings.retry(h, time.monotonic())
-                log.warning("extend of message %s failed: %s", h.lease.seq, failure_text(exc))
-                return
-            with self._lock:
-                self._holdings.extended(h, lease, time.monotonic())
+                with h.lock:  # one call of a slot at a time
+                    self._do(self._beat(h, self._lock))

@@ -20,49 +20,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ._exceptions import LeaseLost, RqueueError
 from ._models import Lease
-from ._worker import log
-from ._worker_core import (
-    CLAIM_WAIT,
-    PAUSE_AFTER_FAILURE,
-    SETTLE_BOUND,
-    Holding,
-    Holdings,
-    Observer,
-    Options,
-    Tally,
-    failure_text,
-)
+from ._worker_core import PAUSE_AFTER_FAILURE, SETTLE_BOUND, Run, Step, T, Tally, WorkerCore
 
 
-class AsyncWorker:
+class AsyncWorker(WorkerCore):
     """Run ``handler(lease)`` for each message of the queue behind ``transport`` (an
     :class:`~rqueue.AsyncRqliteTransport`), on ``concurrency`` tasks. The options are
     :class:`~rqueue.Worker`'s."""
 
-    def __init__(
-        self,
-        transport: Any,
-        handler: Callable[[Lease], Any],
-        *,
-        concurrency: int = 1,
-        visibility: float = 30.0,
-        grace: float = 30.0,
-        retry_delay: float = 0.0,
-        min_priority: int = 0,
-        worker_id: str = "",
-        observer: Observer | None = None,
-    ) -> None:
-        if not callable(handler):
-            raise TypeError(f"handler: must be callable, got {handler!r}")
-        self.options = Options(concurrency, visibility, grace, retry_delay, min_priority, worker_id)
-        self.transport = transport
-        self.handler = handler
-        self.observer = observer
-        self.tally = Tally()
-        self._coroutine = inspect.iscoroutinefunction(handler)
-        self._holdings = Holdings(self.options.heartbeat)
+    coroutines = True
+
+    def _setup(self) -> None:
+        self._coroutine = inspect.iscoroutinefunction(self.handler)
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
         self._changed = asyncio.Event()
@@ -112,63 +82,26 @@ class AsyncWorker:
                 loop.remove_signal_handler(s)
         return self.tally
 
-    # -- the calls, observed ------------------------------------------------------------
-    async def _call(self, slot: int, f: str, value: dict[str, Any], fn: Callable[[], Any]) -> Any:
-        handle = None if self.observer is None else self.observer.invoke(slot, f, value)
-        try:
-            result = await fn()
-        except BaseException as exc:
-            if self.observer is not None:
-                self.observer.complete(handle, None, exc)
-            raise
-        if self.observer is not None:
-            self.observer.complete(handle, result, None)
-        return result
-
-    async def _claim(self, slot: int) -> Lease | None:
-        o, t = self.options, self.transport
-        value = {"visibility": o.visibility, "min_priority": o.min_priority, "wait": CLAIM_WAIT}
-        try:
-            return await self._call(
-                slot,
-                "claim",
-                value,
-                lambda: t.claim(o.worker_id, o.visibility, o.min_priority, wait=CLAIM_WAIT),
-            )
-        except RqueueError as exc:
-            log.warning("claim failed: %s", failure_text(exc))
-            try:
-                async with asyncio.timeout(PAUSE_AFTER_FAILURE):
-                    await self._stopping.wait()
-            except TimeoutError:
-                pass
-            return None
-
-    async def _settle(self, slot: int, lease: Lease, error: BaseException | None) -> None:
-        t = self.transport
-        try:
-            if error is None:
-                await self._call(slot, "ack", {"lease": lease}, lambda: t.ack(lease))
-                self.tally.handled += 1
-                return
-            text = failure_text(error)
-            log.warning("message %s of group %r failed: %s", lease.seq, lease.group_id, text)
-            self.tally.failed += 1
-            delay = self.options.retry_delay
-            value = {"lease": lease, "delay": delay, "error": text}
-            await self._call(slot, "nack", value, lambda: t.nack(lease, delay, error=text))
-        except RqueueError as exc:
-            what = "ack" if error is None else "nack"
-            log.warning("%s of message %s failed: %s", what, lease.seq, failure_text(exc))
+    async def _do(self, step: Step[T]) -> T:
+        """Make the queue calls of ``step`` (:mod:`rqueue._worker_core`); its outcome."""
+        run = Run(step)
+        for call in run:
+            with call.catching():
+                call.result = await call.on(self.transport)
+        return run.value
 
     # -- the slots ------------------------------------------------------------------------
     async def _slot(self, slot: int) -> None:
         while not self._stopping.is_set():
-            lease = await self._claim(slot)
+            lease, failed = await self._do(self._claim(slot))
+            if failed:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PAUSE_AFTER_FAILURE):
+                        await self._stopping.wait()
             if lease is None:
                 continue
             if self._stopping.is_set():
-                await self._give_back(slot, lease, "stopping")
+                await self._do(self._give_back(slot, lease, "stopping"))
                 return
             await self._work(slot, lease)
 
@@ -189,67 +122,29 @@ class AsyncWorker:
         async with h.lock:  # after an extend in flight: one call of a slot at a time
             if not self._holdings.remove(h) or h.released:
                 return
-            await self._settle(slot, h.lease, error)
-
-    async def _give_back(self, slot: int, lease: Lease, why: str) -> None:
-        t = self.transport
-        try:
-            value = {"lease": lease, "delay": 0}
-            await self._call(slot, "nack", value, lambda: t.nack(lease, 0))
-            self.tally.released += 1
-        except RqueueError as exc:
-            log.warning("releasing message %s (%s) failed: %s", lease.seq, why, failure_text(exc))
+            await self._do(self._settle(slot, h.lease, error))
 
     async def _release_all(self) -> None:
         """The grace period ended (the slots are cancelled): give back what is held."""
         for h in self._holdings.all():
             async with h.lock:
-                if not self._holdings.remove(h):
-                    continue
-                h.released = True
-                log.warning(
-                    "message %s of group %r released: its handler outlived the grace period",
-                    h.lease.seq,
-                    h.lease.group_id,
-                )
-                await self._give_back(h.slot, h.lease, "grace period over")
+                if self._holdings.remove(h):
+                    await self._do(self._release(h))
 
     async def _heartbeat(self) -> None:
-        visibility = self.options.visibility
         while True:
             now = time.monotonic()
             due = self._holdings.due(now)
             if not due:
                 nxt = self._holdings.next_beat()
                 self._changed.clear()
-                try:
+                with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(None if nxt is None else max(0.0, nxt - now)):
                         await self._changed.wait()
-                except TimeoutError:
-                    pass
                 continue
             for h in due:
-                await self._beat(h, visibility)
-
-    async def _beat(self, h: Holding, visibility: float) -> None:
-        t = self.transport
-        async with h.lock:
-            if h not in self._holdings or h.released:
-                return
-            value = {"lease": h.lease, "visibility": visibility}
-            try:
-                lease = await self._call(
-                    h.slot, "extend", value, lambda: t.extend(h.lease, visibility)
-                )
-            except LeaseLost as exc:
-                h.lost = True
-                log.warning("lease of message %s lost: %s", h.lease.seq, failure_text(exc))
-                return
-            except RqueueError as exc:
-                self._holdings.retry(h, time.monotonic())
-                log.warning("extend of message %s failed: %s", h.lease.seq, failure_text(exc))
-                return
-            self._holdings.extended(h, lease, time.monotonic())
+                async with h.lock:  # one call of a slot at a time
+                    await self._do(self._beat(h, contextlib.nullcontext()))
 
 
 async def _in_thread(fn: Callable[[Lease], Any], lease: Lease) -> Any:

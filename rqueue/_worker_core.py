@@ -1,22 +1,33 @@
 """What the two workers (:class:`rqueue.Worker`, :class:`rqueue.AsyncWorker`) share: their
 options, the leases they hold and when each is due a heartbeat, loading a handler from
-``module:name``, the one-line text of a failure, and the observer protocol.
+``module:name``, the one-line text of a failure, the observer protocol, and
+:class:`WorkerCore`: the constructor and the steps (claim, settle, give back, release,
+beat) that decide which queue call to make and what to log and tally given its outcome.
 
-No I/O here: the workers (:mod:`rqueue._worker`, :mod:`rqueue._worker_async`) wait,
-call the handler and the transport, and take the locks.
+No I/O here: a step is a generator of :class:`Call` s; the workers (:mod:`rqueue._worker`,
+:mod:`rqueue._worker_async`) make each call on their transport (blocking or awaited),
+wait, call the handler and take the locks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import inspect
+import logging
 import math
 import os
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from ._exceptions import LeaseLost, RqueueError
 from ._models import Lease
+
+log = logging.getLogger("rqueue.worker")
+T = TypeVar("T")
 
 #: seconds each ``claim(wait=...)`` of an idle worker waits: a stop is noticed within one
 CLAIM_WAIT = 1.0
@@ -183,3 +194,175 @@ class Tally:
     handled: int = 0
     failed: int = 0
     released: int = 0
+
+
+# -- the steps: generators of queue calls ---------------------------------------------
+@dataclass(eq=False)
+class Call:
+    """One queue call a step asks for: ``transport.<f>(*args, **kwargs)``. The driver
+    makes it inside :meth:`catching` and stores its ``result`` (or its ``error``)."""
+
+    f: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any = None
+    error: BaseException | None = None
+
+    def on(self, transport: Any) -> Any:
+        """Make the call on ``transport`` (what it returns: a result or an awaitable)."""
+        return getattr(transport, self.f)(*self.args, **self.kwargs)
+
+    @contextlib.contextmanager
+    def catching(self) -> Iterator[None]:
+        """Store the error of the call made inside (any: the step sees it, then decides)."""
+        try:
+            yield
+        except BaseException as exc:
+            self.error = exc
+
+
+#: a step: yields the calls to make, is sent each one back done, returns its outcome
+Step = Generator[Call, Call, T]
+
+
+class Run:
+    """Drives a step: iterate it for the calls to make (each is sent back, done, when
+    the iteration goes on); ``value`` is the step's outcome. An error of a call the
+    step does not handle (a cancellation, say) is raised by the iteration."""
+
+    def __init__(self, step: Step[Any]) -> None:
+        self._step = step
+        self._done: Call | None = None
+        self.value: Any = None
+
+    def __iter__(self) -> Iterator[Call]:
+        return self
+
+    def __next__(self) -> Call:
+        done, self._done = self._done, None
+        try:
+            call = next(self._step) if done is None else self._step.send(done)
+        except StopIteration as stop:
+            self.value = stop.value
+            raise StopIteration from None
+        self._done = call
+        return call
+
+
+class WorkerCore:
+    """The part of a worker its two forms share: its arguments, checked (``ValueError``
+    naming the bad option, ``TypeError`` for the handler), its state, and the steps.
+    A subclass sets ``coroutines`` (may the handler be a coroutine function) and adds its
+    concurrency machinery in :meth:`_setup`."""
+
+    coroutines = False
+
+    def __init__(
+        self,
+        transport: Any,
+        handler: Callable[[Lease], Any],
+        *,
+        concurrency: int = 1,
+        visibility: float = 30.0,
+        grace: float = 30.0,
+        retry_delay: float = 0.0,
+        min_priority: int = 0,
+        worker_id: str = "",
+        observer: Observer | None = None,
+    ) -> None:
+        if not self.coroutines and inspect.iscoroutinefunction(handler):
+            raise TypeError("handler is a coroutine function: run it with rqueue.AsyncWorker")
+        if not callable(handler):
+            raise TypeError(f"handler: must be callable, got {handler!r}")
+        self.options = Options(concurrency, visibility, grace, retry_delay, min_priority, worker_id)
+        self.transport = transport
+        self.handler = handler
+        self.observer = observer
+        self.tally = Tally()
+        self._holdings = Holdings(self.options.heartbeat)
+        self._setup()
+
+    def _setup(self) -> None:
+        """The subclass's own state (events, locks)."""
+
+    def _call(self, slot: int, f: str, value: dict[str, Any], *args: Any, **kwargs: Any) -> Step:
+        """``transport.<f>(*args, **kwargs)``, seen by the observer (as ``f`` and ``value``)."""
+        obs = self.observer
+        handle = None if obs is None else obs.invoke(slot, f, value)
+        done = yield Call(f, args, kwargs)
+        if obs is not None:
+            obs.complete(handle, done.result, done.error)
+        if done.error is not None:
+            raise done.error
+        return done.result
+
+    def _claim(self, slot: int) -> Step[tuple[Lease | None, bool]]:
+        """The lease claimed (None: none within the wait) and whether the claim failed
+        (the slot then pauses)."""
+        o = self.options
+        value = {"visibility": o.visibility, "min_priority": o.min_priority, "wait": CLAIM_WAIT}
+        try:
+            call = self._call(
+                slot, "claim", value, o.worker_id, o.visibility, o.min_priority, wait=CLAIM_WAIT
+            )
+            return (yield from call), False
+        except RqueueError as exc:
+            log.warning("claim failed: %s", failure_text(exc))
+            return None, True
+
+    def _settle(self, slot: int, lease: Lease, error: BaseException | None) -> Step[None]:
+        """Ack the message (its handler returned) or nack it with ``error``."""
+        try:
+            if error is None:
+                yield from self._call(slot, "ack", {"lease": lease}, lease)
+                self.tally.handled += 1
+                return
+            text = failure_text(error)
+            log.warning("message %s of group %r failed: %s", lease.seq, lease.group_id, text)
+            self.tally.failed += 1
+            delay = self.options.retry_delay
+            value = {"lease": lease, "delay": delay, "error": text}
+            yield from self._call(slot, "nack", value, lease, delay, error=text)
+        except RqueueError as exc:
+            what = "ack" if error is None else "nack"
+            log.warning("%s of message %s failed: %s", what, lease.seq, failure_text(exc))
+
+    def _give_back(self, slot: int, lease: Lease, why: str) -> Step[None]:
+        """Nack (delay 0) a message this worker will not handle."""
+        try:
+            yield from self._call(slot, "nack", {"lease": lease, "delay": 0}, lease, 0)
+            self.tally.released += 1
+        except RqueueError as exc:
+            log.warning("releasing message %s (%s) failed: %s", lease.seq, why, failure_text(exc))
+
+    def _release(self, h: Holding) -> Step[None]:
+        """Give back ``h`` (no longer held): its handler outlived the grace period."""
+        h.released = True
+        log.warning(
+            "message %s of group %r released: its handler outlived the grace period",
+            h.lease.seq,
+            h.lease.group_id,
+        )
+        yield from self._give_back(h.slot, h.lease, "grace period over")
+
+    def _beat(self, h: Holding, guard: contextlib.AbstractContextManager[Any]) -> Step[None]:
+        """Extend ``h``'s lease unless it is no longer held; ``guard`` (a lock, or none)
+        is held around each use of the holdings."""
+        with guard:
+            if h not in self._holdings or h.released:
+                return
+        visibility = self.options.visibility
+        value = {"lease": h.lease, "visibility": visibility}
+        try:
+            lease = yield from self._call(h.slot, "extend", value, h.lease, visibility)
+        except LeaseLost as exc:
+            h.lost = True
+            log.warning("lease of message %s lost: %s", h.lease.seq, failure_text(exc))
+            return
+        except RqueueError as exc:
+            with guard:
+                self._holdings.retry(h, time.monotonic())
+            log.warning("extend of message %s failed: %s", h.lease.seq, failure_text(exc))
+            return
+        with guard:
+            self._holdings.extended(h, lease, time.monotonic())
