@@ -6,7 +6,8 @@ error (one log line) when it raises. A heartbeat thread extends every lease held
 its handler runs. :meth:`Worker.stop` (or SIGTERM/SIGINT, when :meth:`Worker.run`
 installed its handlers) stops the claiming; the handlers running get ``grace`` seconds
 to finish, then what is still held is given back (``nack``, delay 0) and ``run``
-returns. A second stop ends the grace period at once.
+returns. A second stop ends the grace period at once. The queue calls, what is logged
+and tallied are :class:`rqueue._worker_core.WorkerCore`'s steps, made here by :meth:`_do`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ task extends the leases held, a stop ends the claiming and gives the running han
 ``grace`` seconds, after which they are cancelled and what they held is given back.
 A coroutine handler is awaited; a plain function runs in a daemon thread of its own
 (not the loop's executor, whose threads the loop's shutdown waits for: a handler that
-outlived the grace period would hold the process).
+outlived the grace period would hold the process). The queue calls, what is logged and
+tallied are :class:`rqueue._worker_core.WorkerCore`'s steps, awaited here by :meth:`_do`.
 """
 
 from __future__ import annotations
