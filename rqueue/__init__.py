@@ -20,6 +20,7 @@ from ._exceptions import (
     Unavailable,
 )
 from ._models import DeadLetter, Lease, QueuedMessage, Stats
+from ._queues import QueueInfo
 from ._statements import Statements
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "LeaseLost",
     "OutcomeUnknown",
     "ProtocolError",
+    "QueueInfo",
     "QueuedMessage",
     "RqliteTransport",
     "RqueueError",
@@ -66,6 +68,7 @@ for _public in (
     DeadLetter,
     Lease,
     QueuedMessage,
+    QueueInfo,
     Stats,
     Statements,
 ):

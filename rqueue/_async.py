@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol, Self
 
-from . import _admin, _batch, _poll, _validate
+from . import _admin, _batch, _poll, _queues, _validate
 from ._attempts import Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, MAX_BATCH, QueueCore
@@ -101,6 +101,10 @@ class AsyncAdmin:
         """Delete dead letters (one by ``seq``, a group, or ``all=True``); returns how many."""
         core = self._open()
         return await self._drive(_admin.purge(core, *_validate.selection(seq, group_id, all)))
+
+    async def queues(self) -> list[_queues.QueueInfo]:
+        """Every queue of the database (:mod:`rqueue._queues`), by name."""
+        return await self._drive(_queues.list_queues(self._open()))
 
     # -- driving the core ---------------------------------------------------------------
     async def _drive(self, op: Op[Any], deadline: float | None = None) -> Any:
@@ -195,6 +199,7 @@ class AsyncTransport(AsyncAdmin):
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         max_deliveries: int | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
+        queue: str | None = None,
     ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
@@ -213,7 +218,10 @@ class AsyncTransport(AsyncAdmin):
         86.4 ms) after it expired. ``max_deliveries`` (off by default): a message claimed
         that many times without an ack moves to the dead-letter queue at the next claim
         that reaches it, and its group moves on; ``on_dead_letter`` is called with each
-        :class:`~rqueue.DeadLetter` a claim of this transport moved.
+        :class:`~rqueue.DeadLetter` a claim of this transport moved. ``queue``: the
+        name of one of the database's queues (each with its own groups, FIFO and dead
+        letters; created on first use); None or ``"default"``: the queue of the tables
+        without a prefix, the one of earlier releases.
         """
         settings = Settings.build(
             url,
@@ -230,6 +238,7 @@ class AsyncTransport(AsyncAdmin):
             dedup_ttl=dedup_ttl,
             max_deliveries=max_deliveries,
             on_dead_letter=on_dead_letter,
+            queue=queue,
         )
         session = cls._session_class(settings)
         try:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _validate
+from . import _queues, _validate
 from ._clock import LeaderClock
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Credentials, Endpoints, parse_urls
@@ -37,6 +37,8 @@ class Settings:
     dedup_ttl: float
     max_deliveries: int | None = None
     on_dead_letter: Callable[[DeadLetter], None] | None = None
+    #: the queue's name (rqueue._queues); None: the default queue
+    queue: str | None = None
 
     @classmethod
     def build(
@@ -56,6 +58,7 @@ class Settings:
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         max_deliveries: int | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
+        queue: str | None = None,
     ) -> Settings:
         urls, creds = parse_urls(url, auth)
         if read_consistency not in ("strong", "linearizable"):
@@ -87,6 +90,7 @@ class Settings:
             dedup_ttl=_validate.seconds("dedup_ttl", dedup_ttl, allow_zero=False),
             max_deliveries=_validate.max_deliveries(max_deliveries),
             on_dead_letter=on_dead_letter,
+            queue=_queues.check_name(queue),
         )
 
     def endpoints(self) -> Endpoints:
@@ -117,10 +121,11 @@ class Settings:
             statements,
             server,
             read_consistency=self.read_consistency,
-            origin=",".join(sorted(self.urls)),
+            origin=_queues.origin(self.urls, self.queue),
             dedup_ttl=self.dedup_ttl,
             leader_clock=leader_clock,
             on_dead_letter=self.on_dead_letter,
+            queue=self.queue,
         )
 
 

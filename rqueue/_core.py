@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from . import _dlq, _schema
+from . import _dlq, _queues, _schema
 from ._clock import MAX_SAMPLES, LeaderClock
 from ._exceptions import (
     LeaseLost,
@@ -90,6 +90,7 @@ class QueueCore:
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         leader_clock: LeaderClock | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
+        queue: str | None = None,
     ) -> None:
         if read_consistency not in ("strong", "linearizable"):
             raise ValueError(
@@ -111,6 +112,8 @@ class QueueCore:
         self.dead = _dlq.DeadLetters(statements)
         #: called with each message a claim moved to the dead-letter queue
         self.on_dead_letter = on_dead_letter
+        #: the queue's names: every statement sent is qualified by them (rqueue._queues)
+        self.naming = _queues.Naming(queue)
         #: merged requests fuse claims and acks where the server's parser returns the rows
         #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`)
         statements.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
@@ -125,7 +128,8 @@ class QueueCore:
 
     def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall:
         query = (("level", self.read_consistency),)
-        return HttpCall("/db/query", tuple(stmts), query, idempotent=True, what=what)
+        stmts = self.naming.stmts(stmts)
+        return HttpCall("/db/query", stmts, query, idempotent=True, what=what)
 
     def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> HttpCall:
         """A write whose answer carries rows: a ``RETURNING`` write's, or a read's.
@@ -144,9 +148,9 @@ class QueueCore:
         self, path: str, stmts: Sequence[Stmt], query: tuple[tuple[str, str], ...], **kw: Any
     ) -> HttpCall:
         """A write call; it starts with the time stamp when its statements read it."""
-        s = self.statements
+        s, stmts = self.statements, self.naming.stmts(stmts)
         if kw.get("mergeable"):
-            kw["fuser"] = s.fuser
+            kw["fuser"] = self.naming.fuser(s.fuser)
         if s.needs_stamp(stmts):
             stamp = s.stamp()
             assert stamp is not None
@@ -200,6 +204,7 @@ class QueueCore:
         yield self.write(_schema.INDEXES, "create indexes", idempotent=True)
         if triggers.rows[0][0] != len(_schema.COUNTER_TRIGGERS):
             yield self.write(_schema.COUNTERS, "create counters", idempotent=True)
+        yield from self.with_clock(_queues.register(self))
 
     # -- publish (timed: a message's ``enqueued_at`` is its request's time) --------------
     @_uses_clock
