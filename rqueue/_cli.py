@@ -2,7 +2,9 @@
 
 Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
 ``dlq redrive``, ``dlq purge``, ``peek GROUP`` (with who holds each lease, and until
-when), ``publish GROUP JSON``, and ``worker MODULE:HANDLER`` (:mod:`rqueue._cli_worker`).
+when), ``publish GROUP JSON``, ``worker MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), and
+``queues`` (every queue of the database, with its depth). Each command but ``queues``
+acts on one queue: ``--queue NAME`` (default: the default queue; :mod:`rqueue._queues`).
 Nodes come from ``--url`` or the ``RQUEUE_URL`` environment variable (comma-separated,
 as ``from_url`` takes them); credentials as in ``from_url``: user info in a URL, or
 ``--user`` with the password in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They
@@ -34,6 +36,7 @@ from typing import Any, TextIO
 
 from ._exceptions import RqueueError, StatementError
 from ._models import Stats
+from ._queues import DEFAULT, check_name
 
 #: the environment variables the CLI reads
 URL_ENV, PASSWORD_ENV = "RQUEUE_URL", "RQUEUE_PASSWORD"
@@ -63,6 +66,9 @@ def _connection_options(p: argparse.ArgumentParser, *, defaults: bool) -> None:
         "--insecure", action="store_true", default=d(False), help="do not verify TLS certificates"
     )
     p.add_argument("--timeout", type=float, default=d(10.0), help="seconds for each command")
+    p.add_argument(
+        "--queue", default=d(None), help="the queue to act on (default: the default queue)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _cli_worker.add_parser(sub, common)
 
+    queues = sub.add_parser(
+        "queues", parents=[common], help="every queue of the database, with its depth"
+    )
+    queues.add_argument("--json", action="store_true", help="one JSON array")
+
     dlq = sub.add_parser("dlq", parents=[common], help="the dead-letter queue").add_subparsers(
         dest="action", required=True
     )
@@ -138,6 +149,10 @@ def check(args: argparse.Namespace) -> str | None:
     problem = seconds("--timeout", args.timeout)
     if problem:
         return problem
+    try:
+        check_name(args.queue, "--queue")
+    except (TypeError, ValueError) as exc:
+        return str(exc)
     if args.command == "stats":
         if args.watch is not None and (problem := seconds("--watch", args.watch)):
             return problem
@@ -169,7 +184,8 @@ def check(args: argparse.Namespace) -> str | None:
 
 
 def connect(args: argparse.Namespace) -> Any:
-    """The operator's API over the nodes (standard-library HTTP; no schema created)."""
+    """The operator's API over the nodes (standard-library HTTP; no schema created), for
+    the queue of ``--queue`` (``queues``: the default queue's, which lists them all)."""
     from ._cli_http import CliQueue
     from ._config import Settings
 
@@ -191,15 +207,17 @@ def connect(args: argparse.Namespace) -> Any:
         auth=auth,
         verify=not args.insecure,
         ca_bundle=args.ca_bundle,
+        queue=None if args.command == "queues" else args.queue,
     )
     return CliQueue(settings)
 
 
-def render_stats(s: Stats, nodes: Sequence[str]) -> str:
-    """A small table of :class:`Stats` for people."""
+def render_stats(s: Stats, nodes: Sequence[str], queue: str | None = None) -> str:
+    """A small table of :class:`Stats` for people (of the queue ``queue``, if named)."""
     age = "-" if s.oldest_ready_age is None else f"{s.oldest_ready_age:.1f} s"
+    named = "" if queue is None else f", queue {queue}"
     lines = [
-        f"rqueue at {', '.join(nodes)}",
+        f"rqueue at {', '.join(nodes)}{named}",
         f"  ready {s.ready}   leased {s.leased}   parked {s.parked}   "
         f"dead-lettered {s.dead_lettered}   groups {s.groups}   oldest ready {age}",
         "  priority     ready    leased    parked      dead    groups",
@@ -213,16 +231,16 @@ def render_stats(s: Stats, nodes: Sequence[str]) -> str:
 
 
 def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
-    nodes = list(t.settings.urls)
+    nodes, queue = list(t.settings.urls), t.settings.queue
     if args.watch is None:
         s = t.stats()
-        out.write((json.dumps(s.as_dict()) if args.json else render_stats(s, nodes)) + "\n")
+        out.write((json.dumps(s.as_dict()) if args.json else render_stats(s, nodes, queue)) + "\n")
         return
     in_place = out.isatty() and not args.json
     n = 0
     while args.count is None or n < args.count:
         s = t.stats()
-        text = json.dumps(s.as_dict()) if args.json else render_stats(s, nodes)
+        text = json.dumps(s.as_dict()) if args.json else render_stats(s, nodes, queue)
         stamp = time.strftime("%H:%M:%S")
         if in_place:
             out.write("\x1b[H\x1b[J")  # home, clear: the table is redrawn in place
@@ -256,6 +274,48 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
         out.write("\n")
     if not items:
         out.write("(none)\n")
+
+
+def render_queues(found: Sequence[Any], stats: dict[str, Stats] | None) -> str:
+    """The queues and their depth (if known), one line each, for people."""
+    head = ("ready", "leased", "parked", "dead", "groups") if stats is not None else ()
+    lines = [f"{'queue':<40}" + "".join(f"{h:>9}" for h in head)]
+    for q in found:
+        line = f"{q.name:<40}"
+        if stats is not None:
+            s = stats[q.name]
+            line += "".join(
+                f"{n:>9}" for n in (s.ready, s.leased, s.parked, s.dead_lettered, s.groups)
+            )
+        lines.append(line)
+    if not found:
+        lines.append("(none: no queue was opened on these nodes)")
+    elif stats is None:
+        lines.append(
+            "(depth unknown: a schema of an older release; a transport's from_url migrates it)"
+        )
+    return "\n".join(lines)
+
+
+def _queues(t: Any, args: argparse.Namespace, out: TextIO) -> None:
+    found = t.queues()
+    stats: dict[str, Stats] | None
+    try:
+        stats = t.stats_by_queue([q.name for q in found])
+    except StatementError:  # not migrated yet: the names alone
+        stats = None
+    if args.json:
+        doc = [
+            {
+                "name": q.name,
+                "created_at": q.created_at,
+                **(stats[q.name].as_dict() if stats is not None else {}),
+            }
+            for q in found
+        ]
+        out.write(json.dumps(doc) + "\n")
+    else:
+        out.write(render_queues(found, stats) + "\n")
 
 
 def _nothing_matched(args: argparse.Namespace) -> str:
@@ -326,6 +386,8 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     try:
         if args.command == "stats":
             _stats(t, args, out)
+        elif args.command == "queues":
+            _queues(t, args, out)
         elif args.command == "peek":
             columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER)
             _rows(t.peek(args.group, args.limit), args.json, out, columns)
@@ -341,7 +403,13 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     except KeyboardInterrupt:
         return OK
     except StatementError as exc:
-        if "no such table" in str(exc):
+        if "no such table" in str(exc) and args.queue not in (None, DEFAULT):
+            print(
+                f"error: {exc}: no queue {args.queue!r} on these nodes (`queues` lists "
+                "them); a transport's from_url with queue= creates it",
+                file=sys.stderr,
+            )
+        elif "no such table" in str(exc):
             print(
                 f"error: {exc}: no rqueue schema of this version on these nodes; open the "
                 "queue once with this rqueue's from_url, which creates or migrates it",

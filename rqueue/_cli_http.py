@@ -19,7 +19,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import _sync, _validate
+from . import _queues, _sync, _validate
 from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
 from ._config import Settings
 from ._statements import Statements
@@ -150,6 +150,10 @@ class CliQueue(_sync.Admin):
         priority = _validate.priority("priority", priority)
         dedup_id = _validate.optional_text("dedup_id", dedup_id)
         return self._drive(self._core.publish(group_id, event, priority, dedup_id))
+
+    def stats_by_queue(self, names: list[str]) -> dict[str, Any]:
+        """``stats()`` of each queue in ``names`` (this must be the default queue's)."""
+        return self._drive(_queues.stats_by_queue(self._core, names))
 
     def close(self) -> None:
         self._session.close()

@@ -54,6 +54,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _problem(args: argparse.Namespace) -> str | None:
+    from ._queues import check_name
+
+    try:
+        check_name(args.queue, "--queue")
+    except (TypeError, ValueError) as exc:
+        return str(exc)
     if args.max_deliveries is not None and args.max_deliveries < 1:
         return f"--max-deliveries: must be >= 1, got {args.max_deliveries}"
     for name in ("timeout", "request_timeout"):
@@ -118,6 +124,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         verify=not args.insecure,
         ca_bundle=args.ca_bundle,
         auth=auth,
+        queue=args.queue,
     )
     try:
         if inspect.iscoroutinefunction(handler):
@@ -158,7 +165,7 @@ def _run_sync(url: str, handler: Any, connect: dict[str, Any], kw: dict[str, Any
     try:
         worker = Worker(transport, handler, **kw)
         logging.getLogger("rqueue.worker").info(
-            "%s: %d at once on %s", worker.options.worker_id, kw["concurrency"], url
+            "%s: %d at once on %s%s", worker.options.worker_id, kw["concurrency"], url, _of(connect)
         )
         tally = worker.run(install_signals=True)
     finally:
@@ -175,13 +182,23 @@ async def _run_async(url: str, handler: Any, connect: dict[str, Any], kw: dict[s
     try:
         worker = AsyncWorker(transport, handler, **kw)
         logging.getLogger("rqueue.worker").info(
-            "%s: %d at once (asyncio) on %s", worker.options.worker_id, kw["concurrency"], url
+            "%s: %d at once (asyncio) on %s%s",
+            worker.options.worker_id,
+            kw["concurrency"],
+            url,
+            _of(connect),
         )
         tally = await worker.run(install_signals=True)
     finally:
         await transport.close()
     _report(tally)
     return OK
+
+
+def _of(connect: dict[str, Any]) -> str:
+    """The queue worked on, as the start-up line says it (nothing for the default)."""
+    queue = connect.get("queue")
+    return "" if queue in (None, "default") else f", queue {queue}"
 
 
 def _report(tally: Any) -> None:

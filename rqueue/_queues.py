@@ -30,8 +30,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import _stats
 from ._exceptions import ProtocolError
-from ._models import Fuse, Op, Result, Stmt
+from ._models import Fuse, Op, Result, Stats, Stmt
 from ._statements import NOW, Statements
 
 if TYPE_CHECKING:
@@ -219,3 +220,16 @@ def queues_of(res: Result) -> list[QueueInfo]:
         return [QueueInfo(str(name), None if at is None else float(at)) for name, at in res.rows]
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"queues: unreadable row: {exc}") from exc
+
+
+def stats_by_queue(core: QueueCore, names: Sequence[str]) -> Op[dict[str, Stats]]:
+    """``stats()`` of each queue in ``names``, in one read. ``core`` must be the default
+    queue's: these statements are qualified here, each for its own queue."""
+    if core.naming.queue is not None:
+        raise ValueError("stats_by_queue: needs the default queue's core")
+    per = len(_stats.STATEMENTS)
+    stmts = [qualify(s, check_name(n)) for n in names for s in _stats.STATEMENTS]
+    if not stmts:
+        return {}
+    results = yield core.read(stmts, "stats of every queue")
+    return {n: _stats.stats_of(results[i * per : (i + 1) * per]) for i, n in enumerate(names)}
