@@ -280,6 +280,33 @@ def test_merged_claims_and_acks_of_a_named_queue(queue_urls: list[str]) -> None:
     assert query(queue_urls, f"SELECT count(*) FROM rq_{name}__messages") == [(0,)]
 
 
+def leader_execute(urls: list[str], body: list[Any]) -> list[dict[str, Any]]:
+    """One transaction on ``/db/execute`` of whichever node leads (no redirect followed)."""
+    for url in urls:
+        r = requests.post(
+            f"{url}/db/execute?transaction=true", json=body, timeout=10, allow_redirects=False
+        )
+        if r.status_code == 200:
+            return r.json()["results"]
+    raise AssertionError(f"no node of {urls} took {body!r}")
+
+
+def test_the_nodes_parser_takes_a_named_queues_returning_writes(queue_urls: list[str]) -> None:
+    """rqlite returns a write's rows only where its own parser takes the statement (see
+    rqueue._statements): the qualified claims still return theirs, in one request."""
+    name = fresh_name()
+    with RqliteTransport.from_url(",".join(queue_urls), queue=name) as t:
+        t.publish_many([("g", {"n": 1}), ("h", {"n": 2}), ("i", {"n": 3})])
+    s = Statements(server_clock=True, clock=lambda: 1.0)
+    for i, claim in enumerate(
+        [s.claim_returning("t1", VIS, 0), s.claim_batch([Claim("t2", VIS), Claim("t3", VIS)], 0)]
+    ):
+        body = [STAMP.to_json(), qualify(claim, name).to_json()]
+        result = leader_execute(queue_urls, body)[1]
+        assert "error" not in result and result.get("columns"), result
+        assert len(result["values"]) == i + 1
+
+
 def test_a_bad_queue_name_is_refused_before_anything_is_sent(connect: Any) -> None:
     with pytest.raises(ValueError, match="queue: 'Bad-Name' is not a queue name"):
         connect("http://127.0.0.1:9", queue="Bad-Name", timeout=1)
