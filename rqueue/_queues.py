@@ -113,7 +113,7 @@ def _owned(name: str) -> bool:
     return low in PLAIN or (low.startswith("rqueue_") and low not in SHARED)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def qualify_sql(sql: str, queue: str | None) -> str:
     """``sql`` with the queue's names of tables, indexes and triggers (see the module doc);
     cached: an operation sends the same few texts again and again."""
@@ -142,10 +142,17 @@ def qualify(stmt: Stmt, queue: str | None) -> Stmt:
         return stmt
     sql = qualify_sql(stmt.sql, queue)
     params = stmt.params
-    if any(c in stmt.sql.lower() for c in _CATALOGS):
+    if params and _reads_catalog(stmt.sql):
         pre = prefix(queue)
         params = tuple(pre + p if isinstance(p, str) and _owned(p) else p for p in params)
     return Stmt(sql, params, stmt.fuse)
+
+
+@functools.lru_cache(maxsize=512)
+def _reads_catalog(sql: str) -> bool:
+    """Whether ``sql`` reads a catalog, whose parameters may name tables."""
+    low = sql.lower()
+    return any(c in low for c in _CATALOGS)
 
 
 class Naming:
@@ -161,6 +168,8 @@ class Naming:
         return display(self.queue)
 
     def stmts(self, stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
+        if self.queue is None:
+            return tuple(stmts)
         return tuple(qualify(s, self.queue) for s in stmts)
 
     def fuser(self, fuser: Statements | None) -> Any:
