@@ -182,7 +182,8 @@ class QueueCore:
 
     # -- schema -------------------------------------------------------------------------
     def open(self) -> Op[None]:
-        """Create the schema if absent and migrate a seed-era database."""
+        """Create the schema if absent, migrate a seed-era database, register the queue
+        (its statements, like every one sent, qualified by :attr:`naming`)."""
         yield self.write(_schema.TABLES, "create schema", idempotent=True)
         tables = _schema.ALTERED_TABLES
         *found, triggers = yield self.read(

@@ -17,7 +17,10 @@ rendered statement, and the core applies it to every statement it sends
 the parameters of a catalog read (``pragma_table_info(?)``, ``sqlite_master``). Time
 functions stay where they were, so rqlite's time rewriting reaches the same places (see
 :mod:`rqueue._statements`); a prefixed ``groups`` is not the keyword rqlite's parser
-refuses, so a statement it accepted before it accepts after. Names rewritten: ``messages``,
+refuses, so a statement it accepted before it accepts after (one it refused for that
+keyword alone it now takes, and rewrites its time functions: rqueue has them only in reads
+and in the stamp, where the receiving node's clock is the one meant either way). Names
+rewritten: ``messages``,
 ``groups`` and every ``rqueue_*`` except :data:`SHARED`: ``rqueue_clock`` (one request's
 time stamp, whichever queue the request is for) and the registry itself.
 """
@@ -162,10 +165,6 @@ class Naming:
         self.queue = check_name(queue)
         self._fuser: Any = None
         self._wrapped: _Fuser | None = None
-
-    @property
-    def name(self) -> str:
-        return display(self.queue)
 
     def stmts(self, stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
         if self.queue is None:
