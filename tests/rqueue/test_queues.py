@@ -3,9 +3,11 @@ on real nodes (both twins, the admin CLI, the worker command)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -17,7 +19,17 @@ from typing import Any
 import pytest
 import requests
 
-from rqueue import QueueInfo, RqliteTransport, Statements, _cli, _queues, _schema, _stats
+from rqueue import (
+    QueueInfo,
+    RqliteTransport,
+    RqueueError,
+    Statements,
+    _admin,
+    _cli,
+    _queues,
+    _schema,
+    _stats,
+)
 from rqueue._config import Settings
 from rqueue._core import QueueCore
 from rqueue._dlq import DeadLetters
@@ -207,6 +219,117 @@ def test_two_queues_in_one_sqlite_database(version: str) -> None:
     assert ex.sql("SELECT count(*) FROM rq_orders__messages") == [(1,)]
     listed = drive(_queues.list_queues(cores["orders"]), ex)
     assert [q.name for q in listed] == ["default", "orders"]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _outcome(op: Any, ex: SqliteExecutor) -> Any:
+    """What an operation returned (leases without their tokens) or raised."""
+    try:
+        value = drive(op, ex)
+    except RqueueError as exc:
+        return type(exc).__name__
+    if isinstance(value, Lease):
+        return (value.seq, value.group_id, value.event, value.expires_at)
+    if isinstance(value, list):
+        return [_outcome_value(v) for v in value]
+    return value
+
+
+def _outcome_value(v: Any) -> Any:
+    if isinstance(v, Lease):
+        return (v.seq, v.group_id, v.event, v.expires_at)
+    return v if v is None or isinstance(v, int | str) else type(v).__name__
+
+
+@pytest.mark.parametrize("version", ["v10.2.7", "v8.36.0", "v7.0.0"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_named_queue_behaves_as_the_default_one(version: str, seed: int) -> None:
+    """The same random operations on the default queue and on a named one, in one SQLite
+    database, give the same answers and leave the same rows: the rewrite changes names
+    only, on every path (claims with dead-lettering, batches, chained acks, dedup)."""
+    rng = random.Random(seed)
+    ex, clock = SqliteExecutor(), _Clock()
+    cores = [
+        QueueCore(
+            Statements(server_clock=False, clock=clock, max_deliveries=2),
+            ServerInfo.from_version(version),
+            queue=q,
+        )
+        for q in (None, "orders")
+    ]
+    held: list[list[Lease]] = [[], []]
+    for core in cores:
+        drive(core.open(), ex)
+    for step in range(250):
+        kind = rng.choice(["pub", "many", "claim", "claim", "cmany", "ack", "ack", "nack",
+                           "ext", "amany", "aclaim", "aclaim", "tick", "redrive"])  # fmt: skip
+        group, prio, pick = f"g{rng.randrange(4)}", rng.randrange(3), rng.random()
+        dedup = f"d{rng.randrange(5)}" if rng.random() < 0.3 else None
+        delay = rng.choice([0.0, 5.0])
+        seen = []
+        for core, mine in zip(cores, held, strict=True):
+            lease = mine[-1 - int(pick * min(len(mine), 4))] if mine else None  # a recent one
+            if kind == "pub":
+                op = core.publish(group, f'"{step}"', prio, dedup)
+            elif kind == "many":
+                op = core.publish_many([(group, f'"{step}"', prio), ("g9", f'"{step}b"', 0)])
+            elif kind in ("claim", "cmany"):
+                op = (
+                    core.claim("w", 10.0, 0)
+                    if kind == "claim"
+                    else core.claim_many("w", 10.0, 0, 3)
+                )
+            elif kind == "tick":
+                clock.now += 0.01  # both cores see the one clock move once
+                seen.append(None)
+                continue
+            elif kind == "redrive":
+                op = _admin.redrive(core, None, None)
+            elif lease is None:
+                seen.append("no lease")
+                continue
+            elif kind == "ack":
+                op = core.ack(lease)
+            elif kind == "nack":
+                op = core.nack(lease, delay, "e")
+            elif kind == "ext":
+                op = core.extend(lease, 10.0)
+            elif kind == "amany":
+                op = core.ack_many(mine[:2])
+            else:
+                op = core.ack_and_claim(lease, "w", 10.0, 0)
+            before = {id(x) for x in mine}
+            try:
+                value = drive(op, ex)
+            except RqueueError as exc:
+                value = type(exc).__name__
+            got = value if isinstance(value, list) else [value]
+            mine.extend(x for x in got if isinstance(x, Lease) and id(x) not in before)
+            seen.append(_outcome_value(value) if not isinstance(value, list) else
+                        [_outcome_value(v) for v in value])  # fmt: skip
+        if kind == "tick" and rng.random() < 0.3:
+            clock.now += 12.0  # leases lapse
+        assert seen[0] == seen[1], (step, kind, seen)
+    stats = [drive(_admin.stats(core), ex) for core in cores]  # ages: read at two moments
+    assert [dataclasses.replace(x, oldest_ready_age=None) for x in stats] == [
+        dataclasses.replace(stats[0], oldest_ready_age=None)
+    ] * 2
+    for core in cores:
+        assert drive(_admin.dead_letters(core, None, 0, 1000), ex) == drive(
+            _admin.dead_letters(cores[0], None, 0, 1000), ex
+        )
+    for table in ("messages", "groups", "rqueue_counts", "rqueue_dedup"):
+        cols = "*" if table != "groups" else "group_id, priority, head_seq, deliveries"
+        assert sorted(ex.sql(f"SELECT {cols} FROM {table}")) == sorted(
+            ex.sql(f"SELECT {cols} FROM rq_orders__{table}")
+        )
 
 
 # -- real nodes: two queues, both twins -------------------------------------------------------
