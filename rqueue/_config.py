@@ -36,9 +36,9 @@ class Settings:
     assume_version: str | None
     dedup_ttl: float
     max_deliveries: int | None = None
-    on_dead_letter: Callable[[DeadLetter], None] | None = None
     #: the queue's name (rqueue._queues); None: the default queue
     queue: str | None = None
+    on_dead_letter: Callable[[DeadLetter], None] | None = None
 
     @classmethod
     def build(
@@ -57,8 +57,8 @@ class Settings:
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         max_deliveries: int | None = None,
-        on_dead_letter: Callable[[DeadLetter], None] | None = None,
         queue: str | None = None,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> Settings:
         urls, creds = parse_urls(url, auth)
         if read_consistency not in ("strong", "linearizable"):
@@ -89,8 +89,8 @@ class Settings:
             assume_version=_validate.optional_text("assume_version", assume_version),
             dedup_ttl=_validate.seconds("dedup_ttl", dedup_ttl, allow_zero=False),
             max_deliveries=_validate.max_deliveries(max_deliveries),
-            on_dead_letter=on_dead_letter,
             queue=_queues.check_name(queue),
+            on_dead_letter=on_dead_letter,
         )
 
     def endpoints(self) -> Endpoints:

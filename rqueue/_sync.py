@@ -197,10 +197,14 @@ class Transport(Admin):
         assume_version: str | None = None,
         dedup_ttl: float = DEFAULT_DEDUP_TTL,
         max_deliveries: int | None = None,
-        on_dead_letter: Callable[[DeadLetter], None] | None = None,
         queue: str | None = None,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
+
+        ``queue``: the name of one of the database's queues (each with its own groups,
+        FIFO and dead letters; created on first use); None or ``"default"``: the queue of
+        the tables without a prefix, the one of earlier releases.
 
         Retries for at most ``timeout`` seconds in all until a node answers and the
         cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
@@ -217,10 +221,7 @@ class Transport(Admin):
         86.4 ms) after it expired. ``max_deliveries`` (off by default): a message claimed
         that many times without an ack moves to the dead-letter queue at the next claim
         that reaches it, and its group moves on; ``on_dead_letter`` is called with each
-        :class:`~rqueue.DeadLetter` a claim of this transport moved. ``queue``: the
-        name of one of the database's queues (each with its own groups, FIFO and dead
-        letters; created on first use); None or ``"default"``: the queue of the tables
-        without a prefix, the one of earlier releases.
+        :class:`~rqueue.DeadLetter` a claim of this transport moved.
         """
         settings = Settings.build(
             url,
@@ -236,8 +237,8 @@ class Transport(Admin):
             assume_version=assume_version,
             dedup_ttl=dedup_ttl,
             max_deliveries=max_deliveries,
-            on_dead_letter=on_dead_letter,
             queue=queue,
+            on_dead_letter=on_dead_letter,
         )
         session = cls._session_class(settings)
         try:
