@@ -235,6 +235,9 @@ def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
 
 #: peek's columns about the lease, shown only for a leased message
 _HOLDER = ("held_by", "expires_in")
+#: peek's column shown only for a parked message (a nack's park, or a delayed head):
+#: when it becomes claimable again, in UTC
+_UNTIL = "lock_expiry"
 
 
 def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[str]) -> None:
@@ -248,14 +251,21 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
             if c == "seq"
             else f"{c}={d[c]:.1f}s"
             if c == "expires_in"
+            else f"parked_until={_utc(d[c])}"
+            if c == _UNTIL
             else f"{c}={d[c]!r}"
             for c in columns
             if not (c in _HOLDER and d[c] is None)
+            and not (c == _UNTIL and (d.get("state") != "parked" or d[c] is None))
         ]
         out.write("  ".join(shown))
         out.write("\n")
     if not items:
         out.write("(none)\n")
+
+
+def _utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def _nothing_matched(args: argparse.Namespace) -> str:
@@ -327,14 +337,14 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         if args.command == "stats":
             _stats(t, args, out)
         elif args.command == "peek":
-            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER)
+            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER, _UNTIL)
             _rows(t.peek(args.group, args.limit), args.json, out, columns)
         elif args.command == "publish":
             seq = t.publish(args.group, args.event, args.priority, args.dedup_id)
             out.write(f"{seq}\n")
         elif args.action == "list":
             found = t.dead_letters(args.group, after=args.after, limit=args.limit)
-            columns = ("seq", "group_id", "deliveries", "event", "last_error")
+            columns = ("seq", "group_id", "deliveries", "event", "last_error", "reason")
             _rows(found, args.json, out, columns)
         else:
             return _settle(t, args, out)

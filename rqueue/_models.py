@@ -147,7 +147,8 @@ class QueuedMessage:
     """A message still in the queue, as ``peek`` shows it.
 
     ``state``: ``"ready"``, ``"leased"`` or ``"parked"`` (a lapsed lease or park reads
-    as ready); ``deliveries``: how often it was claimed. A leased message has
+    as ready; a delayed message at its group's head is parked until due, its
+    ``lock_expiry``); ``deliveries``: how often it was claimed. A leased message has
     ``held_by`` (the ``worker_id`` that claimed it) and ``expires_in`` (seconds left,
     by the node's clock).
     """

@@ -270,3 +270,16 @@ def query_write(urls: list[str], sql: str) -> None:
         if r.status_code == 200 and "error" not in r.text:
             return
     raise AssertionError(f"no node of {urls} took {sql!r}")
+
+
+def test_the_admin_cli_shows_a_delayed_head_parked_until_due(connect, queue_urls) -> None:
+    from .test_admin_cli import cli
+
+    t = connect(",".join(queue_urls))
+    seq = t.publish("g", {"n": 1}, delay=3600)
+    t.publish("g", {"n": 2})
+    code, text = cli("peek", "g", urls=queue_urls)
+    first, second = text.splitlines()
+    assert code == 0 and first.split()[0] == str(seq)
+    assert "state='parked'" in first and "parked_until=" in first
+    assert "state='ready'" in second and "parked_until" not in second
