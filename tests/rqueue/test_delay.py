@@ -107,8 +107,8 @@ def test_an_ack_onto_a_delayed_message_parks_the_group(connect, queue_urls) -> N
 
 
 def test_concurrent_merged_claims_never_take_a_delayed_head_early(connect, queue_urls) -> None:
-    """Many claims at once (merged into fused requests by group commit), with acks that
-    move groups onto delayed messages, while delayed heads come due."""
+    """Many claims at once (merged into fused requests by group commit), with acks and
+    ack_and_claims that move groups onto delayed messages, while delayed heads come due."""
     t = connect(",".join(queue_urls))
     items = []
     for g in range(6):
@@ -120,20 +120,30 @@ def test_concurrent_merged_claims_never_take_a_delayed_head_early(connect, queue
     taken: list[Lease] = []
     lock = threading.Lock()
 
-    def worker_sync() -> None:
+    def worker_sync(folds: bool) -> None:
+        """Claim, then ack (or, ``folds``, ack_and_claim) until every message was taken."""
+        lease = None
         while True:
-            lease = t.claim("w", VIS, wait=0.5)
             if lease is None:
+                lease = t.claim("w", VIS, wait=0.5)
+                if lease is None:
+                    with lock:
+                        if len(taken) == len(items):
+                            return
+                    continue
                 with lock:
-                    if len(taken) == len(items):
-                        return
-                continue
-            with lock:
-                taken.append(lease)
-            t.ack(lease)
+                    taken.append(lease)
+            if folds:
+                lease = t.ack_and_claim(lease, "w", VIS)
+                if lease is not None:
+                    with lock:
+                        taken.append(lease)
+            else:
+                t.ack(lease)
+                lease = None
 
     if connect.twin == "sync":
-        threads = [threading.Thread(target=worker_sync) for _ in range(6)]
+        threads = [threading.Thread(target=worker_sync, args=(i % 2 == 1,)) for i in range(6)]
         for th in threads:
             th.start()
         for th in threads:
@@ -142,15 +152,25 @@ def test_concurrent_merged_claims_never_take_a_delayed_head_early(connect, queue
     else:
         transport, loop = t.transport, t._loop
 
-        async def worker_async() -> None:
-            while len(taken) < len(items):
-                lease = await transport.claim("w", VIS, wait=0.5)
-                if lease is not None:
+        async def worker_async(folds: bool) -> None:
+            lease = None
+            while len(taken) < len(items) or lease is not None:
+                if lease is None:
+                    lease = await transport.claim("w", VIS, wait=0.5)
+                    if lease is None:
+                        continue
                     taken.append(lease)
+                if folds:
+                    lease = await transport.ack_and_claim(lease, "w", VIS)
+                    if lease is not None:
+                        taken.append(lease)
+                else:
                     await transport.ack(lease)
+                    lease = None
 
         async def workers() -> None:
-            await asyncio.wait_for(asyncio.gather(*(worker_async() for _ in range(6))), 30)
+            each = (worker_async(i % 2 == 1) for i in range(6))
+            await asyncio.wait_for(asyncio.gather(*each), 30)
 
         loop.run_until_complete(workers())
     assert sorted(x.seq for x in taken) == sorted(seqs)
