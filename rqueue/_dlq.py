@@ -67,7 +67,7 @@ class DeadLetters:
         claim never leases a head past ``max_age`` (see ``Statements._free_groups``), so
         such heads stay at the front of the claim order until a move reaches them. A
         message's age counts from when it was due: its ``deliver_at`` if delayed, else
-        its ``enqueued_at`` (none: it never expires).
+        its ``enqueued_at`` (see ``Statements.expired``).
         """
         s = self.s
         limit, max_age = s.max_deliveries, s.max_age
@@ -83,15 +83,15 @@ class DeadLetters:
             )
             params += [NOW, token, limit, NOW, s.lapse_margin]
         if max_age is not None:
+            old, aged = s.expired("m")
             parts.append(
                 f"{_HEAD}{_HEAD_REST}'retention' FROM (SELECT group_id, head_seq, priority, "
                 f'deliveries, locked_by, lock_expiry FROM "groups" g WHERE g.head_seq IS NOT '
                 f"NULL AND {_FREE} ORDER BY g.last_claimed_at, g.head_seq LIMIT ?) g "
-                "JOIN messages m ON m.seq = g.head_seq "
-                "WHERE coalesce(m.deliver_at, m.enqueued_at) < {now} - ?"
+                f"JOIN messages m ON m.seq = g.head_seq WHERE {old}"
                 + ("" if limit is None else f" AND NOT ({exhausted})")
             )
-            params += [NOW, token, NOW, s.lapse_margin, RETENTION_SCAN, NOW, max_age]
+            params += [NOW, token, NOW, s.lapse_margin, RETENTION_SCAN, *aged]
             if limit is not None:
                 params.append(limit)
         mine = "(SELECT group_id FROM rqueue_dead WHERE dead_by = ?)"

@@ -316,15 +316,25 @@ class Statements:
         if self.max_deliveries is not None:
             exhausted, limit = "AND deliveries < ? ", (self.max_deliveries,)
         if self.max_age is not None:
+            old, aged = self.expired("due")
             exhausted += (
-                "AND NOT EXISTS (SELECT 1 FROM messages due WHERE due.seq = head_seq "
-                "AND coalesce(due.deliver_at, due.enqueued_at) < {now} - ?) "
+                f"AND NOT EXISTS (SELECT 1 FROM messages due WHERE due.seq = head_seq AND {old}) "
             )
-            limit = (*limit, NOW, self.max_age)
+            limit = (*limit, *aged)
         return (
             "head_seq IS NOT NULL AND priority >= ? "
             "AND (locked_by IS NULL OR lock_expiry < {now} - ?) " + exhausted,
             (min_priority, NOW, self.lapse_margin, *limit),
+        )
+
+    def expired(self, alias: str) -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameters) that message ``alias`` is older than
+        :attr:`max_age`: counted from when it became claimable, its ``enqueued_at``, or
+        for a delayed message its ``deliver_at`` plus the lapse margin (the park that
+        holds it back lapses only then). No enqueue time: never."""
+        return (
+            f"coalesce({alias}.deliver_at + ?, {alias}.enqueued_at) < {{now}} - ?",
+            (self.lapse_margin, NOW, self.max_age),
         )
 
     def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:

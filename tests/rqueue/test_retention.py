@@ -175,3 +175,17 @@ def test_without_max_age_nothing_expires(executor: SqliteExecutor) -> None:
     lease = q.claim()
     assert lease is not None
     drive(q.core.ack(lease), executor)
+
+
+def test_a_delayed_message_ages_from_when_its_park_lapses(executor: SqliteExecutor) -> None:
+    """Even with ``max_age`` below the lapse margin, a delayed message is claimable once
+    due before it counts as old."""
+    q = Queue(executor, clock_tolerance=0.5)
+    q.core.statements.max_age = 0.2
+    seq = drive(q.core.publish("g", '"a"', 0, None, 10.0), executor)
+    q.clock.now += 10.5  # due, the park not yet lapsed by the margin
+    assert q.claim() is None
+    q.clock.now += 0.1
+    lease = q.claim()
+    assert lease is not None and lease.seq == seq
+    assert executor.sql("SELECT count(*) FROM rqueue_dead") == [(0,)]
