@@ -200,6 +200,7 @@ class AsyncTransport(AsyncAdmin):
         max_deliveries: int | None = None,
         queue: str | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
+        max_age: float | None = None,
     ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
@@ -222,7 +223,9 @@ class AsyncTransport(AsyncAdmin):
         86.4 ms) after it expired. ``max_deliveries`` (off by default): a message claimed
         that many times without an ack moves to the dead-letter queue at the next claim
         that reaches it, and its group moves on; ``on_dead_letter`` is called with each
-        :class:`~rqueue.DeadLetter` a claim of this transport moved.
+        :class:`~rqueue.DeadLetter` a claim of this transport moved. ``max_age`` (seconds,
+        off by default: retention): a message still queued that long after it was due
+        moves to the dead-letter queue at the next claim that reaches it, unless leased.
         """
         settings = Settings.build(
             url,
@@ -240,6 +243,7 @@ class AsyncTransport(AsyncAdmin):
             max_deliveries=max_deliveries,
             queue=queue,
             on_dead_letter=on_dead_letter,
+            max_age=max_age,
         )
         session = cls._session_class(settings)
         try:
@@ -257,23 +261,38 @@ class AsyncTransport(AsyncAdmin):
 
     # -- the queue ----------------------------------------------------------------------
     async def publish(
-        self, group_id: str, event: Any, priority: int = 0, dedup_id: str | None = None
+        self,
+        group_id: str,
+        event: Any,
+        priority: int = 0,
+        dedup_id: str | None = None,
+        *,
+        delay: float = 0,
     ) -> int:
-        """Append ``event`` to ``group_id``; return its seq. ``dedup_id``: at most once."""
+        """Append ``event`` to ``group_id``; return its seq. ``dedup_id``: at most once.
+
+        ``delay`` (seconds): not deliverable before then, by the store's lease clock; a
+        delayed message at its group's head holds the group back, as a parked one does.
+        """
         core = self._open()
         group_id = _validate.text("group_id", group_id)
         text = _validate.event(event)
         priority = _validate.priority("priority", priority)
         dedup_id = _validate.optional_text("dedup_id", dedup_id)
-        seq = await self._drive(core.publish(group_id, text, priority, dedup_id))
-        self._poller.kick()
+        delay = _validate.seconds("delay", delay, allow_zero=True)
+        seq = await self._drive(core.publish(group_id, text, priority, dedup_id, delay))
+        if not delay:
+            self._poller.kick()  # a delayed message is no news until it is due
         return seq
 
     async def publish_many(self, items: Iterable[tuple[Any, ...]]) -> list[int]:
-        """Publish ``(group_id, event[, priority])`` items atomically in one request."""
+        """Publish ``(group_id, event[, priority[, delay]])`` items atomically in one
+        request (``delay`` as in :meth:`publish`)."""
         core = self._open()
-        seqs = await self._drive(core.publish_many(publish_items(items)))
-        self._poller.kick()
+        checked = publish_items(items)
+        seqs = await self._drive(core.publish_many(checked))
+        if any(not delay for *_, delay in checked):
+            self._poller.kick()
         return seqs
 
     async def claim(

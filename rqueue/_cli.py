@@ -253,6 +253,9 @@ def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
 
 #: peek's columns about the lease, shown only for a leased message
 _HOLDER = ("held_by", "expires_in")
+#: peek's column shown only for a parked message (a nack's park, or a delayed head):
+#: when it becomes claimable again, in UTC
+_UNTIL = "lock_expiry"
 
 
 def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[str]) -> None:
@@ -266,9 +269,12 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
             if c == "seq"
             else f"{c}={d[c]:.1f}s"
             if c == "expires_in"
+            else f"parked_until={_utc(d[c])}"
+            if c == _UNTIL
             else f"{c}={d[c]!r}"
             for c in columns
             if not (c in _HOLDER and d[c] is None)
+            and not (c == _UNTIL and (d.get("state") != "parked" or d[c] is None))
         ]
         out.write("  ".join(shown))
         out.write("\n")
@@ -316,6 +322,10 @@ def _queues(t: Any, args: argparse.Namespace, out: TextIO) -> None:
         out.write(json.dumps(doc) + "\n")
     else:
         out.write(render_queues(found, stats) + "\n")
+
+
+def _utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def _nothing_matched(args: argparse.Namespace) -> str:
@@ -389,14 +399,14 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         elif args.command == "queues":
             _queues(t, args, out)
         elif args.command == "peek":
-            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER)
+            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER, _UNTIL)
             _rows(t.peek(args.group, args.limit), args.json, out, columns)
         elif args.command == "publish":
             seq = t.publish(args.group, args.event, args.priority, args.dedup_id)
             out.write(f"{seq}\n")
         elif args.action == "list":
             found = t.dead_letters(args.group, after=args.after, limit=args.limit)
-            columns = ("seq", "group_id", "deliveries", "event", "last_error")
+            columns = ("seq", "group_id", "deliveries", "event", "last_error", "reason")
             _rows(found, args.json, out, columns)
         else:
             return _settle(t, args, out)

@@ -39,6 +39,7 @@ class Settings:
     #: the queue's name (rqueue._queues); None: the default queue
     queue: str | None = None
     on_dead_letter: Callable[[DeadLetter], None] | None = None
+    max_age: float | None = None
 
     @classmethod
     def build(
@@ -59,6 +60,7 @@ class Settings:
         max_deliveries: int | None = None,
         queue: str | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
+        max_age: float | None = None,
     ) -> Settings:
         urls, creds = parse_urls(url, auth)
         if read_consistency not in ("strong", "linearizable"):
@@ -91,6 +93,7 @@ class Settings:
             max_deliveries=_validate.max_deliveries(max_deliveries),
             queue=_queues.check_name(queue),
             on_dead_letter=on_dead_letter,
+            max_age=_validate.max_age(max_age),
         )
 
     def endpoints(self) -> Endpoints:
@@ -117,6 +120,7 @@ class Settings:
             server_clock=use_server, clock=clock, clock_tolerance=self.clock_tolerance
         )
         statements.max_deliveries = self.max_deliveries
+        statements.max_age = self.max_age
         return QueueCore(
             statements,
             server,
@@ -133,23 +137,30 @@ def _no_clock() -> float:
     raise AssertionError("the server stamps time: no worker clock is read")
 
 
-def publish_items(items: Any) -> list[tuple[str, str, int]]:
-    """Validate ``publish_many`` items: ``(group_id, event)`` or ``(group_id, event, prio)``."""
+def publish_items(items: Any) -> list[tuple[str, str, int, float]]:
+    """Validate ``publish_many`` items: ``(group_id, event[, priority[, delay]])``."""
     try:
         listed = list(items)
     except TypeError:
-        raise TypeError("items: expected an iterable of (group_id, event[, priority])") from None
+        raise TypeError(
+            "items: expected an iterable of (group_id, event[, priority[, delay]])"
+        ) from None
     out = []
     for i, item in enumerate(listed):
-        if not isinstance(item, tuple | list) or len(item) not in (2, 3):
-            raise TypeError(f"items[{i}]: expected (group_id, event) or (group_id, event, prio)")
+        if not isinstance(item, tuple | list) or len(item) not in (2, 3, 4):
+            raise TypeError(
+                f"items[{i}]: expected (group_id, event), (group_id, event, priority) "
+                "or (group_id, event, priority, delay)"
+            )
         group_id = _validate.text(f"items[{i}].group_id", item[0])
         try:
             event = _validate.event(item[1])
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"items[{i}].{exc}") from None
-        prio = _validate.priority(f"items[{i}].priority", item[2] if len(item) == 3 else 0)
-        out.append((group_id, event, prio))
+        prio = _validate.priority(f"items[{i}].priority", item[2] if len(item) > 2 else 0)
+        delay = item[3] if len(item) > 3 else 0
+        delay = _validate.seconds(f"items[{i}].delay", delay, allow_zero=True)
+        out.append((group_id, event, prio, delay))
     return out
 
 

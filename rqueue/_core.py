@@ -41,7 +41,7 @@ from ._exceptions import (
     Unavailable,
 )
 from ._models import Claim, DeadLetter, HttpCall, Lease, Op, Result, Stmt
-from ._statements import BATCH_ITEMS, LEASE_RETURNING, Statements
+from ._statements import LEASE_RETURNING, Statements, batch_chunks
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
@@ -209,15 +209,21 @@ class QueueCore:
 
     # -- publish (timed: a message's ``enqueued_at`` is its request's time) --------------
     @_uses_clock
-    def publish(self, group_id: str, event: str, priority: int, dedup_id: str | None) -> Op[int]:
+    def publish(
+        self, group_id: str, event: str, priority: int, dedup_id: str | None, delay: float = 0.0
+    ) -> Op[int]:
+        """Publish one message, due ``delay`` seconds after the request's time."""
         if dedup_id is not None:
-            return (yield from self._publish_dedup(group_id, event, priority, dedup_id))
-        results = yield self.write(self.statements.publish(group_id, event, priority), "publish")
+            return (yield from self._publish_dedup(group_id, event, priority, dedup_id, delay))
+        stmts = self.statements.publish(group_id, event, priority, delay)
+        results = yield self.write(stmts, "publish")
         return _insert_id(results[0])
 
-    def _publish_dedup(self, group_id: str, event: str, priority: int, dedup_id: str) -> Op[int]:
+    def _publish_dedup(
+        self, group_id: str, event: str, priority: int, dedup_id: str, delay: float
+    ) -> Op[int]:
         s = self.statements
-        stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl)
+        stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl, delay)
         unknown: OutcomeUnknown | None = None
         while True:
             try:
@@ -244,14 +250,13 @@ class QueueCore:
             return int(row[0][0])
 
     @_uses_clock
-    def publish_many(self, items: Sequence[tuple[str, str, int]]) -> Op[list[int]]:
-        """Publish validated ``(group_id, event, priority)`` items in one request."""
+    def publish_many(self, items: Sequence[tuple[Any, ...]]) -> Op[list[int]]:
+        """Publish validated ``(group_id, event, priority[, delay])`` items in one request."""
         if not items:
             return []
         stmts: list[Stmt] = []
         firsts: list[tuple[int, int]] = []  # (index of the chunk's INSERT, its item count)
-        for i in range(0, len(items), BATCH_ITEMS):
-            chunk = items[i : i + BATCH_ITEMS]
+        for chunk in batch_chunks(items):
             firsts.append((len(stmts), len(chunk)))
             stmts.extend(self.statements.publish_batch(chunk))
         results = yield self.write(stmts, f"publish_many({len(items)})")

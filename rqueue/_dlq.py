@@ -1,15 +1,17 @@
-"""The dead-letter queue's statements: moving exhausted messages out, listing, redriving,
-purging (the operator's calls that run them: :mod:`rqueue._admin`).
+"""The dead-letter queue's statements: moving exhausted or expired messages out, listing,
+redriving, purging (the operator's calls that run them: :mod:`rqueue._admin`).
 
-With ``max_deliveries`` set, every claim request starts with :meth:`DeadLetters.move`:
-the heads of groups that were claimed ``max_deliveries`` times and are free again (the
-last lease lapsed, was nacked, or its park ran out, by the claim's own lapse margin)
-move to ``rqueue_dead``, tagged with the claim's token, and their groups point at their
-next message. The move reads only replicated data and the request's stamp, so every
-replica moves the same rows; it is fenced like an ack: a live lease or park is never
-moved, and the late ack of a lease that lapsed finds its row gone (``LeaseLost``). The
-claim then leases as before, in the same transaction (one request, one Raft entry), and
-reads back what it moved by its token (also after an unknown outcome).
+With ``max_deliveries`` or ``max_age`` set, every claim request starts with
+:meth:`DeadLetters.move`: the heads of groups that were claimed ``max_deliveries``
+times, or that are older than ``max_age`` (retention), and are free again (never leased,
+or the last lease lapsed, was nacked, or its park ran out, by the claim's own lapse
+margin) move to ``rqueue_dead``, tagged with the claim's token and with why
+(``reason``), and their groups point at their next message. The move reads only
+replicated data and the request's stamp, so every replica moves the same rows; it is
+fenced like an ack: a live lease or park is never moved, and the late ack of a lease
+that lapsed finds its row gone (``LeaseLost``). The claim then leases as before, in the
+same transaction (one request, one Raft entry), and reads back what it moved by its
+token (also after an unknown outcome).
 
 A redrive puts messages back at the *tail* of their group, as new messages (new seq,
 delivery count 0). The head would need a seq below the group's current head, which may
@@ -26,9 +28,20 @@ from typing import Any
 
 from ._exceptions import ProtocolError
 from ._models import DeadLetter, Result, Stmt
-from ._statements import NOW, Statements
+from ._statements import NOW, RETENTION_SCAN, Statements
 
-_DEAD_COLUMNS = "seq, group_id, event, priority, deliveries, last_error, enqueued_at, dead_at"
+_DEAD_COLUMNS = (
+    "seq, group_id, event, priority, deliveries, last_error, enqueued_at, dead_at, reason"
+)
+#: the columns a move writes, and what it reads for them from a head ``m`` of group ``g``
+_MOVED = (
+    "INSERT INTO rqueue_dead (seq, group_id, event, priority, deliveries, last_error, "
+    "enqueued_at, dead_at, dead_by, reason) "
+)
+_HEAD = "SELECT m.seq, m.group_id, m.event, g.priority, g.deliveries, m.last_error, "
+_HEAD_REST = "m.enqueued_at, {now}, ?, "
+#: a group row ``g`` with no live lease or park, by the claim's lapse margin
+_FREE = "(g.locked_by IS NULL OR g.lock_expiry < {now} - ?)"
 
 
 class DeadLetters:
@@ -39,36 +52,51 @@ class DeadLetters:
 
     @property
     def enabled(self) -> bool:
-        return self.s.max_deliveries is not None
+        return self.s.max_deliveries is not None or self.s.max_age is not None
 
     def move(self, token: str) -> list[Stmt]:
-        """Move every exhausted free head to ``rqueue_dead`` (tagged ``token``); advance
-        and drop their groups. Empty without ``max_deliveries``. The first result's
-        ``rows_affected`` is the number moved.
+        """Move every exhausted free head (``reason`` 'max_deliveries') and the free heads
+        older than ``max_age`` among the first :data:`RETENTION_SCAN` free groups in claim
+        order ('retention') to ``rqueue_dead``, tagged ``token``; advance and drop their
+        groups. Empty with neither option. The first result's ``rows_affected`` is the
+        number moved.
 
         The exhausted heads are found through the partial index on the group rows'
-        ``deliveries > 0`` (a group row counts its head's deliveries), so the cost does
-        not grow with the queue.
+        ``deliveries > 0`` (a group row counts its head's deliveries), the old ones
+        through the claim order's index: so the cost does not grow with the queue. A
+        claim never leases a head past ``max_age`` (see ``Statements._free_groups``), so
+        such heads stay at the front of the claim order until a move reaches them. A
+        message's age counts from when it was due: its ``deliver_at`` if delayed, else
+        its ``enqueued_at`` (see ``Statements.expired``).
         """
-        limit = self.s.max_deliveries
-        if limit is None:
-            return []
         s = self.s
+        limit, max_age = s.max_deliveries, s.max_age
+        if limit is None and max_age is None:
+            return []
+        exhausted = "g.deliveries > 0 AND g.deliveries >= ?"
+        parts: list[str] = []
+        params: list[Any] = []
+        if limit is not None:
+            parts.append(
+                f"{_HEAD}{_HEAD_REST}'max_deliveries' FROM \"groups\" g "
+                f"JOIN messages m ON m.seq = g.head_seq WHERE {exhausted} AND {_FREE}"
+            )
+            params += [NOW, token, limit, NOW, s.lapse_margin]
+        if max_age is not None:
+            old, aged = s.expired("m")
+            parts.append(
+                f"{_HEAD}{_HEAD_REST}'retention' FROM (SELECT group_id, head_seq, priority, "
+                f'deliveries, locked_by, lock_expiry FROM "groups" g WHERE g.head_seq IS NOT '
+                f"NULL AND {_FREE} ORDER BY g.last_claimed_at, g.head_seq LIMIT ?) g "
+                f"JOIN messages m ON m.seq = g.head_seq WHERE {old}"
+                + ("" if limit is None else f" AND NOT ({exhausted})")
+            )
+            params += [NOW, token, NOW, s.lapse_margin, RETENTION_SCAN, *aged]
+            if limit is not None:
+                params.append(limit)
         mine = "(SELECT group_id FROM rqueue_dead WHERE dead_by = ?)"
         return [
-            s.stmt(
-                "INSERT INTO rqueue_dead (seq, group_id, event, priority, deliveries, "
-                "last_error, enqueued_at, dead_at, dead_by) "
-                "SELECT m.seq, m.group_id, m.event, g.priority, g.deliveries, m.last_error, "
-                'm.enqueued_at, {now}, ? FROM "groups" g JOIN messages m ON m.seq = g.head_seq '
-                "WHERE g.deliveries > 0 AND g.deliveries >= ? "
-                "AND (g.locked_by IS NULL OR g.lock_expiry < {now} - ?)",
-                NOW,
-                token,
-                limit,
-                NOW,
-                s.lapse_margin,
-            ),
+            s.stmt(_MOVED + " UNION ALL ".join(parts), *params),
             # the head moves on; the trigger rqueue_head_advance deletes the moved message
             s.stmt(
                 'UPDATE "groups" SET head_seq = (SELECT min(m.seq) FROM messages m '
@@ -145,6 +173,7 @@ def dead_letters_of(res: Result) -> list[DeadLetter]:
                 last_error=r.get("last_error"),
                 enqueued_at=_num(r.get("enqueued_at")),
                 dead_at=_num(r.get("dead_at")),
+                reason=r.get("reason"),
             )
             for r in res.dicts()
         ]

@@ -122,11 +122,13 @@ Op = Generator[HttpCall, tuple[Result, ...], T]
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """A message moved to the dead-letter queue after ``max_deliveries`` claims.
+    """A message moved to the dead-letter queue after ``max_deliveries`` claims, or
+    after ``max_age`` seconds queued (retention).
 
     ``seq`` is the seq it had in the queue (a redrive gives it a new one);
     ``last_error`` the ``error`` of the last ``nack`` that gave one; ``dead_at`` the
-    server time of the claim that moved it.
+    server time of the claim that moved it; ``reason`` why: ``"max_deliveries"`` or
+    ``"retention"`` (None: moved by a release that did not record it).
     """
 
     seq: int
@@ -137,6 +139,7 @@ class DeadLetter:
     last_error: str | None = None
     enqueued_at: float | None = None
     dead_at: float | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ class QueuedMessage:
     """A message still in the queue, as ``peek`` shows it.
 
     ``state``: ``"ready"``, ``"leased"`` or ``"parked"`` (a lapsed lease or park reads
-    as ready); ``deliveries``: how often it was claimed. A leased message has
+    as ready; a delayed message at its group's head is parked until due, its
+    ``lock_expiry``); ``deliveries``: how often it was claimed. A leased message has
     ``held_by`` (the ``worker_id`` that claimed it) and ``expires_in`` (seconds left,
     by the node's clock).
     """

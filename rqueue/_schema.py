@@ -11,11 +11,14 @@ A group row holds its head's lease (``locked_by``, ``lock_expiry``: a token, or
 ``__parked__``), the head's delivery count and the group's round-robin key
 (``last_claimed_at``), so a claim writes that one row; the trigger
 ``rqueue_head_advance`` deletes a head when its group moves on (an ack, a dead-letter
-move). Opening a database written before that (leases on the message rows) adds the
-columns and moves the leases over, tokens and expiries kept (:data:`MOVE_LEASES`): a
-lease or park taken before the upgrade is honoured, its holder's ack or nack fenced as
-before. Stop every worker of the older release before the first open by this one: an
-older worker still running would not see the moved leases.
+move). A delayed message (``messages.deliver_at``) parks its group while it is the head
+and not yet due: the triggers ``rqueue_delay_new`` and ``rqueue_delay_head`` set the
+park when it becomes the head, so every claim skips it as it skips a ``nack`` park.
+Opening a database written before leases moved to the group rows adds the columns and
+moves the leases over, tokens and expiries kept (:data:`MOVE_LEASES`): a lease or park
+taken before the upgrade is honoured, its holder's ack or nack fenced as before. Stop
+every worker of the older release before the first open by this one: an older worker
+still running would not see the moved leases.
 
 Opening a database written by the seed's protocol (no ``groups.head_seq``, no indexes,
 no dedup table) adds the column, fills it in and creates the indexes. Every step is
@@ -27,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._models import Stmt
+from ._statements import PARKED
 
 TABLES: tuple[Stmt, ...] = (
     Stmt(
@@ -38,7 +42,8 @@ TABLES: tuple[Stmt, ...] = (
         "lock_expiry REAL, "
         "deliveries INTEGER NOT NULL DEFAULT 0, "
         "last_error TEXT, "
-        "enqueued_at REAL)"
+        "enqueued_at REAL, "
+        "deliver_at REAL)"
     ),
     Stmt(
         "CREATE TABLE IF NOT EXISTS groups ("
@@ -74,7 +79,8 @@ TABLES: tuple[Stmt, ...] = (
         "last_error TEXT, "
         "enqueued_at REAL, "
         "dead_at REAL, "
-        "dead_by TEXT)"
+        "dead_by TEXT, "
+        "reason TEXT)"
     ),
     # exact counts kept by triggers (COUNTERS): kind 'queued', 'groups', 'dead' per
     # priority; 'pending' (priority 0): messages whose group row is not written yet
@@ -97,9 +103,11 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("messages", "deliveries", "INTEGER NOT NULL DEFAULT 0"),
     ("messages", "last_error", "TEXT"),
     ("messages", "enqueued_at", "REAL"),
+    ("messages", "deliver_at", "REAL"),
+    ("rqueue_dead", "reason", "TEXT"),
 )
 #: the tables ADDED_COLUMNS touches, in the order open() checks them
-ALTERED_TABLES: tuple[str, ...] = ("groups", "messages")
+ALTERED_TABLES: tuple[str, ...] = ("groups", "messages", "rqueue_dead")
 
 INDEXES: tuple[Stmt, ...] = (
     # a group's head: min(seq) per group, and publish/ack bookkeeping
@@ -146,6 +154,15 @@ _TALLY_ROW = (
     "(SELECT rowid FROM rqueue_counts WHERE kind = 'pending' AND priority = 0))"
 )
 _IN_GROUP = "(SELECT count(*) FROM messages WHERE group_id = {}.group_id)"
+
+
+#: the ``deliver_at`` of the head of group row ``{0}`` (NULL: due at once)
+_DUE = "(SELECT deliver_at FROM messages WHERE seq = {0}.head_seq)"
+#: park a free group whose head is delayed until it is due (rqueue._statements.PARKED)
+_PARK = (
+    f"UPDATE groups SET locked_by = '{PARKED}', lock_expiry = {_DUE.format('NEW')} "
+    "WHERE group_id = NEW.group_id AND head_seq = NEW.head_seq AND locked_by IS NULL;"
+)
 
 
 def _tally(delta: str, row: str) -> str:
@@ -221,6 +238,18 @@ COUNTERS: tuple[Stmt, ...] = (
         "CREATE TRIGGER IF NOT EXISTS rqueue_head_advance AFTER UPDATE OF head_seq ON groups "
         "WHEN OLD.head_seq IS NOT NULL AND OLD.head_seq IS NOT NEW.head_seq BEGIN "
         "DELETE FROM messages WHERE seq = OLD.head_seq; END"
+    ),
+    # a delayed message that becomes its group's head (a new group's first message, or
+    # the next one after an ack or a dead-letter move) parks the group until it is due;
+    # never over a lease (every head advance releases the group in the same UPDATE)
+    Stmt(
+        "CREATE TRIGGER IF NOT EXISTS rqueue_delay_new AFTER INSERT ON groups "
+        f"WHEN {_DUE.format('NEW')} IS NOT NULL BEGIN {_PARK} END"
+    ),
+    Stmt(
+        "CREATE TRIGGER IF NOT EXISTS rqueue_delay_head AFTER UPDATE OF head_seq ON groups "
+        "WHEN NEW.head_seq IS NOT NULL AND OLD.head_seq IS NOT NEW.head_seq "
+        f"AND NEW.locked_by IS NULL AND {_DUE.format('NEW')} IS NOT NULL BEGIN {_PARK} END"
     ),
 )
 

@@ -67,8 +67,14 @@ LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
 #: most items in one :meth:`Statements.publish_batch`: 2 parameters per message, 3 per
 #: group and the one enqueue time stay within the 999 that SQLite binds before 3.32
 BATCH_ITEMS = 199
-#: the ``locked_by`` value of a message parked by ``nack(delay > 0)``
+#: the ``locked_by`` value of a message parked by ``nack(delay > 0)``, or of a delayed
+#: message (``publish(..., delay > 0)``) while it is its group's head and not yet due
 PARKED = "__parked__"
+#: how many free groups, in claim order, each claim checks for heads older than
+#: ``max_age`` (retention moves them out group by group, see rqueue._dlq)
+RETENTION_SCAN = 16
+#: most parameters one statement binds (SQLite before 3.32)
+MAX_PARAMS = 999
 
 
 class _Now:
@@ -124,10 +130,14 @@ class Statements:
         clock: Callable[[], float],
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         max_deliveries: int | None = None,
+        max_age: float | None = None,
     ) -> None:
         self.server_clock = server_clock
         #: claims a message may get before it is dead-lettered (None: no limit)
         self.max_deliveries = max_deliveries
+        #: seconds a message may stay queued once due before it is dead-lettered
+        #: (retention; None: kept until acked)
+        self.max_age = max_age
         self.clock = clock
         #: a lease (or park) counts as lapsed only this long after its stored expiry: the
         #: clocks that stamp and check it (nodes, or workers without server time) may
@@ -177,18 +187,23 @@ class Statements:
         return self.server_clock and any(CLOCK_REF in s.sql for s in stmts)
 
     # -- publish ------------------------------------------------------------------------
-    def publish(self, group_id: str, event: str, priority: int) -> list[Stmt]:
-        """Insert the message, ``enqueued_at`` the request's time; create its group row
-        (first publish sets the priority).
+    def publish(self, group_id: str, event: str, priority: int, delay: float = 0.0) -> list[Stmt]:
+        """Insert the message, ``enqueued_at`` the request's time (``deliver_at`` that
+        plus ``delay``, when delayed); create its group row (first publish sets the
+        priority). A delayed message that is or becomes its group's head parks the group
+        until it is due (the triggers ``rqueue_delay_*``, see rqueue._schema).
 
         The first result's ``last_insert_id`` is the message's ``seq``.
         """
+        column, value, dues = _due("{now}", delay)
         return [
             self.stmt(
-                "INSERT INTO messages (group_id, event, enqueued_at) VALUES (?, ?, {now})",
+                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
+                f"VALUES (?, ?, {{now}}{value})",
                 group_id,
                 event,
                 NOW,
+                *dues,
             ),
             self.stmt(
                 "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
@@ -198,8 +213,9 @@ class Statements:
             ),
         ]
 
-    def publish_batch(self, items: Sequence[tuple[str, str, int]]) -> list[Stmt]:
-        """Insert the ``(group_id, event, priority)`` items in order with one statement, then
+    def publish_batch(self, items: Sequence[tuple[Any, ...]]) -> list[Stmt]:
+        """Insert the ``(group_id, event, priority[, delay])`` items in order with one
+        statement, then
         create the group rows they need with one more (a group's first item in the batch
         sets its priority and head, as a run of :meth:`publish` would).
 
@@ -209,21 +225,32 @@ class Statements:
         ``sqlite_sequence``, which nothing else in the statement writes (each row's
         ``last_insert_rowid()`` would see the previous group row's insert). Every message's
         ``enqueued_at`` is the request's time, given once (``WITH``: a bound time is one
-        parameter, not one per row). At most :data:`BATCH_ITEMS` items: SQLite before 3.32
-        binds at most 999 parameters.
+        parameter, not one per row; a delayed item's ``deliver_at`` adds its delay). At most
+        :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters (see
+        :func:`batch_chunks`): SQLite before 3.32 binds at most 999.
         """
         n = len(items)
-        if not 1 <= n <= BATCH_ITEMS:
-            raise ValueError(f"publish_batch: 1 to {BATCH_ITEMS} items, got {n}")
-        rows = ", ".join(["(?, ?, (SELECT t FROM enqueued))"] * n)
+        if not 1 <= n <= BATCH_ITEMS or batch_params(items) > MAX_PARAMS:
+            raise ValueError(
+                f"publish_batch: 1 to {BATCH_ITEMS} items within {MAX_PARAMS} parameters, "
+                f"got {n} items"
+            )
+        t = "(SELECT t FROM enqueued)"
+        if any(_delay_of(x) for x in items):
+            column = ", deliver_at"
+            rows = ", ".join(
+                f"(?, ?, {t}, {t} + ?)" if _delay_of(x) else f"(?, ?, {t}, NULL)" for x in items
+            )
+        else:
+            column, rows = "", ", ".join([f"(?, ?, {t})"] * n)
         inserted = self.stmt(
             "WITH enqueued (t) AS (SELECT {now}) "
-            f"INSERT INTO messages (group_id, event, enqueued_at) VALUES {rows}",
+            f"INSERT INTO messages (group_id, event, enqueued_at{column}) VALUES {rows}",
             NOW,
-            *(v for group_id, event, _ in items for v in (group_id, event)),
+            *(v for x in items for v in (x[0], x[1], *_due("", _delay_of(x))[2])),
         )
         firsts: dict[str, tuple[int, int]] = {}
-        for i, (group_id, _, priority) in enumerate(items):
+        for i, (group_id, _, priority, *_rest) in enumerate(items):
             firsts.setdefault(group_id, (priority, n - 1 - i))
         heads = ", ".join([f"(?, ?, {LAST_SEQ} - CAST(? AS INTEGER))"] * len(firsts))
         grouped = self.stmt(
@@ -233,20 +260,30 @@ class Statements:
         return [inserted, grouped]
 
     def publish_dedup(
-        self, group_id: str, event: str, priority: int, dedup_id: str, dedup_ttl: float
+        self,
+        group_id: str,
+        event: str,
+        priority: int,
+        dedup_id: str,
+        dedup_ttl: float,
+        delay: float = 0.0,
     ) -> list[Stmt]:
-        """Publish at most once per ``dedup_id`` (within ``dedup_ttl`` seconds).
+        """Publish at most once per ``dedup_id`` (within ``dedup_ttl`` seconds), delayed
+        as :meth:`publish` is.
 
         Ends with no read: follow with :meth:`dedup_seq` to learn the message's seq.
         """
+        column, value, dues = _due("{now}", delay)
         return [
             self.stmt("DELETE FROM rqueue_dedup WHERE created_at < {now} - ?", NOW, dedup_ttl),
             self.stmt(
-                "INSERT INTO messages (group_id, event, enqueued_at) SELECT ?, ?, {now} "
+                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
+                f"SELECT ?, ?, {{now}}{value} "
                 "WHERE NOT EXISTS (SELECT 1 FROM rqueue_dedup WHERE dedup_id = ?)",
                 group_id,
                 event,
                 NOW,
+                *dues,
                 dedup_id,
             ),
             self.stmt(
@@ -271,14 +308,33 @@ class Statements:
     # -- claim --------------------------------------------------------------------------
     def _free_groups(self, min_priority: int) -> tuple[str, tuple[Any, ...]]:
         """The WHERE clause (on ``"groups"``) of a group a claim may take, and its
-        parameters: a head, the priority floor, no live lease or park, not exhausted."""
-        exhausted, limit = "", ()
+        parameters: a head, the priority floor, no live lease or park (a delayed head
+        not yet due is parked), not exhausted, not past ``max_age`` (such a head waits
+        for a claim's retention move, see rqueue._dlq)."""
+        exhausted: str = ""
+        limit: tuple[Any, ...] = ()
         if self.max_deliveries is not None:
             exhausted, limit = "AND deliveries < ? ", (self.max_deliveries,)
+        if self.max_age is not None:
+            old, aged = self.expired("due")
+            exhausted += (
+                f"AND NOT EXISTS (SELECT 1 FROM messages due WHERE due.seq = head_seq AND {old}) "
+            )
+            limit = (*limit, *aged)
         return (
             "head_seq IS NOT NULL AND priority >= ? "
             "AND (locked_by IS NULL OR lock_expiry < {now} - ?) " + exhausted,
             (min_priority, NOW, self.lapse_margin, *limit),
+        )
+
+    def expired(self, alias: str) -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameters) that message ``alias`` is older than
+        :attr:`max_age`: counted from when it became claimable, its ``enqueued_at``, or
+        for a delayed message its ``deliver_at`` plus the lapse margin (the park that
+        holds it back lapses only then). No enqueue time: never."""
+        return (
+            f"coalesce({alias}.deliver_at + ?, {alias}.enqueued_at) < {{now}} - ?",
+            (self.lapse_margin, NOW, self.max_age),
         )
 
     def claim_lease(self, token: str, visibility: float, min_priority: int) -> Stmt:
@@ -547,3 +603,38 @@ class Statements:
             lease.seq,
             read=True,
         )
+
+
+def _due(now: str, delay: float) -> tuple[str, str, tuple[Any, ...]]:
+    """The column, the value (``now`` + a parameter) and the parameter that set a delayed
+    message's ``deliver_at``; nothing for a message due at once (``deliver_at`` NULL)."""
+    if delay > 0:
+        return ", deliver_at", f", {now} + ?", (NOW, delay) if now == "{now}" else (delay,)
+    return "", "", ()
+
+
+def _delay_of(item: Sequence[Any]) -> float:
+    """The delay of a ``publish_batch`` item: its fourth element, else 0."""
+    return float(item[3]) if len(item) > 3 else 0.0
+
+
+def batch_params(items: Sequence[Sequence[Any]]) -> int:
+    """The parameters :meth:`Statements.publish_batch` binds for ``items``: the time,
+    two per item (one more if delayed), and three per group (counted together, as
+    :data:`BATCH_ITEMS` is)."""
+    per_item = sum(3 if _delay_of(x) else 2 for x in items)
+    return 1 + per_item + 3 * len({x[0] for x in items})
+
+
+def batch_chunks(items: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """``items`` cut in order into runs that one :meth:`Statements.publish_batch` takes:
+    at most :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters each."""
+    chunks: list[Sequence[Any]] = []
+    start = 0
+    while start < len(items):
+        end = min(start + BATCH_ITEMS, len(items))
+        while batch_params(items[start:end]) > MAX_PARAMS:
+            end -= 1
+        chunks.append(items[start:end])
+        start = end
+    return chunks

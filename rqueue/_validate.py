@@ -101,6 +101,11 @@ def max_deliveries(value: Any) -> int | None:
     return value
 
 
+def max_age(value: Any) -> float | None:
+    """The checked ``max_age`` transport option: None (keep forever) or seconds > 0."""
+    return None if value is None else seconds("max_age", value, allow_zero=False)
+
+
 def limit(value: Any) -> int:
     """How many rows an operator's listing returns: 1 to :data:`MAX_LIMIT`."""
     if isinstance(value, bool) or not isinstance(value, int):

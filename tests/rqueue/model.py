@@ -1,7 +1,7 @@
 """A plain in-memory model of the seed's queue semantics, for side-by-side tests.
 
-Time-independent: leases never lapse and parks never end within a test, so the
-model needs no clock. Claim times are a counter (round-robin order only).
+Time-independent: leases never lapse, parks never end and delayed messages never come
+due within a test, so the model needs no clock. Claim times are a counter (round-robin order only).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ class Message:
     seq: int
     group: str
     event: str
-    state: str = "free"  # free | leased | parked
+    state: str = "free"  # free | leased | parked | delayed (held back while the head)
     token: str | None = None
 
 
@@ -30,12 +30,16 @@ class SeedModel:
         self.groups: dict[str, Group] = {}
         self._claims = 0
 
-    def publish(self, seq: int, group: str, event: str, priority: int) -> None:
-        self.messages[seq] = Message(seq, group, event)
+    def publish(
+        self, seq: int, group: str, event: str, priority: int, delayed: bool = False
+    ) -> None:
+        self.messages[seq] = Message(seq, group, event, "delayed" if delayed else "free")
         self.groups.setdefault(group, Group(priority))
 
     def _busy(self, group: str) -> bool:
-        return any(m.group == group and m.state != "free" for m in self.messages.values())
+        mine = [m for m in self.messages.values() if m.group == group]
+        head = min(mine, key=lambda m: m.seq)
+        return head.state == "delayed" or any(m.state in ("leased", "parked") for m in mine)
 
     def claim(self, min_priority: int) -> Message | None:
         """The seed's selection: free message, group idle, priority floor, round-robin."""

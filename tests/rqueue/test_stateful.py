@@ -1,7 +1,7 @@
 """Hypothesis drives a transport and the seed's in-memory model side by side.
 
-Time does not enter: visibilities and parks are far longer than a test, so every result
-is determined by the operations alone. Runs against the local SQLite core (many
+Time does not enter: visibilities, parks and delays are far longer than a test, so every
+result is determined by the operations alone. Runs against the local SQLite core (many
 examples, fast) and against the shared cluster with both twins (fewer examples).
 """
 
@@ -45,8 +45,11 @@ class LocalCore:
         )
         drive(self.core.open(), self.ex)
 
-    def publish(self, group: str, event: Any, priority: int = 0, dedup_id=None) -> int:
-        return drive(self.core.publish(group, json.dumps(event), priority, dedup_id), self.ex)
+    def publish(
+        self, group: str, event: Any, priority: int = 0, dedup_id=None, *, delay: float = 0
+    ) -> int:
+        op = self.core.publish(group, json.dumps(event), priority, dedup_id, delay)
+        return drive(op, self.ex)
 
     def publish_many(self, items: list[tuple[str, Any, int]]) -> list[int]:
         batch = [(g, json.dumps(e), p) for g, e, p in items]
@@ -95,6 +98,14 @@ def machine_for(queue: Any, reset: Any) -> type[RuleBasedStateMachine]:
             seq = queue.publish(group, event, priority=priority)
             assert all(seq > s for s in self.model.messages)
             self.model.publish(seq, group, json.dumps(event), priority)
+            self.published.add(seq)
+
+        @rule(group=GROUPS, priority=PRIORITIES)
+        def publish_delayed(self, group: str, priority: int) -> None:
+            self.n += 1
+            event = {"n": self.n}
+            seq = queue.publish(group, event, priority=priority, delay=LONG)
+            self.model.publish(seq, group, json.dumps(event), priority, delayed=True)
             self.published.add(seq)
 
         @rule(
