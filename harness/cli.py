@@ -270,6 +270,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     # the benchmark command (issue 6) plugs in here: harness/bench/ with register()
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
     "bench-polling": ("long polling vs a sleep loop", _external("harness.bench.polling")),
+    "bench-batch": ("claim_many vs single claims", _external("harness.bench.batch")),
     "matrix": ("run every scenario on each engine and seed", _external("harness.matrix")),
     "shrink": ("shrink a failing run to a minimal reproduction", _external("harness.shrink")),
     "analysis": (

@@ -1,7 +1,8 @@
 """Timed concurrent load for ``python -m harness bench``: threads or asyncio tasks.
 
 A *step* is one operation of one worker: it returns True when it did its work and False
-when it found nothing to do (a claim on an empty queue). :func:`run_threads` and
+when it found nothing to do (a claim on an empty queue), or, for a batch, how many items
+it did (0: nothing to do). :func:`run_threads` and
 :func:`run_tasks` run ``concurrency`` workers for a warm-up and then a measured window,
 and count only the steps that both start and finish inside the window.
 """
@@ -21,8 +22,8 @@ from ..errors import HarnessError
 if TYPE_CHECKING:
     from .cost import Meter
 
-Step = Callable[[], bool]
-AsyncStep = Callable[[], Awaitable[bool]]
+Step = Callable[[], bool | int]
+AsyncStep = Callable[[], Awaitable[bool | int]]
 #: worker index -> (step, close); opened before the clock starts
 OpenWorker = Callable[[int], tuple[Step, Callable[[], None]]]
 OpenTask = Callable[[int], Awaitable[tuple[AsyncStep, Callable[[], Awaitable[None]]]]]
@@ -42,10 +43,16 @@ class Load:
     empty: int = 0  # steps that found nothing to do
     errors: int = 0
     first_error: str | None = None
+    items: int = 0  # what the steps that did work did: one each, or a batch's count
 
     @property
     def ops(self) -> int:
         return len(self.latencies)
+
+    @property
+    def item_rate(self) -> float:
+        """Items (messages of a batch, or one per operation) per second."""
+        return self.items / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def rate(self) -> float:
@@ -69,6 +76,7 @@ class Load:
             self.empty + other.empty,
             self.errors + other.errors,
             self.first_error or other.first_error,
+            self.items + other.items,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -118,12 +126,13 @@ class _Window:
         self.start = time.perf_counter() + self.warmup
         self.end = self.start + self.seconds
 
-    def record(self, t0: float, t1: float, worked: bool) -> None:
+    def record(self, t0: float, t1: float, worked: bool | int) -> None:
         if t0 < self.start or t1 > self.end:
             return
         with self._lock:
             if worked:
                 self.load.latencies.append(t1 - t0)
+                self.load.items += int(worked)
             else:
                 self.load.empty += 1
 

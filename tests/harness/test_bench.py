@@ -427,3 +427,47 @@ def test_wire_counter_counts_requests_statements_and_bytes():
     assert counter.opcodes(0, 1) is None  # table t is not rqueue's
     assert process_cpu(os.getpid()) > 0
     assert process_cpu(2**22 + 12345) is None  # no such process
+
+
+def test_a_batch_step_counts_its_items():
+    def open_worker(i):
+        def step():
+            time.sleep(0.01)
+            return 10 if i == 0 else 0  # worker 1 always finds nothing
+
+        return step, lambda: None
+
+    load = run_threads(open_worker, 2, seconds=0.2, warmup=0)
+    assert load.ops > 0 and load.items == 10 * load.ops and load.empty > 0
+    assert load.item_rate == pytest.approx(10 * load.rate)
+    assert (load + load).items == 2 * load.items
+
+
+def test_bench_batch_measures_both_ways_on_one_cluster(tmp_path):
+    """A smoke run on tiny sizes: both ways measured, their files written (no speed)."""
+    out = tmp_path / "batch"
+    tiny = ["--seconds", "0.3", "--warmup", "0.1", "--messages", "2000", "--groups", "200"]
+    code = main(["bench-batch", "--out", str(out), "--quiet", *tiny])
+    assert code in (0, 1), "2 means the benchmark itself failed"
+    doc = json.loads((out / "batch.json").read_text())
+    assert [r["way"] for r in doc["rows"]] == ["single", "batched"]
+    single, batched = doc["rows"]
+    for row in doc["rows"]:
+        assert row["messages_per_second"] > 0 and row["errors"] == 0, row
+        assert row["requests_per_message"] > 0 and row["nodes_cpu_ms_per_message"] > 0, row
+    assert single["messages_per_cycle"] == 1.0 and 1.0 <= batched["messages_per_cycle"] <= 10
+    assert doc["ratio"] == pytest.approx(
+        batched["messages_per_second"] / single["messages_per_second"], rel=0.01
+    )
+    assert (code == 0) == doc["target"]["met"]
+    assert "| batched |" in (out / "batch.md").read_text()
+    state = json.loads((out / "cluster" / "cluster.json").read_text())
+    for node in state["nodes"]:  # the cluster is stopped
+        with pytest.raises(ProcessLookupError):
+            os.kill(node["pid"], 0)
+
+
+def test_bench_batch_rejects_bad_sizes(tmp_path, capsys):
+    args = ["bench-batch", "--out", str(tmp_path / "o"), "--groups", "10", "--messages", "5"]
+    assert main(args) == 2
+    assert "--groups <= --messages" in capsys.readouterr().err
