@@ -31,6 +31,7 @@ from ..errors import EXIT_HARNESS, EXIT_MISSED, EXIT_OK
 from . import queue, store
 from .cost import Meter
 from .load import Load, run_threads
+from .target import run_on_cluster
 
 TARGET = 3.0  # batched messages/s over single messages/s, at 8 clients
 WAYS = ("single", "batched")
@@ -254,32 +255,11 @@ def main(args: argparse.Namespace) -> int:
         )
         return EXIT_HARNESS
     out = args.out or Path("results") / f"bench-batch-{time.strftime('%Y%m%dT%H%M%SZ')}"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        if args.urls:
-            doc = run_batch([u.strip() for u in args.urls.split(",")], args, say)
-        else:
-            from ..cluster.local import LocalCluster
-
-            say(f"starting a {args.nodes}-node {args.engine} cluster in {out / 'cluster'}")
-            with LocalCluster.start(
-                nodes=args.nodes,
-                directory=out / "cluster",
-                engine=args.engine,
-                rqlited=args.rqlited,
-                timeout=60.0,
-            ) as cluster:
-                leader = cluster.wait_for_leader(60.0)
-                urls = [leader.url] + [u for u in cluster.urls if u != leader.url]
-                pids = {n.url: n.pid for n in cluster.nodes() if n.pid is not None}
-                doc = run_batch(urls, args, say, pids)
-    except KeyboardInterrupt:
-        print("harness: error: interrupted", file=sys.stderr)
-        return EXIT_HARNESS
-    except Exception as exc:
-        print(f"harness: error: bench-batch failed: {type(exc).__name__}: {exc}",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_HARNESS
+    doc = run_on_cluster(
+        "bench-batch", args, out, say, lambda urls, pids: run_batch(urls, args, say, pids)
+    )
+    if isinstance(doc, int):
+        return doc
     (out / "batch.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "batch.md").write_text(table(doc) + "\n")
     print(table(doc))

@@ -34,6 +34,7 @@ import requests
 
 from ..errors import EXIT_HARNESS, EXIT_MISSED, EXIT_OK
 from .load import percentile_ms
+from .target import run_on_cluster
 
 VIS = 60.0
 IDLE_TARGET = 2.0  # requests/s, 64 waiters
@@ -213,31 +214,13 @@ def main(args: argparse.Namespace) -> int:
         print("harness: error: --waiters, --samples, --seconds, --interval must be > 0",
               file=sys.stderr)  # fmt: skip
         return EXIT_HARNESS
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        if args.urls:
-            doc = asyncio.run(run_polling([u.strip() for u in args.urls.split(",")], args, say))
-        else:
-            from ..cluster.local import LocalCluster
 
-            say(f"starting a {args.nodes}-node {args.engine} cluster in {out / 'cluster'}")
-            with LocalCluster.start(
-                nodes=args.nodes,
-                directory=out / "cluster",
-                engine=args.engine,
-                rqlited=args.rqlited,
-                timeout=60.0,
-            ) as cluster:
-                leader = cluster.wait_for_leader(60.0)
-                urls = [leader.url] + [u for u in cluster.urls if u != leader.url]
-                doc = asyncio.run(run_polling(urls, args, say))
-    except KeyboardInterrupt:
-        print("harness: error: interrupted", file=sys.stderr)
-        return EXIT_HARNESS
-    except Exception as exc:
-        print(f"harness: error: bench-polling failed: {type(exc).__name__}: {exc}",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_HARNESS
+    def measure(urls: list[str], pids: dict[str, int]) -> dict:
+        return asyncio.run(run_polling(urls, args, say))
+
+    doc = run_on_cluster("bench-polling", args, out, say, measure)
+    if isinstance(doc, int):
+        return doc
     (out / "polling.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "polling.md").write_text(_table(doc) + "\n")
     print(_table(doc))
