@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.checker import check
+from harness.checker import CLOCK_TOLERANCE, check
 from harness.history import pairs
 
 MSGS = [f"m{i}" for i in range(4)]
@@ -46,6 +46,9 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
             if f == "publish":
                 m = draw(st.sampled_from(MSGS))
                 inv = {"group": GROUP[m], "msg": m, "priority": 0}
+                delay = draw(st.sampled_from([0, 0, 0.4, 1.0]))
+                if delay:
+                    inv["delay"] = delay
                 done = {**inv, "seq": 1}
             elif f == "claim":
                 vis = draw(st.sampled_from([0.3, 0.5, 1.0]))
@@ -190,6 +193,12 @@ def reference(events: list[dict]) -> dict[str, int]:
         if msg(x) == d["v"]["msg"] and x["p"] != d["by"]
         and d["inv"] >= x["done"] and d["done"] <= end(x)
     ]  # fmt: skip
+    delayed = {p["v"]["msg"] for p in pubs if p["v"].get("delay", 0) > 0}
+    early_delivery = [
+        c for c in leases
+        if msg(c) in delayed and c["done"] + CLOCK_TOLERANCE < min(
+            p["inv"] + p["v"].get("delay", 0) for p in pubs if p["v"]["msg"] == msg(c))
+    ]  # fmt: skip
     return {
         "lost": len(lost),
         "duplicate-group-lease": len(dup),
@@ -197,6 +206,7 @@ def reference(events: list[dict]) -> dict[str, int]:
         "delivered-after-ack": len(dal),
         "unexpected": len(unexpected),
         "stale-ack-accepted": len(stale),
+        "early-delivery": len(early_delivery),
         "early-dead-letter": len(early),
         "over-delivered": len(over),
         "dead-letter-while-leased": len(while_leased),
