@@ -107,13 +107,9 @@ class Workload:
             if spec.long_poll > 0
             and random.Random(f"{seed}-{n}-long-poll").random() < spec.long_poll
         }
-        #: the claimers that take batches (``workload.batch``), drawn per claimer; they
-        #: do not long-poll
-        self.batchers = {
-            n
-            for n in self.claimer_names
-            if spec.batch > 0 and random.Random(f"{seed}-{n}-batch").random() < spec.batch
-        }
+        #: the claimers that take batches (``workload.batch``), drawn per claimer (at
+        #: least one when the share is above 0); they do not long-poll
+        self.batchers = drawn(self.claimer_names, spec.batch, f"{seed}-{{}}-batch")
         self.long_pollers -= self.batchers
         #: the ``python -m rqueue worker`` processes (``workload.worker_processes``)
         self.pool: WorkerPool | None = None
@@ -540,6 +536,15 @@ def _method(client: Any, step: ClientCall) -> Callable[..., Any]:
     """The client's method for ``step``, with its keyword arguments bound."""
     method = getattr(client, step.method)
     return functools.partial(method, **step.kwargs) if step.kwargs else method
+
+
+def drawn(names: Sequence[str], share: float, seed: str) -> set[str]:
+    """The names whose draw (``random.Random(seed.format(name))``) falls below ``share``;
+    the one with the lowest draw when none does and ``share`` is above 0."""
+    if share <= 0 or not names:
+        return set()
+    draws = {n: random.Random(seed.format(n)).random() for n in names}
+    return {n for n, x in draws.items() if x < share} or {min(draws, key=draws.__getitem__)}
 
 
 def takes_delay(client: Any) -> bool:

@@ -21,7 +21,7 @@ from harness.scenario import ScenarioError, WorkloadSpec, parse_scenario
 from harness.subjects import get_subject
 from harness.workload import ClientCall, Processes, Single, Wait, Workload
 from harness.workload.record import perform, published
-from harness.workload.workers import takes_batches, takes_delay
+from harness.workload.workers import drawn, takes_batches, takes_delay
 from rqueue import LeaseLost, OutcomeUnknown, Unavailable
 
 
@@ -206,3 +206,11 @@ def test_a_run_with_batches_stays_valid(run_scenario: Any, tmp_path: Path) -> No
         if i["f"] == "claim-many" and c is not None and c["type"] == "ok"
     ]
     assert max(sizes) > 1, sizes  # some batch held several leases at once
+
+
+def test_a_share_above_zero_draws_at_least_one_batch_claimer() -> None:
+    names = [f"s{i}" for i in range(6)]
+    assert drawn(names, 0.0, "7-{}-batch") == set()
+    assert drawn(names, 1.0, "7-{}-batch") == set(names)
+    for seed in range(50):  # 0.7 ** 6: about one seed in eight draws nobody at 0.3
+        assert drawn(names, 0.3, f"{seed}-{{}}-batch")
