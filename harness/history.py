@@ -35,8 +35,20 @@ COMPLETIONS = frozenset({"ok", "fail", "info"})
 TYPES = frozenset({INVOKE, *COMPLETIONS})
 #: the operation that reads the whole dead-letter queue once, after the drain
 READ_DEAD_LETTERS = "read-dead-letters"
+#: a batch claim (several leases, of distinct groups, in one call) and a batch ack
+CLAIM_MANY, ACK_MANY = "claim-many", "ack-many"
 CLIENT_FS = frozenset(
-    {"publish", "claim", "ack", "nack", "extend", "dead-letter", READ_DEAD_LETTERS}
+    {
+        "publish",
+        "claim",
+        CLAIM_MANY,
+        "ack",
+        ACK_MANY,
+        "nack",
+        "extend",
+        "dead-letter",
+        READ_DEAD_LETTERS,
+    }
 )
 REQUIRED = ("index", "time", "process", "type", "f")
 INF = math.inf

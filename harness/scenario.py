@@ -101,6 +101,15 @@ class WorkloadSpec:
     #: ``long_poll_wait`` seconds instead of a claim and an idle pause
     long_poll: float = 0.0
     long_poll_wait: float = 1.0
+    #: share of the claimers (drawn per claimer) that claim in batches: ``claim_many`` of
+    #: up to ``batch_size`` leases, settled one by one (``ack``/``nack``) or with one
+    #: ``ack_many``; such a claimer does not long-poll
+    batch: float = 0.0
+    batch_size: int = 10
+    #: share of the publishes that are delayed (``publish(..., delay=...)``), by a delay
+    #: drawn from ``delay_range`` seconds
+    delay: float = 0.0
+    delay_range: tuple[float, float] = (0.2, 2.0)
     #: ``python -m rqueue worker`` processes as claimers (harness.workload.processes):
     #: each with ``worker_concurrency`` slots and ``worker_grace`` seconds after SIGTERM;
     #: every ``worker_disrupt_every`` seconds (0: never) one is SIGKILLed or SIGTERMed
@@ -407,6 +416,10 @@ def _parse_workload(where: str, table: Any) -> WorkloadSpec:
         poison=r.probability("poison", d.poison),
         long_poll=r.probability("long_poll", d.long_poll),
         long_poll_wait=r.number("long_poll_wait", d.long_poll_wait, strict=True),
+        batch=r.probability("batch", d.batch),
+        batch_size=r.integer("batch_size", d.batch_size, minimum=1),
+        delay=r.probability("delay", d.delay),
+        delay_range=r.span("delay_range", d.delay_range),
         worker_processes=r.integer("worker_processes", d.worker_processes),
         worker_concurrency=r.integer("worker_concurrency", d.worker_concurrency, minimum=1),
         worker_grace=r.number("worker_grace", d.worker_grace),

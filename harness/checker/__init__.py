@@ -18,17 +18,22 @@ Definitions, in short (the document is the authority):
   ``extend.invoke + visibility``;
 * ``ok`` and ``info`` acks (and dead-letters) count as possible acknowledgements, an
   operation still open at the end of the history as ``info``; a dead-letter by a lease's
-  holder cuts that lease's window (and counts for stale acks) exactly as its ack would.
+  holder cuts that lease's window (and counts for stale acks) exactly as its ack would;
+* each lease of a ``claim-many`` is a lease, each entry of an ``ack-many`` an ack with
+  its own outcome; a delayed message (``delay`` on its publish) leased more than
+  :data:`CLOCK_TOLERANCE` before its earliest publish invoke + delay is an
+  ``early-delivery``.
 """
 
 from .cli import history_path, main_check, print_check
 from .finders import ANOMALIES, FINDERS
-from .model import Dead, HistoryModel, Lease
+from .model import CLOCK_TOLERANCE, Dead, HistoryModel, Lease
 from .result import MAX_EXAMPLES, check
 from .statistics import availability, statistics
 
 __all__ = [
     "ANOMALIES",
+    "CLOCK_TOLERANCE",
     "FINDERS",
     "MAX_EXAMPLES",
     "Dead",

@@ -15,7 +15,7 @@ from typing import Any
 from .. import divergence
 from . import deadletters
 from .deadletters import Finder
-from .model import INF, HistoryModel, Lease
+from .model import CLOCK_TOLERANCE, INF, HistoryModel, Lease
 
 ANOMALIES = (
     "lost",
@@ -24,6 +24,7 @@ ANOMALIES = (
     "delivered-after-ack",
     "unexpected",
     "stale-ack-accepted",
+    "early-delivery",
     *deadletters.ANOMALIES,
     divergence.NAME,  # from the replicas' tables (replicas.json), not from the history
 )
@@ -65,6 +66,7 @@ def find_duplicate_group_leases(h: HistoryModel) -> list[list[int]]:
     for leases in _by(h.leases, lambda x: x.group).values():
         if len(leases) < 2:
             continue
+        found += _same_batch(leases)
         by_ok = sorted(leases, key=_co)
         best: Lease | None = None
         second: Lease | None = None
@@ -81,6 +83,17 @@ def find_duplicate_group_leases(h: HistoryModel) -> list[list[int]]:
             other = second if best is x else best
             if other is not None and other.end >= x.co:
                 found.append([other.i_inv, other.i_ok, x.i_inv, x.i_ok])
+    return found
+
+
+def _same_batch(leases: list[Lease]) -> list[list[int]]:
+    """A second (third …) lease of the group handed out by one batch claim."""
+    seen: set[int] = set()
+    found = []
+    for x in leases:
+        if x.i_ok in seen:
+            found.append([x.i_inv, x.i_ok])
+        seen.add(x.i_ok)
     return found
 
 
@@ -150,6 +163,23 @@ def find_stale_acks(h: HistoryModel) -> list[list[int]]:
     return found
 
 
+def find_early_deliveries(h: HistoryModel) -> list[list[int]]:
+    """A delayed message leased certainly before its publish's invoke plus its delay.
+
+    The queue stamps the publish no earlier than its invoke and the claim no later than
+    its ok, on clocks that may disagree by :data:`CLOCK_TOLERANCE`: a lease is early only
+    when its claim returned more than that before the earliest publish's invoke + delay.
+    """
+    found = []
+    delayed, ready = h.delayed, h.ready
+    for x in h.leases:
+        if x.msg in delayed:
+            t, i = ready[x.msg]
+            if x.co + CLOCK_TOLERANCE < t:
+                found.append([i, x.i_inv, x.i_ok])
+    return found
+
+
 def _best_two(x: Lease, best: Lease | None, second: Lease | None) -> tuple:
     """Earliest-ok lease and earliest-ok lease of a different process, given x joins."""
     if best is None or x.co < best.co:
@@ -168,6 +198,7 @@ FINDERS: dict[str, Finder] = {
     "delivered-after-ack": find_delivered_after_ack,
     "unexpected": find_unexpected,
     "stale-ack-accepted": find_stale_acks,
+    "early-delivery": find_early_deliveries,
     **deadletters.FINDERS,
 }
 

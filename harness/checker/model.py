@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..history import (
+    ACK_MANY,
+    CLAIM_MANY,
     CLIENT_FS,
     READ_DEAD_LETTERS,
     HistoryFormatError,
@@ -22,6 +24,11 @@ from ..history import (
 )
 
 INF = math.inf
+#: Seconds by which two readings of the queue's clock may disagree with the real time
+#: elapsed between them: rqueue's default ``clock_tolerance`` (0.25 s, how far apart the
+#: nodes' clocks may be) plus the rounding of its server timestamps (0.0864 s), rounded
+#: up. A delayed message counts as delivered early only beyond it.
+CLOCK_TOLERANCE = 0.35
 
 
 class Lease:
@@ -84,6 +91,9 @@ class HistoryModel:
         self.pub_inv: dict[Any, tuple[float, int]] = {}  # msg -> earliest publish invoke
         self.pub_ok: dict[Any, tuple[float, int, int]] = {}  # msg -> earliest publish ok
         self.pub_group: dict[Any, Any] = {}
+        #: msg -> (earliest publish invoke + its delay, that publish's invoke index)
+        self.ready: dict[Any, tuple[float, int]] = {}
+        self.delayed: set[Any] = set()  # messages with a publish of positive ``delay``
         self.settled: dict[Any, tuple[float, int, int]] = {}  # msg -> first ok/info ack invoke
         self.acked: dict[Any, tuple[float, int, int]] = {}  # msg -> earliest ack ok
         self.dead_lettered: set[Any] = set()
@@ -105,6 +115,7 @@ class HistoryModel:
         retired: dict[int, int] = {}
         ops, latencies = self.ops, self.latencies
         publish, claim, release, extend = self._publish, self._claim, self._release, self._extend
+        claim_many, ack_many = self._claim_many, self._ack_many
         for ev in events:
             p = ev["process"]
             typ = ev["type"]
@@ -128,6 +139,11 @@ class HistoryModel:
             if f == "claim":
                 claim(inv, ev, typ)
                 claims.append((inv, ev, typ))
+            elif f == CLAIM_MANY:
+                claim_many(inv, ev, typ)
+                claims.append((inv, ev, typ))
+            elif f == ACK_MANY:
+                ack_many(inv, ev, typ)
             elif f == READ_DEAD_LETTERS:
                 if typ == "ok":
                     self.dead_reads.append((inv, ev))
@@ -144,8 +160,10 @@ class HistoryModel:
                 publish(inv, None, "open")
             elif f == "extend":
                 extend(inv, None, "open")
-            elif f == "claim":
+            elif f == "claim" or f == CLAIM_MANY:
                 claims.append((inv, None, "open"))
+            elif f == ACK_MANY:
+                ack_many(inv, None, "open")
             elif f != READ_DEAD_LETTERS:
                 release(inv, None, "open")
         self._absorb_dead_letters(claims)
@@ -161,6 +179,18 @@ class HistoryModel:
         ):
             msg, group = _key(value, "msg", inv), _key(value, "group", inv)
         t = inv["time"]
+        delay = value.get("delay", 0)  # type: ignore[union-attr]
+        if delay is None:
+            delay = 0
+        elif not _is_number(delay):
+            raise HistoryFormatError(
+                inv["index"] + 1, f"publish 'delay' must be a number of seconds, got {delay!r}"
+            )
+        elif delay > 0:
+            self.delayed.add(msg)
+        ready = self.ready.get(msg)
+        if ready is None or t + delay < ready[0]:
+            self.ready[msg] = (t + delay, inv["index"])
         first = self.pub_inv.get(msg)
         if first is None:
             self.pub_inv[msg] = (t, inv["index"])
@@ -181,6 +211,28 @@ class HistoryModel:
             return
         if type(value) is not dict:
             raise HistoryFormatError(comp["index"] + 1, "claim ok value must be an object or null")
+        self._lease(inv, comp, value)
+
+    def _claim_many(self, inv: dict, comp: dict, typ: str) -> None:
+        """Each lease of a batch claim is a lease, as a claim's would be."""
+        if typ != "ok":
+            return
+        value = comp.get("value")
+        leases = value.get("leases") if type(value) is dict else None
+        if type(leases) is not list:
+            raise HistoryFormatError(
+                comp["index"] + 1, "claim-many ok value must be an object with a 'leases' list"
+            )
+        if not leases:
+            self.empty_claims += 1
+        for lease in leases:
+            if type(lease) is not dict:
+                raise HistoryFormatError(
+                    comp["index"] + 1, f"claim-many lease must be an object, got {lease!r}"
+                )
+            self._lease(inv, comp, lease)
+
+    def _lease(self, inv: dict, comp: dict, value: dict) -> None:
         vis = value.get("visibility")
         if vis is None and type(inv.get("value")) is dict:
             vis = inv["value"].get("visibility")
@@ -236,6 +288,31 @@ class HistoryModel:
             done = self.acked.get(msg)
             if done is None or comp["time"] < done[0]:  # type: ignore[index]
                 self.acked[msg] = (comp["time"], inv["index"], comp["index"])  # type: ignore[index]
+
+    def _ack_many(self, inv: dict, comp: dict | None, typ: str) -> None:
+        """Each lease of a batch ack is an ack with that lease's outcome: the ok value's
+        ``outcomes`` when the call returned, else the call's own (fail, info or open)."""
+        value = inv.get("value")
+        entries = value.get("leases") if type(value) is dict else None
+        if type(entries) is not list or any(type(e) is not dict for e in entries):
+            raise HistoryFormatError(
+                inv["index"] + 1, "ack-many invoke value must be an object with a 'leases' list"
+            )
+        kinds = [typ] * len(entries)
+        if typ == "ok":
+            done = comp.get("value")  # type: ignore[union-attr]
+            kinds = done.get("outcomes") if type(done) is dict else None
+            if (
+                type(kinds) is not list
+                or len(kinds) != len(entries)
+                or any(k not in ("ok", "fail", "info") for k in kinds)
+            ):
+                raise HistoryFormatError(
+                    comp["index"] + 1,  # type: ignore[index]
+                    "ack-many ok value needs 'outcomes': ok, fail or info for each lease",
+                )
+        for entry, kind in zip(entries, kinds, strict=True):
+            self._release({**inv, "f": "ack", "value": entry}, comp, kind)
 
     def _extend(self, inv: dict, comp: dict | None, typ: str) -> None:
         _, lease = self._holder_lease(inv)

@@ -26,6 +26,7 @@ def statistics(h: HistoryModel, events: Sequence[dict]) -> dict[str, Any]:
     leased = {x.msg for x in h.leases}
     return {
         "published": len(h.pub_ok),
+        "delayed": len(h.delayed),
         "acked": len(h.acked),
         "redeliveries": len(h.leases) - len(leased),
         "leases": len(h.leases),

@@ -12,6 +12,12 @@ ack's (nothing claimed) unless the error's ``acked`` attribute is True, in which
 ack took effect and the error is the claim's. A queue without such a call implements it
 as ``ack`` then ``claim``, setting ``acked = True`` on an error of the claim.
 
+Optional, detected on each opened client: ``claim(..., wait=...)`` (long polling),
+``publish(..., delay=...)`` (delayed messages), ``claim_many(worker_id, visibility,
+max_messages=10, min_priority=0) -> list[lease]`` with ``ack_many(leases) -> list[error |
+None]`` (batches: one outcome per lease, None when acked). A client without one has the
+workload's long pollers, delayed publishes or batch claimers downgraded, with a log line.
+
 docs/example_subject/README.md documents the protocols for authors of other queues.
 """
 

@@ -18,7 +18,10 @@ operations, the ack on the claimer's process and the claim on a companion proces
 same claimer, which then holds the lease it returned (:class:`Fused`, :class:`Processes`;
 :mod:`.record` turns calls into history operations).
 
-With ``workload.long_poll`` some claimers long-poll (``claim(wait=...)``); with
+With ``workload.batch`` some claimers take batches (``claim_many``, settled one by one
+or with ``ack_many``: ``claim-many`` and ``ack-many`` operations); with
+``workload.delay`` some publishes carry a ``delay``. With ``workload.long_poll`` some
+claimers long-poll (``claim(wait=...)``); with
 ``workload.worker_processes`` the claimers are ``python -m rqueue worker`` processes
 that report their calls to the run, and are killed and replaced while it runs
 (:mod:`.processes`, :mod:`.in_worker`).

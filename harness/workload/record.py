@@ -28,12 +28,15 @@ from rqueue import (
 )
 
 from ..errors import HarnessError
+from ..history import ACK_MANY, CLAIM_MANY
 from ..subjects import LeaseLike
 from . import deadletters
 
 log = logging.getLogger(__name__)
 
 DEFINITE = (Unavailable, StatementError, LeaseLost, TransportClosed)
+#: the operations that claim (and may dead-letter)
+CLAIMS = ("claim", CLAIM_MANY)
 
 
 class WorkloadError(HarnessError):
@@ -129,20 +132,49 @@ def lease_value(lease: LeaseLike) -> dict[str, Any]:
     return {"group": lease.group_id, "msg": msg_of(lease), "seq": lease.seq, "token": lease.token}
 
 
+def leased(lease: LeaseLike, visibility: float) -> dict[str, Any]:
+    """A lease as a claim's ok value records it."""
+    value = {**lease_value(lease), "visibility": visibility}
+    expires = getattr(lease, "expires_at", None)
+    if isinstance(expires, int | float):
+        value["expires_at"] = expires  # the server's lease deadline (epoch seconds)
+    return value
+
+
 def claimed(visibility: float) -> Callable[[Any, LeaseLike | None], dict | None]:
     def ok_value(_value: Any, lease: LeaseLike | None) -> dict | None:
         dead = deadletters.taken()
         if lease is None:
             return {"dead_lettered": dead} if dead else None
-        value = {**lease_value(lease), "visibility": visibility}
+        value = leased(lease, visibility)
         if dead:
             value["dead_lettered"] = dead
-        expires = getattr(lease, "expires_at", None)
-        if isinstance(expires, int | float):
-            value["expires_at"] = expires  # the server's lease deadline (epoch seconds)
         return value
 
     return ok_value
+
+
+def claimed_many(visibility: float) -> Callable[[Any, Any], dict]:
+    """The ok value of a ``claim-many``: ``leases`` (and what it dead-lettered)."""
+
+    def ok_value(_value: Any, leases: Any) -> dict:
+        value: dict[str, Any] = {"leases": [leased(x, visibility) for x in leases or ()]}
+        dead = deadletters.taken()
+        if dead:
+            value["dead_lettered"] = dead
+        return value
+
+    return ok_value
+
+
+def outcome_kind(outcome: BaseException | None) -> str:
+    """The history outcome of one lease of ``ack_many``: None acked, else by its class."""
+    return "ok" if outcome is None else failure_kind(outcome)
+
+
+def acked_many(value: dict[str, Any], outcomes: Any) -> dict[str, Any]:
+    """The ok value of an ``ack-many``: its leases and one outcome per lease."""
+    return {**value, "outcomes": [outcome_kind(o) for o in outcomes]}
 
 
 class Single:
@@ -151,7 +183,7 @@ class Single:
     def __init__(
         self, ops: Ops, process: int, f: str, value: Any, ok_value: Callable = same
     ) -> None:
-        if f == "claim":
+        if f in CLAIMS:
             deadletters.begin()  # collect what this claim dead-letters
             value = {**value, **ops.claim_extra}
         self.ops, self.f, self.value, self.ok_value = ops, f, value, ok_value
@@ -161,6 +193,16 @@ class Single:
     def claim(cls, ops: Ops, process: int, value: dict[str, Any]) -> Single:
         """A claim of ``value`` (``visibility``, ``min_priority``): its ok value is the lease."""
         return cls(ops, process, "claim", value, claimed(value["visibility"]))
+
+    @classmethod
+    def claim_many(cls, ops: Ops, process: int, value: dict[str, Any]) -> Single:
+        """A batch claim (``visibility``, ``min_priority``, ``max_messages``)."""
+        return cls(ops, process, CLAIM_MANY, value, claimed_many(value["visibility"]))
+
+    @classmethod
+    def ack_many(cls, ops: Ops, process: int, leases: list[LeaseLike]) -> Single:
+        """A batch ack of ``leases``: its ok value adds each lease's outcome."""
+        return cls(ops, process, ACK_MANY, {"leases": [lease_value(x) for x in leases]}, acked_many)
 
     def complete(
         self, kind: str, result: Any, exc: BaseException | None, warn: bool = True

@@ -4,7 +4,9 @@ Publishers (threads) each own a few groups and publish to them one message at a 
 every event carries a run-unique ``msg`` id. Claimers claim, "work" for a random time
 and then ack, or nack (at once or with a delay), or stall past their visibility, or
 extend their lease midway; with ``workload.ack_and_claim`` an ack is sometimes
-``ack_and_claim``, whose lease is worked on next. Some claimers are threads with the
+``ack_and_claim``, whose lease is worked on next. With ``workload.batch`` some claimers
+take batches (``claim_many``) and settle them one lease at a time or with ``ack_many``;
+with ``workload.delay`` some publishes are delayed. Some claimers are threads with the
 subject's sync client, the others are tasks on one asyncio loop with its async client;
 both run the same claimer loop of steps (:mod:`harness.workload.plans`).
 """
@@ -38,11 +40,16 @@ from .record import (
     WorkloadError,
     aperform,
     lease_value,
+    outcome_kind,
     perform,
     published,
 )
 
 log = logging.getLogger(__name__)
+
+#: share of a batch's leases to be acked that a batch claimer acks on their own (the
+#: rest go into one ``ack_many``)
+SINGLE_ACK_IN_BATCH = 0.2
 
 
 class _Shared:
@@ -100,6 +107,10 @@ class Workload:
             if spec.long_poll > 0
             and random.Random(f"{seed}-{n}-long-poll").random() < spec.long_poll
         }
+        #: the claimers that take batches (``workload.batch``), drawn per claimer (at
+        #: least one when the share is above 0); they do not long-poll
+        self.batchers = drawn(self.claimer_names, spec.batch, f"{seed}-{{}}-batch")
+        self.long_pollers -= self.batchers
         #: the ``python -m rqueue worker`` processes (``workload.worker_processes``)
         self.pool: WorkerPool | None = None
 
@@ -218,6 +229,9 @@ class Workload:
             for k in range(spec.groups_per_publisher)
         ]
         process = self.ops.new_process()
+        delays = spec.delay > 0 and takes_delay(client)
+        if spec.delay > 0 and not delays:
+            log.warning("publisher p%d: the subject's publish takes no delay: not delaying", p)
         go.wait()
         try:
             for n in itertools.count():
@@ -234,9 +248,12 @@ class Workload:
                 if poison:  # never acked: not outstanding work
                     value["poison"] = doc["poison"] = True
                 event = json.dumps(doc)
+                kwargs: dict[str, Any] = {}
+                if delays and rng.random() < spec.delay:
+                    kwargs["delay"] = value["delay"] = round(rng.uniform(*spec.delay_range), 3)
                 op = self.ops.start(process, "publish", value)
                 try:
-                    seq = client.publish(group, event, priority)
+                    seq = client.publish(group, event, priority, **kwargs)
                 except Exception as e:
                     if self.ops.failed(op, "publish", value, e) == "info":
                         self._count(0 if poison else 1)
@@ -268,7 +285,9 @@ class Workload:
         procs = Processes(self.ops)
         lease: LeaseLike | None = None
         while lease is not None or not self.stop_event.is_set():
-            if lease is None:
+            if name in self.batchers:
+                yield from self._batch_steps(name, rng, procs)
+            elif lease is None:
                 lease = yield from self._claim_steps(name, rng, procs)
             else:
                 lease = yield from self._lease_steps(name, rng, procs, lease)
@@ -309,9 +328,16 @@ class Workload:
         how = "nack" if poison else release_action(plan, stopping, rng, self.spec.ack_and_claim)
         if how == "ack_and_claim":
             return (yield from self._ack_and_claim_steps(name, rng, procs, lease))
+        yield from self._let_go_steps(procs, lease, how, plan.delay)
+        return None
+
+    def _let_go_steps(self, procs: Processes, lease: LeaseLike, how: str, delay: float) -> Steps:
+        """``nack`` (a poison message's with an error) or ``ack`` one lease; returns the
+        call's history type."""
+        lv = lease_value(lease)
         if how == "nack":
-            nv, args = {**lv, "delay": plan.delay}, (lease, plan.delay)
-            if poison:
+            nv, args = {**lv, "delay": delay}, (lease, delay)
+            if deadletters.is_poison(lease.event):
                 nv, args = {**nv, "error": "poison"}, (*args, "poison")
             kind, _ = yield ClientCall(Single(self.ops, procs.main, "nack", nv), "nack", args)
         else:
@@ -319,7 +345,61 @@ class Workload:
             if kind == "ok":
                 self._count(-1)
         procs.after(kind)
-        return None
+        return kind
+
+    def _batch_steps(self, name: str, rng: random.Random, procs: Processes) -> Steps:
+        """One batch: ``claim_many``, work (extending the leases midway), then let each
+        lease go: a planned ``nack`` and some acks one by one, the other acks in one
+        ``ack_many``. Once a call's outcome is unknown its process is retired, and the
+        leases it still held are left to lapse (a new process is not their holder)."""
+        spec = self.spec
+        vis, mp, most = spec.visibility, self._min_priority(rng), spec.batch_size
+        value = {"visibility": vis, "min_priority": mp, "max_messages": most}
+        record = Single.claim_many(self.ops, procs.main, value)
+        kwargs = {"max_messages": most, "min_priority": mp}
+        kind, leases = yield ClientCall(record, "claim_many", (name, vis), kwargs)
+        procs.after(kind)
+        if not leases:
+            yield Wait(self._idle(kind))
+            return
+        holder = procs.main
+        plans = [plan_lease(rng, spec, self.stall_probability) for _ in leases]
+        work = max(plan.work for plan in plans)
+        # a long batch (one lease's plan extends) extends every lease, so none lapses
+        extended = leases if any(plan.extend for plan in plans) else []
+        yield Wait(work / 2 if extended else work)
+        for lease in extended:
+            if self.stop_event.is_set():
+                break
+            ev = {**lease_value(lease), "visibility": vis}
+            kind, _ = yield ClientCall(
+                Single(self.ops, holder, "extend", ev), "extend", (lease, vis)
+            )
+            procs.after(kind)
+            if procs.main != holder:
+                return
+        if extended:
+            yield Wait(work / 2)
+        stopping = self.stop_event.is_set()
+        together = []
+        for lease, plan in zip(leases, plans, strict=True):
+            poison = deadletters.is_poison(lease.event)
+            how = "nack" if poison else release_action(plan, stopping, rng, 0.0)
+            if how == "ack" and rng.random() >= SINGLE_ACK_IN_BATCH:
+                together.append(lease)
+                continue
+            yield from self._let_go_steps(procs, lease, how, plan.delay)
+            if procs.main != holder:
+                return
+        if not together:
+            return
+        record = Single.ack_many(self.ops, holder, together)
+        kind, outcomes = yield ClientCall(record, "ack_many", (together,))
+        if kind == "ok":
+            kinds = [outcome_kind(o) for o in outcomes]
+            self._count(-kinds.count("ok"))
+            kind = "info" if "info" in kinds else "ok"
+        procs.after(kind)
 
     def _ack_and_claim_steps(
         self, name: str, rng: random.Random, procs: Processes, lease: LeaseLike
@@ -370,8 +450,16 @@ class Workload:
             log.warning("claimer %s: the subject's claim takes no wait: not long-polling", name)
             self.long_pollers.discard(name)
 
+    def _can_batch(self, name: str, client: Any) -> None:
+        """A batch claimer whose client lacks ``claim_many`` or ``ack_many`` claims one
+        message at a time."""
+        if name in self.batchers and not takes_batches(client):
+            log.warning("claimer %s: the subject has no claim_many/ack_many: not batching", name)
+            self.batchers.discard(name)
+
     def _claimer(self, name: str, client: Any, go: threading.Event) -> None:
         self._can_long_poll(name, client)
+        self._can_batch(name, client)
         go.wait()
         try:
             self._drive(self._claimer_steps(name), client)
@@ -425,6 +513,7 @@ class Workload:
 
     async def _async_claimer(self, name: str, client: Any) -> None:
         self._can_long_poll(name, client)
+        self._can_batch(name, client)
         await self._adrive(self._claimer_steps(name), client)
 
     def drain(self, timeout: float | None = None, workers: int = 3) -> DrainResult:
@@ -447,6 +536,30 @@ def _method(client: Any, step: ClientCall) -> Callable[..., Any]:
     """The client's method for ``step``, with its keyword arguments bound."""
     method = getattr(client, step.method)
     return functools.partial(method, **step.kwargs) if step.kwargs else method
+
+
+def drawn(names: Sequence[str], share: float, seed: str) -> set[str]:
+    """The names whose draw (``random.Random(seed.format(name))``) falls below ``share``;
+    the one with the lowest draw when none does and ``share`` is above 0."""
+    if share <= 0 or not names:
+        return set()
+    draws = {n: random.Random(seed.format(n)).random() for n in names}
+    return {n for n, x in draws.items() if x < share} or {min(draws, key=draws.__getitem__)}
+
+
+def takes_delay(client: Any) -> bool:
+    """Whether ``client.publish`` delays messages (takes ``delay``)."""
+    try:
+        return "delay" in inspect.signature(client.publish).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def takes_batches(client: Any) -> bool:
+    """Whether the client claims and acks in batches (``claim_many`` and ``ack_many``)."""
+    return callable(getattr(client, "claim_many", None)) and callable(
+        getattr(client, "ack_many", None)
+    )
 
 
 def takes_wait(client: Any) -> bool:

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness.checker import ANOMALIES, check, main_check
+from harness.checker import ANOMALIES, CLOCK_TOLERANCE, check, main_check
 from harness.history import HistoryFormatError, read_history
+from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
 
 HISTORIES = Path(__file__).parent / "histories"
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -182,3 +183,31 @@ def test_availability_counts_only_claims_sent_once_the_fault_is_in_place() -> No
     [fault] = check(events)["stats"]["availability"]
     assert fault["start"] == 1.0
     assert fault["recovery"] == pytest.approx(2.4)
+
+
+def test_clock_tolerance_covers_the_queues() -> None:
+    """Early delivery is judged with at least the clock disagreement rqueue allows: its
+    node clock tolerance plus the rounding of two server timestamps."""
+    assert CLOCK_TOLERANCE >= DEFAULT_CLOCK_TOLERANCE + SERVER_CLOCK_STEP
+
+
+def test_histories_without_batches_or_delays_are_checked_as_before() -> None:
+    """A history written before batches and delays existed: valid, nothing delayed."""
+    result = check(read_history(HISTORIES / "valid-basic.jsonl"))
+    assert result["valid"]
+    assert result["anomalies"]["early-delivery"] == {"count": 0, "examples": []}
+    assert result["stats"]["delayed"] == 0
+    assert "claim-many" not in result["stats"]["ops"]
+
+
+@pytest.mark.parametrize("skew", [0.0, 0.34])
+def test_early_delivery_inside_the_tolerance_is_not_reported(skew: float) -> None:
+    """A lease returned up to CLOCK_TOLERANCE before publish invoke + delay may be the
+    nodes' clocks disagreeing; only beyond it is the delivery certainly early."""
+    events = read_history(HISTORIES / "early-delivery.jsonl")
+    ready = events[0]["time"] + events[0]["value"]["delay"]
+    for i, ev in enumerate(events[2:], start=2):  # the claim and the ack, moved later
+        ev["time"] = round(ready - skew + 0.01 * (i - 3), 6)
+    assert check(events)["valid"]
+    events[3]["time"] = events[2]["time"] = round(ready - 0.36, 6)
+    assert check(events)["anomalies"]["early-delivery"]["count"] == 1

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checker import check
+from harness.checker import CLOCK_TOLERANCE, check
 
 _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "checker_bench.py"
 _spec = importlib.util.spec_from_file_location("checker_bench", _BENCH)
@@ -269,3 +269,78 @@ def test_an_ack_accepted_after_another_claim_past_expiry_is_stale(
     stale = check(mutated)["anomalies"]["stale-ack-accepted"]
     assert stale["count"] >= 1
     assert any(ex[2:4] == [claim["index"], done["index"]] for ex in stale["examples"])
+
+
+def as_batches(events: list[dict]) -> list[dict]:
+    """Every claim as a ``claim-many`` of its lease (if any), every ack as an
+    ``ack-many`` of its lease: the same calls, recorded as batches of one."""
+    out = copy.deepcopy(events)
+    for ev in out:
+        if ev["process"] == "nemesis":
+            continue
+        v = ev["value"]
+        if ev["f"] == "claim":
+            ev["f"] = "claim-many"
+            if ev["type"] == "invoke":
+                ev["value"] = {**v, "max_messages": 1}
+            elif ev["type"] == "ok":
+                ev["value"] = {"leases": [] if v is None else [v]}
+        elif ev["f"] == "ack":
+            ev["f"] = "ack-many"
+            ev["value"] = {"leases": [v]}
+            if ev["type"] == "ok":
+                ev["value"]["outcomes"] = ["ok"]
+    return out
+
+
+@PROPERTY
+@given(histories(), st.booleans())
+def test_batches_of_one_check_as_the_single_calls(events: list[dict], lost: bool) -> None:
+    if lost:  # an ack ok that becomes a batch ack whose one outcome is "fail"
+        events = copy.deepcopy(events)
+        for ev in events:
+            if ev["f"] == "ack" and ev["type"] == "ok":
+                ev["type"] = "fail"
+    single, batched = check(events), check(as_batches(events))
+    assert counts(batched) == counts(single)
+    for k in ("published", "acked", "leases", "redeliveries", "empty_claims"):
+        assert batched["stats"][k] == single["stats"][k], k
+
+
+def first_leases(events: list[dict]) -> dict[str, float]:
+    """Each message's earliest claim ok time."""
+    first: dict[str, float] = {}
+    for _, ok in leases(events):
+        first.setdefault(ok["value"]["msg"], ok["time"])
+    return first
+
+
+@PROPERTY
+@given(histories(), st.randoms(use_true_random=False))
+def test_delays_up_to_the_first_delivery_are_valid_and_longer_ones_early(
+    events: list[dict], rnd: Any
+) -> None:
+    """A delay that ends by the first lease (plus the clock tolerance) is kept; one that
+    ends beyond it makes that lease an early delivery."""
+    events = copy.deepcopy(events)
+    first = first_leases(events)
+    pubs = [e for e in events if e["f"] == "publish" and e["type"] == "invoke"]
+    leased = [e for e in pubs if e["value"]["msg"] in first]
+    if not leased:
+        return
+    for e in leased:
+        slack = first[e["value"]["msg"]] - e["time"]
+        e["value"]["delay"] = round(max(0.0, slack + 0.99 * CLOCK_TOLERANCE * rnd.random()), 6)
+    result = check(events)
+    assert result["valid"], counts(result)
+    assert result["stats"]["delayed"] == len(
+        {e["value"]["msg"] for e in leased if e["value"]["delay"]}
+    )
+    victim = rnd.choice(leased)
+    m = victim["value"]["msg"]
+    for e in leased:
+        if e["value"]["msg"] == m:
+            e["value"]["delay"] = first[m] - e["time"] + CLOCK_TOLERANCE + 0.01
+    early = check(events)["anomalies"]["early-delivery"]
+    assert early["count"] >= 1
+    assert all(events[ex[0]]["value"]["msg"] == m for ex in early["examples"])

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.checker import check
+from harness.checker import CLOCK_TOLERANCE, check
 from harness.history import pairs
 
 MSGS = [f"m{i}" for i in range(4)]
@@ -38,14 +38,17 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
         held: dict | None = None
         for k in range(draw(st.integers(1, 12))):
             f = draw(st.sampled_from(["publish", "claim", "claim", "ack", "nack", "extend",
-                                      "dead-letter"]))  # fmt: skip
-            if f in ("ack", "nack", "extend") and held is None:
+                                      "dead-letter", "claim-many", "ack-many"]))  # fmt: skip
+            if f in ("ack", "nack", "extend", "ack-many") and held is None:
                 f = "claim"
             outcome = draw(st.sampled_from(["ok"] * 6 + ["fail", "info", "open"]))
             duration = draw(st.integers(1, 6)) / 10
             if f == "publish":
                 m = draw(st.sampled_from(MSGS))
                 inv = {"group": GROUP[m], "msg": m, "priority": 0}
+                delay = draw(st.sampled_from([0, 0, 0.4, 1.0]))
+                if delay:
+                    inv["delay"] = delay
                 done = {**inv, "seq": 1}
             elif f == "claim":
                 vis = draw(st.sampled_from([0.3, 0.5, 1.0]))
@@ -62,6 +65,28 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                     done = {**(lease or {}), "dead_lettered": dead}
                 if outcome == "ok" and lease is not None:
                     held = lease
+            elif f == "claim-many":  # up to 3 leases, of any groups (a wrong queue)
+                vis = draw(st.sampled_from([0.3, 0.5, 1.0]))
+                inv = {"visibility": vis, "min_priority": 0, "max_deliveries": LIMIT,
+                       "max_messages": 3}  # fmt: skip
+                batch = []
+                for m in draw(st.lists(st.sampled_from([*MSGS, "ghost"]), max_size=3)):
+                    token += 1
+                    batch.append({"group": GROUP.get(m, "g0"), "msg": m, "seq": 1,
+                                  "token": f"t{token}"})  # fmt: skip
+                done = {"leases": batch}
+                if outcome == "ok" and batch:
+                    held = {**draw(st.sampled_from(batch)), "visibility": vis}
+            elif f == "ack-many":  # the held lease, perhaps with another process's
+                assert held is not None
+                entries = [{k: held[k] for k in ("group", "msg", "seq", "token")}]
+                if draw(st.booleans()):
+                    m = draw(st.sampled_from(MSGS))
+                    entries.append({"group": GROUP[m], "msg": m, "seq": 1, "token": "other"})
+                inv = {"leases": entries}
+                kinds = draw(st.lists(st.sampled_from(["ok", "ok", "fail", "info"]),
+                                      min_size=len(entries), max_size=len(entries)))  # fmt: skip
+                done = {**inv, "outcomes": kinds}
             elif f == "dead-letter":
                 m = draw(st.sampled_from(MSGS))
                 inv = done = {"group": GROUP[m], "msg": m}
@@ -92,14 +117,30 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
 
 def reference(events: list[dict]) -> dict[str, int]:
     """Each anomaly's count, by brute force over the definitions."""
-    ops = [
+    calls = [
         {"f": inv["f"], "p": inv["process"], "inv": inv["time"], "v": inv["value"],
          "type": "open" if c is None else c["type"],
          "done": INF if c is None else c["time"], "out": None if c is None else c["value"]}
         for inv, c in pairs(events)
     ]  # fmt: skip
+    # a batch claim is a claim per lease, a batch ack an ack per lease with its outcome
+    ops = [o for o in calls if o["f"] not in ("claim-many", "ack-many")]
+    same_batch = 0  # a second (third …) lease of one group in one claim-many
+    for o in calls:
+        if o["f"] == "claim-many" and o["type"] == "ok":
+            for x in o["out"]["leases"]:
+                ops.append({**o, "f": "claim", "out": {**x, "visibility": o["v"]["visibility"]}})
+            groups = [x["group"] for x in o["out"]["leases"]]
+            same_batch += len(groups) - len(set(groups))
+        elif o["f"] == "ack-many":
+            kinds = (
+                o["out"]["outcomes"] if o["type"] == "ok" else [o["type"]] * len(o["v"]["leases"])
+            )
+            for x, kind in zip(o["v"]["leases"], kinds, strict=True):
+                ops.append({**o, "f": "ack", "v": x, "type": kind, "out": x})
     pubs = [o for o in ops if o["f"] == "publish"]
     claims = [o for o in ops if o["f"] == "claim"]
+    every_claim = [o for o in calls if o["f"] in ("claim", "claim-many")]  # one per call
     # what a claim dead-lettered: an ok dead-letter spanning the claim, by no holder
     dead = [
         {"f": "dead-letter", "p": None, "by": c["p"], "inv": c["inv"], "done": c["done"],
@@ -112,7 +153,7 @@ def reference(events: list[dict]) -> dict[str, int]:
     settles, acks_ok = settles + dead, acks_ok + dead
     leases = [c for c in claims if c["type"] == "ok" and c["out"] and "group" in c["out"]]
     unknown = [  # may have delivered unseen: unknown outcome, or outlasted its visibility
-        c for c in claims if c["type"] in ("info", "open")
+        c for c in every_claim if c["type"] in ("info", "open")
         or (c["type"] == "ok" and c["done"] - c["inv"] >= c["v"]["visibility"])
     ]  # fmt: skip
 
@@ -190,13 +231,20 @@ def reference(events: list[dict]) -> dict[str, int]:
         if msg(x) == d["v"]["msg"] and x["p"] != d["by"]
         and d["inv"] >= x["done"] and d["done"] <= end(x)
     ]  # fmt: skip
+    delayed = {p["v"]["msg"] for p in pubs if p["v"].get("delay", 0) > 0}
+    early_delivery = [
+        c for c in leases
+        if msg(c) in delayed and c["done"] + CLOCK_TOLERANCE < min(
+            p["inv"] + p["v"].get("delay", 0) for p in pubs if p["v"]["msg"] == msg(c))
+    ]  # fmt: skip
     return {
         "lost": len(lost),
-        "duplicate-group-lease": len(dup),
+        "duplicate-group-lease": len(dup) + same_batch,
         "fifo-violation": len(fifo),
         "delivered-after-ack": len(dal),
         "unexpected": len(unexpected),
         "stale-ack-accepted": len(stale),
+        "early-delivery": len(early_delivery),
         "early-dead-letter": len(early),
         "over-delivered": len(over),
         "dead-letter-while-leased": len(while_leased),
