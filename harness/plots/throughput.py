@@ -1,4 +1,6 @@
-"""``throughput.png``: successful claims (and acks, publishes) per second, faults shaded."""
+"""``throughput.png``: successful claims (and acks, publishes) per second, faults shaded.
+
+A ``claim-many`` counts each of its leases, an ``ack-many`` each lease acked."""
 
 from __future__ import annotations
 
@@ -49,8 +51,13 @@ def throughput_figure(
         f = inv["f"]
         if f == "claim" and comp.get("value") is not None:
             series["claims (leases)"].append(comp["time"])
+        elif f == "claim-many" and type(comp.get("value")) is dict:
+            series["claims (leases)"] += [comp["time"]] * len(comp["value"].get("leases") or ())
         elif f == "ack":
             series["acks"].append(comp["time"])
+        elif f == "ack-many" and type(comp.get("value")) is dict:
+            outcomes = comp["value"].get("outcomes") or ()
+            series["acks"] += [comp["time"]] * sum(o == "ok" for o in outcomes)
         elif f == "publish":
             series["publishes"].append(comp["time"])
     probe = [fault_label(f, recovery) for f in faults]

@@ -455,3 +455,28 @@ def test_the_summary_table_is_the_same_from_the_runner_and_from_run_json(
     keys = [line.split(" | ")[0].removeprefix("| ") for line in tables[0].splitlines()[2:]]
     assert keys[:3] == ["scenario", "verdict", "subject"]
     assert keys[keys.index("ops.claim.fail") - 1] == "nodes"
+
+
+def test_batches_count_each_lease_and_each_acked_lease() -> None:
+    lease = {"group": "g", "msg": "m", "seq": 1, "token": "t", "visibility": 2.0}
+    leases = [{**lease, "group": f"g{i}", "seq": i} for i in range(3)]
+    events = [
+        {"index": 0, "time": 0.1, "process": 0, "type": "invoke", "f": "claim-many",
+         "value": {"visibility": 2.0, "min_priority": 0, "max_messages": 10}},
+        {"index": 1, "time": 0.2, "process": 0, "type": "ok", "f": "claim-many",
+         "value": {"leases": leases}},
+        {"index": 2, "time": 0.3, "process": 0, "type": "invoke", "f": "ack-many",
+         "value": {"leases": leases}},
+        {"index": 3, "time": 0.4, "process": 0, "type": "ok", "f": "ack-many",
+         "value": {"leases": leases, "outcomes": ["ok", "fail", "ok"]}},
+    ]  # fmt: skip
+    fig = throughput_figure(events, [], 1.0)
+    by_colour = {
+        a.get_edgecolor()[:3]: a.get_data().values
+        for a in fig.axes[0].patches
+        if hasattr(a, "get_data")
+    }
+    rgb = matplotlib.colors.to_rgb
+    assert sum(by_colour[rgb("tab:blue")]) == pytest.approx(3 / 0.9)  # three leases
+    assert sum(by_colour[rgb("tab:green")]) == pytest.approx(2 / 0.9)  # two acked
+    plt.close(fig)
