@@ -106,12 +106,13 @@ def test_not_applied_is_sent_again_and_a_live_lease_is_acked_after_a_lookup(
 
 
 def test_ack_many_unknown_then_still_ours_sends_those_again() -> None:
+    from rqueue._many import ack_many
     from rqueue._models import Result
 
     from .test_core_decisions import LEASE, Script, core
 
     other = Lease(8, "h", "{}", "w:other")
-    s = Script(core("v10.2.7").ack_many([LEASE, other]))
+    s = Script(ack_many(core("v10.2.7"), [LEASE, other]))
     assert s.call.path == "/db/execute" and len(s.call.statements) == 3  # stamp, ack, drop
     s.throw(OutcomeUnknown("leadership lost"))
     assert s.call.path == "/db/query" and len(s.call.statements) == 2
