@@ -16,7 +16,7 @@ faults live here:
   applied; after an unknown outcome a found token proves both, and otherwise the ack is
   settled alone first, then the claim is retried with the same token;
 * a write whose statements read the request's time starts with the time stamp (see
-  :mod:`rqueue._statements`), so no write depends on when a replica applies it; on
+  :mod:`rqueue._render`), so no write depends on when a replica applies it; on
   servers that cannot stamp time, an operation that needs the time first reads the
   leader's clock when :class:`~rqueue._clock.LeaderClock` says it is due.
 

@@ -16,7 +16,7 @@ rendered statement, and the core applies it to every statement it sends
 ``name`` column as a string literal (``sqlite_sequence WHERE name = 'messages'``), and
 the parameters of a catalog read (``pragma_table_info(?)``, ``sqlite_master``). Time
 functions stay where they were, so rqlite's time rewriting reaches the same places (see
-:mod:`rqueue._statements`); a prefixed ``groups`` is not the keyword rqlite's parser
+:mod:`rqueue._render`); a prefixed ``groups`` is not the keyword rqlite's parser
 refuses, so a statement it accepted before it accepts after (one it refused for that
 keyword alone it now takes, and rewrites its time functions: rqueue has them only in reads
 and in the stamp, where the receiving node's clock is the one meant either way). Names
