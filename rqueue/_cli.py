@@ -266,6 +266,9 @@ _HOLDER = ("held_by", "expires_in")
 #: peek's column shown only for a parked message (a nack's park, or a delayed head):
 #: when it becomes claimable again, in UTC
 _UNTIL = "lock_expiry"
+#: peek's column shown only for a delayed message behind its group's head: when it is
+#: due, in UTC
+_DUE = "deliver_at"
 
 
 def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[str]) -> None:
@@ -281,10 +284,13 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
             if c == "expires_in"
             else f"parked_until={_utc(d[c])}"
             if c == _UNTIL
+            else f"delayed_until={_utc(d[c])}"
+            if c == _DUE
             else f"{c}={d[c]!r}"
             for c in columns
             if not (c in _HOLDER and d[c] is None)
             and not (c == _UNTIL and (d.get("state") != "parked" or d[c] is None))
+            and not (c == _DUE and (d.get("state") != "delayed" or d[c] is None))
         ]
         out.write("  ".join(shown))
         out.write("\n")
@@ -409,7 +415,7 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         elif args.command == "queues":
             _queues(t, args, out)
         elif args.command == "peek":
-            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER, _UNTIL)
+            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER, _UNTIL, _DUE)
             _rows(t.peek(args.group, args.limit), args.json, out, columns)
         elif args.command == "publish":
             seq = t.publish(args.group, args.event, args.priority, args.dedup_id, args.delay)
