@@ -152,10 +152,9 @@ class CliQueue(_sync.Admin):
     ) -> int:
         """Append the JSON text ``event`` to ``group_id`` (sent alone), deliverable
         ``delay`` seconds from now; its seq."""
-        group_id = _validate.text("group_id", group_id)
-        priority = _validate.priority("priority", priority)
-        dedup_id = _validate.optional_text("dedup_id", dedup_id)
-        delay = _validate.seconds("delay", delay, allow_zero=True)
+        group_id, priority, dedup_id, delay = _validate.publish_args(
+            group_id, priority, dedup_id, delay
+        )
         return self._drive(self._core.publish(group_id, event, priority, dedup_id, delay))
 
     def stats_by_queue(self, names: list[str]) -> dict[str, Any]:

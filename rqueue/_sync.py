@@ -274,11 +274,10 @@ class Transport(Admin):
         delayed message at its group's head holds the group back, as a parked one does.
         """
         core = self._open()
-        group_id = _validate.text("group_id", group_id)
         text = _validate.event(event)
-        priority = _validate.priority("priority", priority)
-        dedup_id = _validate.optional_text("dedup_id", dedup_id)
-        delay = _validate.seconds("delay", delay, allow_zero=True)
+        group_id, priority, dedup_id, delay = _validate.publish_args(
+            group_id, priority, dedup_id, delay
+        )
         seq = self._drive(core.publish(group_id, text, priority, dedup_id, delay))
         if not delay:
             self._poller.kick()  # a delayed message is no news until it is due
