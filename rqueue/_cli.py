@@ -2,8 +2,9 @@
 
 Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
 ``dlq redrive``, ``dlq purge``, ``peek GROUP`` (with who holds each lease, and until
-when), ``publish GROUP JSON``, ``worker MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), and
-``queues`` (every queue of the database, with its depth). Each command but ``queues``
+when), ``publish GROUP JSON`` (``--delay SECONDS``: due later), ``worker
+MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), and ``queues`` (every queue of the
+database, with its depth). Each command but ``queues``
 acts on one queue: ``--queue NAME`` (default: the default queue; :mod:`rqueue._queues`).
 Nodes come from ``--url`` or the ``RQUEUE_URL`` environment variable (comma-separated,
 as ``from_url`` takes them); credentials as in ``from_url``: user info in a URL, or
@@ -102,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("event", metavar="JSON", help="the event, a JSON document")
     publish.add_argument("--priority", type=int, default=0)
     publish.add_argument("--dedup-id", help="publish at most once under this id")
+    publish.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="not deliverable before this many seconds from now (default 0: at once)",
+    )
 
     from . import _cli_worker
 
@@ -165,6 +173,8 @@ def check(args: argparse.Namespace) -> str | None:
             json.loads(args.event)
         except ValueError as exc:
             return f"JSON: not a JSON document ({exc}): {args.event[:80]!r}"
+        if not (math.isfinite(args.delay) and args.delay >= 0):
+            return f"--delay: must be a number of seconds >= 0, got {args.delay:g}"
     if getattr(args, "limit", None) is not None and not 1 <= args.limit <= MAX_LIMIT:
         return f"--limit: must be between 1 and {MAX_LIMIT}, got {args.limit}"
     if getattr(args, "after", 0) < 0:
@@ -256,6 +266,9 @@ _HOLDER = ("held_by", "expires_in")
 #: peek's column shown only for a parked message (a nack's park, or a delayed head):
 #: when it becomes claimable again, in UTC
 _UNTIL = "lock_expiry"
+#: peek's column shown only for a delayed message behind its group's head: when it is
+#: due, in UTC
+_DUE = "deliver_at"
 
 
 def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[str]) -> None:
@@ -271,10 +284,13 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
             if c == "expires_in"
             else f"parked_until={_utc(d[c])}"
             if c == _UNTIL
+            else f"delayed_until={_utc(d[c])}"
+            if c == _DUE
             else f"{c}={d[c]!r}"
             for c in columns
             if not (c in _HOLDER and d[c] is None)
             and not (c == _UNTIL and (d.get("state") != "parked" or d[c] is None))
+            and not (c == _DUE and (d.get("state") != "delayed" or d[c] is None))
         ]
         out.write("  ".join(shown))
         out.write("\n")
@@ -399,10 +415,10 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         elif args.command == "queues":
             _queues(t, args, out)
         elif args.command == "peek":
-            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER, _UNTIL)
+            columns = ("seq", "state", "deliveries", "event", "last_error", *_HOLDER, _UNTIL, _DUE)
             _rows(t.peek(args.group, args.limit), args.json, out, columns)
         elif args.command == "publish":
-            seq = t.publish(args.group, args.event, args.priority, args.dedup_id)
+            seq = t.publish(args.group, args.event, args.priority, args.dedup_id, args.delay)
             out.write(f"{seq}\n")
         elif args.action == "list":
             found = t.dead_letters(args.group, after=args.after, limit=args.limit)

@@ -143,13 +143,19 @@ class CliQueue(_sync.Admin):
             raise
 
     def publish(
-        self, group_id: str, event: str, priority: int = 0, dedup_id: str | None = None
+        self,
+        group_id: str,
+        event: str,
+        priority: int = 0,
+        dedup_id: str | None = None,
+        delay: float = 0.0,
     ) -> int:
-        """Append the JSON text ``event`` to ``group_id`` (sent alone); its seq."""
-        group_id = _validate.text("group_id", group_id)
-        priority = _validate.priority("priority", priority)
-        dedup_id = _validate.optional_text("dedup_id", dedup_id)
-        return self._drive(self._core.publish(group_id, event, priority, dedup_id))
+        """Append the JSON text ``event`` to ``group_id`` (sent alone), deliverable
+        ``delay`` seconds from now; its seq."""
+        group_id, priority, dedup_id, delay = _validate.publish_args(
+            group_id, priority, dedup_id, delay
+        )
+        return self._drive(self._core.publish(group_id, event, priority, dedup_id, delay))
 
     def stats_by_queue(self, names: list[str]) -> dict[str, Any]:
         """``stats()`` of each queue in ``names`` (this must be the default queue's)."""

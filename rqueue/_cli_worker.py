@@ -40,6 +40,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--max-deliveries", type=int, default=None, help="dead-letter after this many claims"
     )
     w.add_argument(
+        "--max-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="retention: dead-letter a message still queued this long after it was due "
+        "(at the next claim that reaches it; default: kept until handled)",
+    )
+    w.add_argument(
         "--grace", type=float, default=30.0, help="seconds to finish after SIGTERM (default 30)"
     )
     w.add_argument(
@@ -62,6 +70,8 @@ def _problem(args: argparse.Namespace) -> str | None:
         return str(exc)
     if args.max_deliveries is not None and args.max_deliveries < 1:
         return f"--max-deliveries: must be >= 1, got {args.max_deliveries}"
+    if args.max_age is not None and not (math.isfinite(args.max_age) and args.max_age > 0):
+        return f"--max-age: must be a number of seconds > 0, got {args.max_age:g}"
     for name in ("timeout", "request_timeout"):
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):
@@ -121,6 +131,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         timeout=args.timeout,
         request_timeout=min(args.request_timeout, args.timeout),
         max_deliveries=args.max_deliveries,
+        max_age=args.max_age,
         verify=not args.insecure,
         ca_bundle=args.ca_bundle,
         auth=auth,

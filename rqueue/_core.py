@@ -16,9 +16,11 @@ faults live here:
   applied; after an unknown outcome a found token proves both, and otherwise the ack is
   settled alone first, then the claim is retried with the same token;
 * a write whose statements read the request's time starts with the time stamp (see
-  :mod:`rqueue._statements`), so no write depends on when a replica applies it; on
+  :mod:`rqueue._render`), so no write depends on when a replica applies it; on
   servers that cannot stamp time, an operation that needs the time first reads the
   leader's clock when :class:`~rqueue._clock.LeaderClock` says it is due.
+
+The batch operations (``claim_many``, ``ack_many``) are in :mod:`rqueue._many`.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._models import Claim, DeadLetter, HttpCall, Lease, Op, Result, Stmt
-from ._statements import LEASE_RETURNING, Statements, batch_chunks
+from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
+from ._statements import Statements, batch_chunks
 from ._version import ServerInfo
 
 log = logging.getLogger("rqueue")
@@ -51,8 +53,6 @@ _TX = (("transaction", "true"),)
 #: the first rqlite whose parser takes ``UPDATE ... FROM`` (and so returns its rows):
 #: the rewrite corpora show v9.4.5 and v10.2.7 parsing it, v8.36.18 rejecting it
 FUSING = (9, 4, 5)
-#: most messages one ``claim_many`` or ``ack_many`` takes
-MAX_BATCH = 100
 #: how long dedup ids are remembered, in seconds
 DEFAULT_DEDUP_TTL = 7 * 24 * 3600.0
 
@@ -275,10 +275,10 @@ class QueueCore:
             lease = yield from self._claim_one_request(token, visibility, min_priority, dead)
         else:
             lease = yield from self._claim_three_requests(token, visibility, min_priority, dead)
-        self._report_dead(dead)
+        self.report_dead(dead)
         return lease
 
-    def _report_dead(self, dead: dict[int, DeadLetter]) -> None:
+    def report_dead(self, dead: dict[int, DeadLetter]) -> None:
         """Tell ``on_dead_letter`` what a claim that returned moved (in seq order)."""
         if self.on_dead_letter is not None:
             for seq in sorted(dead):
@@ -286,24 +286,48 @@ class QueueCore:
 
     def _claim_one_request(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
-    ) -> Op:
+    ) -> Op[Lease | None]:
         """Dead-letter exhausted heads (``max_deliveries``) and lease (returning the row),
         in one request (one Raft entry); read back what was moved."""
         s = self.statements
         move = self.dead.move(token)
+
+        def answered(results: Sequence[Result]) -> Op[Lease | None]:
+            _dlq.collect(dead, results[len(move) + 1 :])
+            return (yield from self._leased(results[: len(move) + 1], token))
+
+        return (
+            yield from self.claim_until_known(
+                lambda: self.request(
+                    [
+                        *move,
+                        s.claim_returning(token, visibility, min_priority),
+                        *self.dead.moved_by(token),
+                    ],
+                    "claim",
+                    mergeable=True,
+                ),
+                answered,
+                lambda unknown: self._look_up_token(token, unknown, dead),
+            )
+        )
+
+    def claim_until_known(
+        self,
+        call: Callable[[], HttpCall],
+        answered: Callable[[Sequence[Result]], Op[T]],
+        look_up: Callable[[OutcomeUnknown], Op[T | None]],
+    ) -> Op[T]:
+        """Send a claim (``call()``) until its outcome is known; the value of
+        ``answered(results)`` once a request is answered. After an unknown outcome
+        ``look_up(unknown)`` looks the claim's tokens up: found, the claim applied and
+        that is the value; not found (None or empty), nothing was leased, and the same
+        tokens are sent again (a token already in use leases nothing). Once an outcome
+        was unknown, a definite failure after it is :class:`OutcomeUnknown` too."""
         unknown: OutcomeUnknown | None = None
         while True:
-            call = self.request(
-                [
-                    *move,
-                    s.claim_returning(token, visibility, min_priority),
-                    *self.dead.moved_by(token),
-                ],
-                "claim",
-                mergeable=True,
-            )
             try:
-                results = yield call
+                results = yield call()
             except OutcomeUnknown as exc:
                 unknown = unknown or exc
             except (Unavailable, StatementError) as exc:
@@ -311,12 +335,10 @@ class QueueCore:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
                 raise
             else:
-                _dlq.collect(dead, results[len(move) + 1 :])
-                return (yield from self._leased(results[: len(move) + 1], token))
-            # The outcome is unknown: look the token up before trying again.
-            lease = yield from self._look_up_token(token, unknown, dead)
-            if lease is not None:
-                return lease
+                return (yield from answered(results))
+            found = yield from look_up(unknown)
+            if found:
+                return found
 
     def _claim_three_requests(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
@@ -361,12 +383,12 @@ class QueueCore:
         plain write answers without ``columns``: the row is then read back by token."""
         rows = [r for r in results if r.columns]
         if rows:
-            return self._lease(rows[-1], token)
+            return self.lease_of(rows[-1], token)
         try:
             (res,) = yield self.read([self.statements.claim_read_back(token)], "claim: read back")
         except (Unavailable, StatementError, OutcomeUnknown) as exc:
             raise OutcomeUnknown(f"claim: applied, but the lease could not be read: {exc}") from exc
-        return self._lease(res, token)
+        return self.lease_of(res, token)
 
     def _look_up_token(
         self, token: str, unknown: OutcomeUnknown, dead: dict[int, DeadLetter] | None = None
@@ -381,9 +403,10 @@ class QueueCore:
             raise OutcomeUnknown(f"{unknown}; the token could not be looked up: {exc}") from exc
         if dead is not None:
             _dlq.collect(dead, moved)
-        return self._lease(res, token)
+        return self.lease_of(res, token)
 
-    def _lease(self, res: Result, token: str) -> Lease | None:
+    def lease_of(self, res: Result, token: str) -> Lease | None:
+        """The lease of ``token`` in a claim's row (None: no row)."""
         if not res.rows:
             return None
         row = res.dicts()[0]
@@ -399,144 +422,6 @@ class QueueCore:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"claim: unreadable row {row!r}: {exc}") from exc
-
-    @_uses_clock
-    def claim_many(
-        self, worker_id: str, visibility: float, min_priority: int, n: int
-    ) -> Op[list[Lease]]:
-        """Lease up to ``n`` messages of ``n`` distinct groups in one request (one
-        statement where the server's parser takes it, else one per lease), each with its
-        own token; in claim order. After an unknown outcome the tokens are looked up (the
-        request is one transaction: all of them or none took effect) and, none found, the
-        same tokens are sent again (a token already in use leases nothing)."""
-        s = self.statements
-        tokens = [new_token(worker_id) for _ in range(n)]
-        dead: dict[int, DeadLetter] = {}
-        move = self.dead.move(tokens[0])
-        if s.fusing:
-            claims = [s.claim_batch([Claim(t, visibility) for t in tokens], min_priority)]
-        elif self.server.one_request_claim:
-            claims = [s.claim_returning(t, visibility, min_priority) for t in tokens]
-        else:
-            claims = [s.claim_lease(t, visibility, min_priority) for t in tokens]
-        moved = self.dead.moved_by(tokens[0])
-        unknown: OutcomeUnknown | None = None
-        while True:
-            try:
-                if self.server.one_request_claim:
-                    call = self.request([*move, *claims, *moved], "claim_many", mergeable=True)
-                else:
-                    call = self.write([*move, *claims], "claim_many")
-                results = yield call
-            except OutcomeUnknown as exc:
-                unknown = unknown or exc
-            except (Unavailable, StatementError) as exc:
-                if unknown is not None:
-                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
-                raise
-            else:
-                _dlq.collect(dead, results[len(move) + len(claims) :])
-                leased = results[len(move) : len(move) + len(claims)]
-                if any(r.columns for r in leased):
-                    found = self._leases(leased, tokens)
-                else:  # run as a plain write: read the leases back by token
-                    applied = OutcomeUnknown("claim_many: applied, but not read back")
-                    found = yield from self._look_up_tokens(tokens, applied, dead)
-                self._report_dead(dead)
-                return found
-            # Unknown: one transaction, so all of it applied or none; look the tokens up.
-            found = yield from self._look_up_tokens(tokens, unknown, dead)
-            if found:
-                self._report_dead(dead)
-                return found
-
-    def _look_up_tokens(
-        self, tokens: Sequence[str], unknown: OutcomeUnknown, dead: dict[int, DeadLetter]
-    ) -> Op[list[Lease]]:
-        """The leases of ``tokens`` (in their order), and what their claim moved."""
-        marks = ", ".join("?" * len(tokens))
-        stmt = Stmt(
-            f'SELECT {LEASE_RETURNING}, locked_by AS token FROM "groups" '
-            f"WHERE locked_by IN ({marks})",
-            tuple(tokens),
-        )
-        try:
-            res, *moved = yield self.read([stmt, *self.dead.moved_by(tokens[0])], "claim: look up")
-        except (Unavailable, StatementError) as exc:
-            raise OutcomeUnknown(f"{unknown}; the tokens could not be looked up: {exc}") from exc
-        _dlq.collect(dead, moved)
-        return self._leases([res], tokens)
-
-    def _leases(self, results: Sequence[Result], tokens: Sequence[str]) -> list[Lease]:
-        """The leases in ``results``, in the order of their ``tokens``: rows that name
-        their token (a batched claim, a look-up), or else one result per token."""
-        found: dict[str, Lease] = {}
-        for i, res in enumerate(results):
-            if "token" in res.columns:
-                at = res.columns.index("token")
-                for row in res.rows:
-                    lease = self._lease(Result(res.columns, (row,)), str(row[at]))
-                    if lease is not None:
-                        found[lease.token] = lease
-            elif res.columns:
-                lease = self._lease(res, tokens[i])
-                if lease is not None:
-                    found[lease.token] = lease
-        return [found[t] for t in tokens if t in found]
-
-    @_uses_clock
-    def ack_many(self, leases: Sequence[Lease]) -> Op[list[RqueueError | None]]:
-        """Ack every lease in one request, each fenced by its token; each outcome apart:
-        None (acked), :class:`LeaseLost`, or :class:`OutcomeUnknown`."""
-        s = self.statements
-        out: dict[int, RqueueError | None] = {}
-        pending = list(range(len(leases)))
-        unknown: OutcomeUnknown | None = None
-        while pending:
-            batch = [leases[i] for i in pending]
-            if self.server.one_request_claim:
-                stmts = s.ack_batch(batch)
-            else:
-                stmts = [st for x in batch for st in s.ack(x)]
-            try:
-                results = yield self.write(stmts, f"ack_many({len(batch)})", mergeable=True)
-            except OutcomeUnknown as exc:
-                unknown = unknown or exc
-                applied: set[str] | None = None
-            except (Unavailable, StatementError) as exc:
-                for i in pending:
-                    out[i] = exc if unknown is None else OutcomeUnknown(f"{unknown}; {exc}")
-                break
-            else:
-                applied = _applied_acks(results, batch, self.server.one_request_claim)
-            if applied is not None:
-                for i in pending:
-                    if leases[i].token in applied:
-                        out[i] = None
-                    elif unknown is None:
-                        out[i] = _lease_lost("ack", leases[i])
-                pending = [i for i in pending if i not in out]
-                if not pending:
-                    break
-                unknown = unknown or OutcomeUnknown("ack_many: some acks were not told apart")
-            lookups = [s.lookup(leases[i]) for i in pending]
-            try:
-                found = yield self.read(lookups, "ack_many: look up")
-            except (Unavailable, StatementError) as exc:
-                for i in pending:
-                    out[i] = OutcomeUnknown(f"{unknown}; could not be looked up: {exc}")
-                break
-            again = []
-            for i, res in zip(pending, found, strict=True):
-                decision = decide_after_unknown("ack", leases[i].token, res.rows)
-                if decision == "retry":
-                    again.append(i)
-                elif decision == "lost":
-                    out[i] = _lease_lost("ack", leases[i])
-                else:
-                    out[i] = OutcomeUnknown(f"{unknown}; the message's state does not settle it")
-            pending = again
-        return [out[i] for i in range(len(leases))]
 
     # -- settle -------------------------------------------------------------------------
     @_uses_clock
@@ -558,7 +443,7 @@ class QueueCore:
             yield from self.ack(lease)
             claim = self._claim_three_requests(token, visibility, min_priority, dead)
             found = yield from _after_ack(claim)
-            self._report_dead(dead)
+            self.report_dead(dead)
             return found
         stmts = self.statements.ack_and_claim(lease, token, visibility, min_priority)
         try:
@@ -572,7 +457,7 @@ class QueueCore:
             yield from self._fenced(lease, self.statements.ack(lease), "ack", unknown)
         else:
             if results[0].rows_affected == 0:
-                raise _lease_lost("ack", lease, " and nothing was claimed")
+                raise lease_lost("ack", lease, " and nothing was claimed")
             try:
                 return (yield from self._leased(results, token))
             except ProtocolError as exc:
@@ -580,7 +465,7 @@ class QueueCore:
                 raise
         claim = self._claim_one_request(token, visibility, min_priority, dead)
         found = yield from _after_ack(claim)
-        self._report_dead(dead)
+        self.report_dead(dead)
         return found
 
     @_uses_clock
@@ -634,7 +519,7 @@ class QueueCore:
                 if first.rows if first.columns else first.rows_affected > 0:
                     return first
                 if unknown is None:
-                    raise _lease_lost(what, lease)
+                    raise lease_lost(what, lease)
             # Unknown so far: look at the row to decide.
             try:
                 (res,) = yield self.read([self.statements.lookup(lease)], f"{what}: look up")
@@ -644,7 +529,7 @@ class QueueCore:
             if decision == "retry":
                 continue
             if decision == "lost":
-                raise _lease_lost(what, lease)
+                raise lease_lost(what, lease)
             raise OutcomeUnknown(f"{unknown}; the message's state does not settle it")
 
 
@@ -670,25 +555,11 @@ def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -
     return "unknown"
 
 
-def _lease_lost(what: str, lease: Lease, also: str = "") -> LeaseLost:
+def lease_lost(what: str, lease: Lease, also: str = "") -> LeaseLost:
     return LeaseLost(
         f"{what}: message {lease.seq} of group {lease.group_id!r} is no longer leased to "
         f"this token; nothing was changed{also}"
     )
-
-
-def _applied_acks(
-    results: Sequence[Result], batch: Sequence[Lease], one_statement: bool
-) -> set[str] | None:
-    """The tokens of ``batch`` whose ack applied (None: the results do not tell)."""
-    if not one_statement:  # each lease's ack and drop, in turn
-        return {x.token for x, r in zip(batch, results[::2], strict=True) if r.rows_affected}
-    first = results[0]
-    if first.columns:
-        return {row[0] for row in first.rows}
-    if first.rows_affected in (0, len(batch)):
-        return {x.token for x in batch} if first.rows_affected else set()
-    return None
 
 
 def _after_ack(op: Op[T]) -> Op[T]:

@@ -146,11 +146,13 @@ class DeadLetter:
 class QueuedMessage:
     """A message still in the queue, as ``peek`` shows it.
 
-    ``state``: ``"ready"``, ``"leased"`` or ``"parked"`` (a lapsed lease or park reads
-    as ready; a delayed message at its group's head is parked until due, its
-    ``lock_expiry``); ``deliveries``: how often it was claimed. A leased message has
-    ``held_by`` (the ``worker_id`` that claimed it) and ``expires_in`` (seconds left,
-    by the node's clock).
+    ``state``: ``"ready"``, ``"leased"``, ``"parked"`` or ``"delayed"`` (a lapsed lease
+    or park reads as ready; a delayed message at its group's head is parked until due,
+    its ``lock_expiry``; one behind the head is delayed until its ``deliver_at``);
+    ``deliveries``: how often it was claimed. A leased message has ``held_by`` (the
+    ``worker_id`` that claimed it) and ``expires_in`` (seconds left, by the node's
+    clock). ``deliver_at``: when a message published with a delay is (or was) due, on
+    the lease clock (None: due when published).
     """
 
     seq: int
@@ -162,6 +164,7 @@ class QueuedMessage:
     lock_expiry: float | None = None
     held_by: str | None = None
     expires_in: float | None = None
+    deliver_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,9 @@ class Stats:
     published (or redriven), to within ``clock_tolerance`` + 0.09 s (how far the nodes'
     clocks may disagree, plus rqlite's rounding of its time; docs/rqueue.md); None when
     nothing is ready or the message has no enqueue time (a row written by another tool).
+    ``ready`` (and the oldest ready message) include delayed messages waiting behind
+    their group's head, not due yet: exact counters cannot tell when they come due
+    (:mod:`rqueue._stats`); ``peek`` shows them as ``delayed``.
     """
 
     ready: int

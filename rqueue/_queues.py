@@ -16,7 +16,7 @@ rendered statement, and the core applies it to every statement it sends
 ``name`` column as a string literal (``sqlite_sequence WHERE name = 'messages'``), and
 the parameters of a catalog read (``pragma_table_info(?)``, ``sqlite_master``). Time
 functions stay where they were, so rqlite's time rewriting reaches the same places (see
-:mod:`rqueue._statements`); a prefixed ``groups`` is not the keyword rqlite's parser
+:mod:`rqueue._render`); a prefixed ``groups`` is not the keyword rqlite's parser
 refuses, so a statement it accepted before it accepts after (one it refused for that
 keyword alone it now takes, and rewrites its time functions: rqueue has them only in reads
 and in the stamp, where the receiving node's clock is the one meant either way). Names
@@ -31,15 +31,12 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import _stats
 from ._exceptions import ProtocolError
-from ._models import Fuse, Op, Result, Stats, Stmt
+from ._models import Fuse, HttpCall, Op, Result, Stats, Stmt
 from ._statements import NOW, Statements
-
-if TYPE_CHECKING:
-    from ._core import QueueCore
 
 #: the name of the queue whose tables carry no prefix
 DEFAULT = "default"
@@ -191,6 +188,20 @@ class _Fuser:
 
 
 # -- the registry --------------------------------------------------------------------------
+class Core(Protocol):
+    """What the registry's operations use of a queue's core (:class:`rqueue._core.QueueCore`,
+    which stands above this module)."""
+
+    statements: Statements
+    naming: Naming
+
+    def write(
+        self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False, mergeable: bool = False
+    ) -> HttpCall: ...
+
+    def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall: ...
+
+
 @dataclass(frozen=True)
 class QueueInfo:
     """A queue of the database, as ``queues()`` lists it: its name and when it was first
@@ -200,7 +211,7 @@ class QueueInfo:
     created_at: float | None = None
 
 
-def register(core: QueueCore) -> Op[None]:
+def register(core: Core) -> Op[None]:
     """Create the registry if absent and add the core's queue (kept if already there)."""
     s = core.statements
     entry = s.stmt(
@@ -211,7 +222,7 @@ def register(core: QueueCore) -> Op[None]:
     yield core.write([REGISTRY, entry], "register the queue", idempotent=True)
 
 
-def list_queues(core: QueueCore) -> Op[list[QueueInfo]]:
+def list_queues(core: Core) -> Op[list[QueueInfo]]:
     """Every queue of the database, by name. A database no transport of this release has
     opened has no registry yet: its default queue is listed if its tables are there."""
     (found,) = yield core.read([CATALOG], "queues")
@@ -230,7 +241,7 @@ def queues_of(res: Result) -> list[QueueInfo]:
         raise ProtocolError(f"queues: unreadable row: {exc}") from exc
 
 
-def stats_by_queue(core: QueueCore, names: Sequence[str]) -> Op[dict[str, Stats]]:
+def stats_by_queue(core: Core, names: Sequence[str]) -> Op[dict[str, Stats]]:
     """``stats()`` of each queue in ``names``, in one read. ``core`` must be the default
     queue's: these statements are qualified here, each for its own queue."""
     if core.naming.queue is not None:

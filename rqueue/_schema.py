@@ -5,7 +5,7 @@ Besides the queue itself: the dead-letter table ``rqueue_dead`` (messages moved 
 ``stats()`` reads a handful of rows instead of counting the queue (see :mod:`rqueue._stats`).
 
 rqueue keeps the seed's table names (``groups`` included), so a seed-era database is
-read as it is; no statement on ``groups`` holds a time function (see rqueue._statements).
+read as it is; no statement on ``groups`` holds a time function (see rqueue._render).
 
 A group row holds its head's lease (``locked_by``, ``lock_expiry``: a token, or
 ``__parked__``), the head's delivery count and the group's round-robin key
@@ -62,7 +62,7 @@ TABLES: tuple[Stmt, ...] = (
         "seq INTEGER NOT NULL, "
         "created_at REAL NOT NULL)"
     ),
-    # the server time of the request being applied (see rqueue._statements): one row
+    # the server time of the request being applied (see rqueue._render): one row
     Stmt(
         "CREATE TABLE IF NOT EXISTS rqueue_clock ("
         "id INTEGER PRIMARY KEY CHECK (id = 1), "

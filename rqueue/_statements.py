@@ -12,48 +12,46 @@
         statements_class = NoExclusivity
 
 Builders write ``{now}`` where the lease clock's current time goes and pass :data:`NOW`
-at the matching place among the positional parameters; :meth:`Statements.stmt` renders
-it and checks that placeholders and parameters line up. Every value is a parameter;
-nothing a caller passes is put into SQL text.
-
-No write may depend on when or where it is applied: every replica applies each Raft
-entry at its own moment (and a restarted node replays its log much later), so a time
-function evaluated at apply time makes the replicas disagree. rqlite >= 8.33 rewrites
-``'now'`` to a literal on the node that receives the request, but only where its own
-SQL parser accepts the statement and its tree walk reaches the call: not inside a scalar
-subquery, not in a ``WITH`` clause, not where an unquoted table name ``groups`` stands
-where that parser rejects it as a keyword (``UPDATE groups``, ``DELETE FROM groups``,
-``FROM groups``). So ``{now}`` in a write never becomes a time function:
-
-- *server clock* (rqlite >= 8.33): a request whose statements need the time starts with
-  :meth:`Statements.stamp`, one top-level ``INSERT ... VALUES`` that rqlite rewrites,
-  storing the receiving node's time in the one-row table ``rqueue_clock``; ``{now}``
-  reads it back (:data:`CLOCK_REF`), a plain read of replicated data;
-- otherwise the time is a bound parameter: the leader's clock as measured over the
-  connection (:class:`rqueue._clock.LeaderClock`), or the caller's ``clock``.
-
-Reads (``read=True``) are not replicated and may use the answering node's clock.
+(how that becomes the request's time, never a replica's: :mod:`rqueue._render`). This
+module holds the claims and the settling of leases; the class inherits the publish
+builders (:mod:`rqueue._publish`) and the rendering (:class:`~rqueue._render.Renderer`).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._models import Claim, Fuse, Lease, Stmt
+from ._publish import (
+    BATCH_ITEMS,
+    LAST_SEQ,
+    MAX_PARAMS,
+    PublishStatements,
+    batch_chunks,
+    batch_params,
+)
+from ._render import CLOCK_REF, NOW, SERVER_CLOCK_STEP, SERVER_NOW, STAMP
 
-#: server time in epoch seconds, as SQL; rqlite >= 8.33 rewrites it to a literal on the
-#: node that receives the request, where its parser reaches it (see the module's doc)
-SERVER_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
-#: the stamped server time of this request, as a write reads it (server clock)
-CLOCK_REF = "(SELECT ts FROM rqueue_clock WHERE id = 1)"
-#: the stamp: a top-level VALUES that rqlite's parser accepts and rewrites
-STAMP = Stmt(f"INSERT OR REPLACE INTO rqueue_clock (id, ts) VALUES (1, {SERVER_NOW})")
-#: resolution of the server clock: rqlite prints the rewritten ``now`` as a Julian day
-#: with six decimals, so each server timestamp is rounded by up to half of this
-SERVER_CLOCK_STEP = 86400.0 / 1e6
+__all__ = [
+    "BATCH_ITEMS",
+    "CLOCK_REF",
+    "DEFAULT_CLOCK_TOLERANCE",
+    "LAST_SEQ",
+    "LEASE_RETURNING",
+    "MAX_PARAMS",
+    "NOW",
+    "PARKED",
+    "RETENTION_SCAN",
+    "SERVER_CLOCK_STEP",
+    "SERVER_NOW",
+    "STAMP",
+    "Statements",
+    "batch_chunks",
+    "batch_params",
+]
+
 #: default bound on how far apart the clocks that stamp and check a lease may be
 DEFAULT_CLOCK_TOLERANCE = 0.25
 #: a lease's columns, as a claim returns them (its ``RETURNING``) or reads them back from
@@ -62,30 +60,12 @@ LEASE_RETURNING = (
     "head_seq AS seq, group_id, "
     "(SELECT event FROM messages WHERE seq = head_seq) AS event, lock_expiry"
 )
-#: the highest seq ever given to a message (``messages`` is ``AUTOINCREMENT``)
-LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
-#: most items in one :meth:`Statements.publish_batch`: 2 parameters per message, 3 per
-#: group and the one enqueue time stay within the 999 that SQLite binds before 3.32
-BATCH_ITEMS = 199
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``, or of a delayed
 #: message (``publish(..., delay > 0)``) while it is its group's head and not yet due
 PARKED = "__parked__"
 #: how many free groups, in claim order, each claim checks for heads older than
 #: ``max_age`` (retention moves them out group by group, see rqueue._dlq)
 RETENTION_SCAN = 16
-#: most parameters one statement binds (SQLite before 3.32)
-MAX_PARAMS = 999
-
-
-class _Now:
-    def __repr__(self) -> str:
-        return "NOW"
-
-
-#: stands in the parameter list where the lease clock's ``now`` goes
-NOW = _Now()
-
-_PLACEHOLDER = re.compile(r"\?|\{now\}")
 
 
 #: the builders whose statements :meth:`Statements.fused` replaces in merged requests
@@ -116,7 +96,7 @@ def _acked_key(lease: Lease | None) -> tuple[str | None, str | None]:
     return (None, None) if lease is None else (lease.group_id, lease.token)
 
 
-class Statements:
+class Statements(PublishStatements):
     """The statement builders: schema-independent SQL for each queue operation.
 
     ``server_clock`` True: lease times come from the server (``SERVER_NOW``); False:
@@ -156,154 +136,6 @@ class Statements:
         when fusing is off, or when a subclass writes a claim, ack or drop its own way
         (a mutant's statement must not be replaced by this class's fused one)."""
         return self if self.fusing and _own_fused_builders(type(self)) else None
-
-    # -- rendering ----------------------------------------------------------------------
-    def stmt(self, sql: str, *params: Any, read: bool = False) -> Stmt:
-        """Render ``{now}`` placeholders and their :data:`NOW` parameters.
-
-        With the server clock a write reads the request's stamp (:data:`CLOCK_REF`:
-        the request must start with :meth:`stamp`), a read the answering node's clock.
-        """
-        slots = _PLACEHOLDER.findall(sql)
-        if len(slots) != len(params):
-            raise AssertionError(f"{len(slots)} placeholders but {len(params)} params: {sql}")
-        for slot, param in zip(slots, params, strict=True):
-            if (slot == "{now}") != (param is NOW):
-                raise AssertionError(f"placeholder {slot} does not match {param!r}: {sql}")
-        if self.server_clock:
-            ref = SERVER_NOW if read else CLOCK_REF
-            return Stmt(sql.replace("{now}", ref), tuple(p for p in params if p is not NOW))
-        if "{now}" not in sql:
-            return Stmt(sql, params)
-        now = float(self.clock())
-        return Stmt(sql.replace("{now}", "?"), tuple(now if p is NOW else p for p in params))
-
-    def stamp(self) -> Stmt | None:
-        """The statement a request starts with when its writes read :data:`CLOCK_REF`."""
-        return STAMP if self.server_clock else None
-
-    def needs_stamp(self, stmts: Sequence[Stmt]) -> bool:
-        """Whether ``stmts`` read the stamped time (so the request must stamp it first)."""
-        return self.server_clock and any(CLOCK_REF in s.sql for s in stmts)
-
-    # -- publish ------------------------------------------------------------------------
-    def publish(self, group_id: str, event: str, priority: int, delay: float = 0.0) -> list[Stmt]:
-        """Insert the message, ``enqueued_at`` the request's time (``deliver_at`` that
-        plus ``delay``, when delayed); create its group row (first publish sets the
-        priority). A delayed message that is or becomes its group's head parks the group
-        until it is due (the triggers ``rqueue_delay_*``, see rqueue._schema).
-
-        The first result's ``last_insert_id`` is the message's ``seq``.
-        """
-        column, value, dues = _due("{now}", delay)
-        return [
-            self.stmt(
-                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
-                f"VALUES (?, ?, {{now}}{value})",
-                group_id,
-                event,
-                NOW,
-                *dues,
-            ),
-            self.stmt(
-                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
-                "VALUES (?, ?, last_insert_rowid())",
-                group_id,
-                priority,
-            ),
-        ]
-
-    def publish_batch(self, items: Sequence[tuple[Any, ...]]) -> list[Stmt]:
-        """Insert the ``(group_id, event, priority[, delay])`` items in order with one
-        statement, then
-        create the group rows they need with one more (a group's first item in the batch
-        sets its priority and head, as a run of :meth:`publish` would).
-
-        The messages' seqs are consecutive (one INSERT on an ``AUTOINCREMENT`` table): the
-        first result's ``last_insert_id`` is the last item's, so item ``i`` of ``n`` got
-        ``last_insert_id - (n - 1 - i)``. The group rows read that last seq from
-        ``sqlite_sequence``, which nothing else in the statement writes (each row's
-        ``last_insert_rowid()`` would see the previous group row's insert). Every message's
-        ``enqueued_at`` is the request's time, given once (``WITH``: a bound time is one
-        parameter, not one per row; a delayed item's ``deliver_at`` adds its delay). At most
-        :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters (see
-        :func:`batch_chunks`): SQLite before 3.32 binds at most 999.
-        """
-        n = len(items)
-        if not 1 <= n <= BATCH_ITEMS or batch_params(items) > MAX_PARAMS:
-            raise ValueError(
-                f"publish_batch: 1 to {BATCH_ITEMS} items within {MAX_PARAMS} parameters, "
-                f"got {n} items"
-            )
-        t = "(SELECT t FROM enqueued)"
-        if any(_delay_of(x) for x in items):
-            column = ", deliver_at"
-            rows = ", ".join(
-                f"(?, ?, {t}, {t} + ?)" if _delay_of(x) else f"(?, ?, {t}, NULL)" for x in items
-            )
-        else:
-            column, rows = "", ", ".join([f"(?, ?, {t})"] * n)
-        inserted = self.stmt(
-            "WITH enqueued (t) AS (SELECT {now}) "
-            f"INSERT INTO messages (group_id, event, enqueued_at{column}) VALUES {rows}",
-            NOW,
-            *(v for x in items for v in (x[0], x[1], *_due("", _delay_of(x))[2])),
-        )
-        firsts: dict[str, tuple[int, int]] = {}
-        for i, (group_id, _, priority, *_rest) in enumerate(items):
-            firsts.setdefault(group_id, (priority, n - 1 - i))
-        heads = ", ".join([f"(?, ?, {LAST_SEQ} - CAST(? AS INTEGER))"] * len(firsts))
-        grouped = self.stmt(
-            f"INSERT OR IGNORE INTO groups (group_id, priority, head_seq) VALUES {heads}",
-            *(v for g, (prio, back) in firsts.items() for v in (g, prio, back)),
-        )
-        return [inserted, grouped]
-
-    def publish_dedup(
-        self,
-        group_id: str,
-        event: str,
-        priority: int,
-        dedup_id: str,
-        dedup_ttl: float,
-        delay: float = 0.0,
-    ) -> list[Stmt]:
-        """Publish at most once per ``dedup_id`` (within ``dedup_ttl`` seconds), delayed
-        as :meth:`publish` is.
-
-        Ends with no read: follow with :meth:`dedup_seq` to learn the message's seq.
-        """
-        column, value, dues = _due("{now}", delay)
-        return [
-            self.stmt("DELETE FROM rqueue_dedup WHERE created_at < {now} - ?", NOW, dedup_ttl),
-            self.stmt(
-                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
-                f"SELECT ?, ?, {{now}}{value} "
-                "WHERE NOT EXISTS (SELECT 1 FROM rqueue_dedup WHERE dedup_id = ?)",
-                group_id,
-                event,
-                NOW,
-                *dues,
-                dedup_id,
-            ),
-            self.stmt(
-                "INSERT OR IGNORE INTO rqueue_dedup (dedup_id, seq, created_at) "
-                "VALUES (?, last_insert_rowid(), {now})",
-                dedup_id,
-                NOW,
-            ),
-            self.stmt(
-                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
-                "SELECT m.group_id, ?, m.seq FROM rqueue_dedup d "
-                "JOIN messages m ON m.seq = d.seq WHERE d.dedup_id = ?",
-                priority,
-                dedup_id,
-            ),
-        ]
-
-    def dedup_seq(self, dedup_id: str) -> Stmt:
-        """Read the seq stored for ``dedup_id``."""
-        return self.stmt("SELECT seq FROM rqueue_dedup WHERE dedup_id = ?", dedup_id)
 
     # -- claim --------------------------------------------------------------------------
     def _free_groups(self, min_priority: int) -> tuple[str, tuple[Any, ...]]:
@@ -603,38 +435,3 @@ class Statements:
             lease.seq,
             read=True,
         )
-
-
-def _due(now: str, delay: float) -> tuple[str, str, tuple[Any, ...]]:
-    """The column, the value (``now`` + a parameter) and the parameter that set a delayed
-    message's ``deliver_at``; nothing for a message due at once (``deliver_at`` NULL)."""
-    if delay > 0:
-        return ", deliver_at", f", {now} + ?", (NOW, delay) if now == "{now}" else (delay,)
-    return "", "", ()
-
-
-def _delay_of(item: Sequence[Any]) -> float:
-    """The delay of a ``publish_batch`` item: its fourth element, else 0."""
-    return float(item[3]) if len(item) > 3 else 0.0
-
-
-def batch_params(items: Sequence[Sequence[Any]]) -> int:
-    """The parameters :meth:`Statements.publish_batch` binds for ``items``: the time,
-    two per item (one more if delayed), and three per group (counted together, as
-    :data:`BATCH_ITEMS` is)."""
-    per_item = sum(3 if _delay_of(x) else 2 for x in items)
-    return 1 + per_item + 3 * len({x[0] for x in items})
-
-
-def batch_chunks(items: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
-    """``items`` cut in order into runs that one :meth:`Statements.publish_batch` takes:
-    at most :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters each."""
-    chunks: list[Sequence[Any]] = []
-    start = 0
-    while start < len(items):
-        end = min(start + BATCH_ITEMS, len(items))
-        while batch_params(items[start:end]) > MAX_PARAMS:
-            end -= 1
-        chunks.append(items[start:end])
-        start = end
-    return chunks

@@ -11,6 +11,11 @@ One read request of three statements:
 * the oldest ready message: the first row in seq order that is not in flight (the
   primary key, skipping at most the rows in flight), and its ``enqueued_at``.
 
+A delayed message counts as parked while it is its group's head (its group is parked
+until it is due), and as ready while it waits behind the head: its coming due is time
+passing, which no write marks, so exact counters cannot follow it, and telling it apart
+would take a scan of the queue. ``peek`` shows it as ``delayed``, with its due time.
+
 So the cost follows the number of priorities and of messages in flight, not the number
 queued (benchmarks/stats_bench.py shows the plans and the time at 1,000,000 queued).
 """
@@ -77,14 +82,18 @@ def stats_of(results: Sequence[Result]) -> Stats:
 
 def peek(group_id: str, limit: int) -> Stmt:
     """A group's queued messages in order, with their state (a read on the answering
-    node's clock, which any rqlite accepts in a read)."""
+    node's clock, which any rqlite accepts in a read): a head leased or parked (a
+    delayed head not yet due is parked), else ``delayed`` while not yet due (a message
+    behind its group's head), else ``ready``."""
     held = "g.head_seq = m.seq"
     return Stmt(
         "SELECT m.seq AS seq, m.group_id AS group_id, m.event AS event, CASE "
         f"WHEN NOT {held} OR g.locked_by IS NULL OR g.lock_expiry < {SERVER_NOW} "
-        "THEN 'ready' WHEN g.locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
+        f"THEN CASE WHEN m.deliver_at > {SERVER_NOW} THEN 'delayed' ELSE 'ready' END "
+        "WHEN g.locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
         f"CASE WHEN {held} THEN g.deliveries ELSE 0 END AS deliveries, m.last_error AS "
         f"last_error, CASE WHEN {held} THEN g.lock_expiry END AS lock_expiry, "
+        "m.deliver_at AS deliver_at, "
         f"CASE WHEN {held} THEN g.locked_by END AS locked_by, "
         f"CASE WHEN {held} THEN g.lock_expiry - {SERVER_NOW} END AS expires_in "
         "FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id "
@@ -105,6 +114,7 @@ def queued_of(res: Result) -> list[QueuedMessage]:
                 deliveries=int(r["deliveries"] or 0),
                 last_error=r.get("last_error"),
                 lock_expiry=_num(r.get("lock_expiry")),
+                deliver_at=_num(r.get("deliver_at")),
                 **_holder(r),
             )
             for r in res.dicts()

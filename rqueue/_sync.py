@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol, Self
 
-from . import _admin, _batch, _poll, _queues, _validate
+from . import _admin, _batch, _many, _poll, _queues, _validate
 from ._attempts import Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
-from ._core import DEFAULT_DEDUP_TTL, MAX_BATCH, QueueCore
+from ._core import DEFAULT_DEDUP_TTL, QueueCore
 from ._endpoints import Endpoints
 from ._exceptions import RqueueError, TransportClosed
 from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
@@ -274,11 +274,10 @@ class Transport(Admin):
         delayed message at its group's head holds the group back, as a parked one does.
         """
         core = self._open()
-        group_id = _validate.text("group_id", group_id)
         text = _validate.event(event)
-        priority = _validate.priority("priority", priority)
-        dedup_id = _validate.optional_text("dedup_id", dedup_id)
-        delay = _validate.seconds("delay", delay, allow_zero=True)
+        group_id, priority, dedup_id, delay = _validate.publish_args(
+            group_id, priority, dedup_id, delay
+        )
         seq = self._drive(core.publish(group_id, text, priority, dedup_id, delay))
         if not delay:
             self._poller.kick()  # a delayed message is no news until it is due
@@ -327,7 +326,7 @@ class Transport(Admin):
             worker_id, visibility, min_priority
         )
         n = _batch_size("max_messages", max_messages)
-        return self._drive(core.claim_many(worker_id, visibility, min_priority, n))
+        return self._drive(_many.claim_many(core, worker_id, visibility, min_priority, n))
 
     def ack_many(self, leases: Iterable[Lease]) -> list[RqueueError | None]:
         """Ack every lease in one request, each fenced by its own token. Returns one
@@ -339,7 +338,7 @@ class Transport(Admin):
         if not checked:
             return []
         _batch_size("leases", len(checked))
-        outcomes = self._drive(core.ack_many(checked))
+        outcomes = self._drive(_many.ack_many(core, checked))
         self._poller.kick()  # the groups' next messages may be deliverable now
         first = outcomes[0]
         if first is not None and all(o is first for o in outcomes):
@@ -466,11 +465,11 @@ def detect(
 
 
 def _batch_size(name: str, n: Any) -> int:
-    """A checked number of messages for one batch call (1 to MAX_BATCH)."""
+    """A checked number of messages for one batch call (1 to :data:`rqueue._many.MAX_BATCH`)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"{name}: expected an int, got {type(n).__name__}")
-    if not 1 <= n <= MAX_BATCH:
-        raise ValueError(f"{name}: 1 to {MAX_BATCH} messages, got {n}")
+    if not 1 <= n <= _many.MAX_BATCH:
+        raise ValueError(f"{name}: 1 to {_many.MAX_BATCH} messages, got {n}")
     return n
 
 

@@ -38,6 +38,18 @@ def claim_args(worker_id: Any, visibility: Any, min_priority: Any) -> tuple[str,
     )
 
 
+def publish_args(
+    group_id: Any, priority_: Any, dedup_id: Any, delay: Any
+) -> tuple[str, int, str | None, float]:
+    """The checked arguments of a publish besides its event (the event: :func:`event`)."""
+    return (
+        text("group_id", group_id),
+        priority("priority", priority_),
+        optional_text("dedup_id", dedup_id),
+        seconds("delay", delay, allow_zero=True),
+    )
+
+
 def seconds(name: str, value: Any, *, allow_zero: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name}: expected a number of seconds, got {type(value).__name__}")

@@ -106,12 +106,13 @@ def test_not_applied_is_sent_again_and_a_live_lease_is_acked_after_a_lookup(
 
 
 def test_ack_many_unknown_then_still_ours_sends_those_again() -> None:
+    from rqueue._many import ack_many
     from rqueue._models import Result
 
     from .test_core_decisions import LEASE, Script, core
 
     other = Lease(8, "h", "{}", "w:other")
-    s = Script(core("v10.2.7").ack_many([LEASE, other]))
+    s = Script(ack_many(core("v10.2.7"), [LEASE, other]))
     assert s.call.path == "/db/execute" and len(s.call.statements) == 3  # stamp, ack, drop
     s.throw(OutcomeUnknown("leadership lost"))
     assert s.call.path == "/db/query" and len(s.call.statements) == 2
@@ -119,3 +120,29 @@ def test_ack_many_unknown_then_still_ours_sends_those_again() -> None:
     assert s.call.path == "/db/execute" and s.call.statements[1].params == ("g", "w:tok")
     s.send(Result(("acked_by",), (("w:tok",),)), Result())
     assert s.done and s.value[0] is None and isinstance(s.value[1], OutcomeUnknown)
+
+
+def test_claim_many_unknown_then_no_token_found_sends_the_same_tokens_again() -> None:
+    """The claim loop the batch shares with the single claim (QueueCore.claim_until_known)."""
+    from rqueue import Unavailable
+    from rqueue._many import claim_many
+    from rqueue._models import Result
+
+    from .test_core_decisions import READ_BACK, Script, core, own
+
+    columns = (*READ_BACK, "token")
+    s = Script(claim_many(core("v10.2.7"), "w", 30.0, 0, 2))
+    sent = own(s.call)
+    assert s.call.path == "/db/execute" and len(sent) == 1  # one fused UPDATE
+    s.throw(OutcomeUnknown("leadership lost"))
+    tokens = s.call.statements[0].params
+    assert s.call.path == "/db/query" and len(tokens) == 2
+    s.send(Result(columns, ()))  # none found: nothing was leased
+    assert s.call.path == "/db/execute" and own(s.call) == sent  # the same tokens again
+    s.send(Result(columns, ((6, "b", "{}", 99.0, tokens[1]), (5, "a", "{}", 99.0, tokens[0]))))
+    assert s.done and [(x.seq, x.token) for x in s.value] == [(5, tokens[0]), (6, tokens[1])]
+
+    s = Script(claim_many(core("v10.2.7"), "w", 30.0, 0, 2))
+    s.throw(OutcomeUnknown("timeout")).send(Result(columns, ()))
+    with pytest.raises(OutcomeUnknown, match="timeout; retries gave up"):
+        s.throw(Unavailable("no leader"))

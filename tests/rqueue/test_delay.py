@@ -303,3 +303,32 @@ def test_the_admin_cli_shows_a_delayed_head_parked_until_due(connect, queue_urls
     assert code == 0 and first.split()[0] == str(seq)
     assert "state='parked'" in first and "parked_until=" in first
     assert "state='ready'" in second and "parked_until" not in second
+
+
+def test_peek_shows_a_delayed_message_behind_the_head_as_delayed(connect, queue_urls) -> None:
+    """Behind its group's head a message not yet due is ``delayed``, with its due time;
+    ``stats()`` counts it as ready (its coming due is no write: see rqueue._stats)."""
+    from .test_admin_cli import cli
+
+    t = connect(",".join(queue_urls))
+    a = t.publish("g", {"n": "a"})
+    b = t.publish("g", {"n": "b"}, delay=3600)
+    c = t.publish("g", {"n": "c"})
+    due = due_times(queue_urls, b)[b]
+    assert [(m.seq, m.state, m.deliver_at) for m in t.peek("g")] == [
+        (a, "ready", None),
+        (b, "delayed", pytest.approx(due)),
+        (c, "ready", None),
+    ]
+    s = t.stats()
+    assert (s.ready, s.leased, s.parked) == (3, 0, 0)
+    code, text = cli("peek", "g", urls=queue_urls)
+    delayed = text.splitlines()[1]
+    assert code == 0 and "state='delayed'" in delayed and "delayed_until=" in delayed
+    assert "parked_until" not in delayed and "delayed_until" not in text.splitlines()[0]
+    lease = t.claim("w", VIS)
+    assert lease is not None and lease.seq == a
+    t.ack(lease)  # b is the head now: its group parks until b is due
+    head, rest = t.peek("g")
+    assert (head.seq, head.state, rest.state) == (b, "parked", "ready")
+    assert head.lock_expiry == pytest.approx(due) and head.deliver_at == pytest.approx(due)

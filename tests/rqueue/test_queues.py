@@ -26,6 +26,7 @@ from rqueue import (
     Statements,
     _admin,
     _cli,
+    _many,
     _queues,
     _schema,
     _stats,
@@ -284,7 +285,7 @@ def test_a_named_queue_behaves_as_the_default_one(version: str, seed: int) -> No
                 op = (
                     core.claim("w", 10.0, 0)
                     if kind == "claim"
-                    else core.claim_many("w", 10.0, 0, 3)
+                    else _many.claim_many(core, "w", 10.0, 0, 3)
                 )
             elif kind == "tick":
                 clock.now += 0.01  # both cores see the one clock move once
@@ -302,7 +303,7 @@ def test_a_named_queue_behaves_as_the_default_one(version: str, seed: int) -> No
             elif kind == "ext":
                 op = core.extend(lease, 10.0)
             elif kind == "amany":
-                op = core.ack_many(mine[:2])
+                op = _many.ack_many(core, mine[:2])
             else:
                 op = core.ack_and_claim(lease, "w", 10.0, 0)
             before = {id(x) for x in mine}

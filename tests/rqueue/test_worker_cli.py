@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rqueue import RqliteTransport, _cli
+from rqueue._statements import SERVER_NOW
 
 from .polling import query, wait_for
 
@@ -43,6 +44,8 @@ def cli(*argv: str, urls: list[str] | str) -> tuple[int, str]:
         (["json:loads", "--grace", "nan"], "--grace: must be a number"),
         (["json:loads", "--retry-delay", "-2"], "--retry-delay: must be"),
         (["json:loads", "--max-deliveries", "0"], "--max-deliveries: must be >= 1"),
+        (["json:loads", "--max-age", "0"], "--max-age: must be a number of seconds > 0"),
+        (["json:loads", "--max-age", "inf"], "--max-age: must be a number of seconds > 0"),
         (["json:loads", "--observer", "json:nothing"], "has no 'nothing'"),
         (["json:loads", "--observer", "json:JSONDecoder"], "needs invoke() and complete()"),
         (
@@ -102,6 +105,29 @@ def test_publish_and_peek_show_who_holds_a_lease(queue_urls: list[str]) -> None:
 def test_publish_refuses_what_is_not_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("publish", "g", "{nope", urls="http://127.0.0.1:9")[0] == 2
     assert "not a JSON document" in capsys.readouterr().err
+
+
+def test_publish_with_a_delay_holds_the_message_until_it_is_due(queue_urls: list[str]) -> None:
+    code, text = cli("publish", "g", '{"n": 1}', "--delay", "30", urls=queue_urls)
+    assert code == 0
+    seq = int(text)
+    due = query(queue_urls, "SELECT deliver_at - enqueued_at FROM messages WHERE seq = ?", seq)
+    assert due[0][0] == pytest.approx(30.0)
+    with RqliteTransport.from_url(",".join(queue_urls)) as t:
+        assert t.claim("w", 30.0) is None
+    code, text = cli("peek", "g", urls=queue_urls)
+    assert code == 0 and "state='parked'" in text and "parked_until=" in text
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_publish_refuses_a_bad_delay(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("publish", "g", "{}", "--delay", value, urls="http://127.0.0.1:9")[0] == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --delay: must be a number of seconds >= 0, got {float(value):g}\n"
+    with pytest.raises(SystemExit) as exited:  # argparse: not a number at all
+        cli("publish", "g", "{}", "--delay", "soon", urls="http://127.0.0.1:9")
+    assert exited.value.code == 2
+    assert "argument --delay: invalid float value: 'soon'" in capsys.readouterr().err
 
 
 def start_worker(urls: list[str], log: Path, handler: str, *extra: str) -> subprocess.Popen:
@@ -187,3 +213,28 @@ def test_sigterm_releases_jobs_that_outlive_the_grace(
     assert held[0][0] == 0  # given back at once, not left to lapse
     calls = log.read_text().splitlines()
     assert calls.count("call nack ok") == 2 and "call claim ok" in calls
+
+
+def test_max_age_reaches_the_workers_transport(queue_urls: list[str], tmp_path: Path) -> None:
+    """``--max-age``: a message that waited behind a held head for longer is moved to the
+    dead-letter queue by the worker's claim (retention), not handled."""
+    log = tmp_path / "log"
+    with RqliteTransport.from_url(",".join(queue_urls)) as t:
+        first, late = t.publish_many([("g", {"n": 1}), ("g", {"n": 2})])
+        held = t.claim("blocker", 60.0)
+        assert held is not None and held.seq == first
+        proc = start_worker(queue_urls, log, "tests.rqueue.worker_handlers:slow", "--max-age", "1")
+        try:
+            old = (
+                f"SELECT count(*) FROM messages WHERE seq = ? AND enqueued_at < {SERVER_NOW} - 1.5"
+            )
+            wait_for(
+                "the second message past --max-age", lambda: query(queue_urls, old, late)[0][0]
+            )
+            t.ack(held)  # the old message is its group's head now: the next claim moves it
+            dead = "SELECT reason FROM rqueue_dead WHERE seq = ?"
+            moved = wait_for("the worker's claim to move it", lambda: query(queue_urls, dead, late))
+        finally:
+            code, err = stop(proc, BOUND)
+    assert code == 0, err
+    assert moved == [("retention",)] and late not in noted(log, "start")

@@ -1,0 +1,177 @@
+"""The publish statements: one message, a batch, a deduplicated one.
+
+A base of :class:`rqueue._statements.Statements` (which mutants subclass): a subclass may
+override these builders as any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._models import Stmt
+from ._render import NOW, Renderer
+
+#: the highest seq ever given to a message (``messages`` is ``AUTOINCREMENT``)
+LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
+#: most items in one :meth:`PublishStatements.publish_batch`: 2 parameters per message, 3
+#: per group and the one enqueue time stay within the 999 that SQLite binds before 3.32
+BATCH_ITEMS = 199
+#: most parameters one statement binds (SQLite before 3.32)
+MAX_PARAMS = 999
+
+
+class PublishStatements(Renderer):
+    """The builders of :meth:`publish`, :meth:`publish_batch` and :meth:`publish_dedup`."""
+
+    def publish(self, group_id: str, event: str, priority: int, delay: float = 0.0) -> list[Stmt]:
+        """Insert the message, ``enqueued_at`` the request's time (``deliver_at`` that
+        plus ``delay``, when delayed); create its group row (first publish sets the
+        priority). A delayed message that is or becomes its group's head parks the group
+        until it is due (the triggers ``rqueue_delay_*``, see rqueue._schema).
+
+        The first result's ``last_insert_id`` is the message's ``seq``.
+        """
+        column, value, dues = _due("{now}", delay)
+        return [
+            self.stmt(
+                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
+                f"VALUES (?, ?, {{now}}{value})",
+                group_id,
+                event,
+                NOW,
+                *dues,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+                "VALUES (?, ?, last_insert_rowid())",
+                group_id,
+                priority,
+            ),
+        ]
+
+    def publish_batch(self, items: Sequence[tuple[Any, ...]]) -> list[Stmt]:
+        """Insert the ``(group_id, event, priority[, delay])`` items in order with one
+        statement, then create the group rows they need with one more (a group's first
+        item in the batch sets its priority and head, as a run of :meth:`publish` would).
+
+        The messages' seqs are consecutive (one INSERT on an ``AUTOINCREMENT`` table): the
+        first result's ``last_insert_id`` is the last item's, so item ``i`` of ``n`` got
+        ``last_insert_id - (n - 1 - i)``. The group rows read that last seq from
+        ``sqlite_sequence``, which nothing else in the statement writes (each row's
+        ``last_insert_rowid()`` would see the previous group row's insert). Every message's
+        ``enqueued_at`` is the request's time, given once (``WITH``: a bound time is one
+        parameter, not one per row; a delayed item's ``deliver_at`` adds its delay). At most
+        :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters (see
+        :func:`batch_chunks`): SQLite before 3.32 binds at most 999.
+        """
+        n = len(items)
+        if not 1 <= n <= BATCH_ITEMS or batch_params(items) > MAX_PARAMS:
+            raise ValueError(
+                f"publish_batch: 1 to {BATCH_ITEMS} items within {MAX_PARAMS} parameters, "
+                f"got {n} items"
+            )
+        t = "(SELECT t FROM enqueued)"
+        if any(_delay_of(x) for x in items):
+            column = ", deliver_at"
+            rows = ", ".join(
+                f"(?, ?, {t}, {t} + ?)" if _delay_of(x) else f"(?, ?, {t}, NULL)" for x in items
+            )
+        else:
+            column, rows = "", ", ".join([f"(?, ?, {t})"] * n)
+        inserted = self.stmt(
+            "WITH enqueued (t) AS (SELECT {now}) "
+            f"INSERT INTO messages (group_id, event, enqueued_at{column}) VALUES {rows}",
+            NOW,
+            *(v for x in items for v in (x[0], x[1], *_due("", _delay_of(x))[2])),
+        )
+        firsts: dict[str, tuple[int, int]] = {}
+        for i, (group_id, _, priority, *_rest) in enumerate(items):
+            firsts.setdefault(group_id, (priority, n - 1 - i))
+        heads = ", ".join([f"(?, ?, {LAST_SEQ} - CAST(? AS INTEGER))"] * len(firsts))
+        grouped = self.stmt(
+            f"INSERT OR IGNORE INTO groups (group_id, priority, head_seq) VALUES {heads}",
+            *(v for g, (prio, back) in firsts.items() for v in (g, prio, back)),
+        )
+        return [inserted, grouped]
+
+    def publish_dedup(
+        self,
+        group_id: str,
+        event: str,
+        priority: int,
+        dedup_id: str,
+        dedup_ttl: float,
+        delay: float = 0.0,
+    ) -> list[Stmt]:
+        """Publish at most once per ``dedup_id`` (within ``dedup_ttl`` seconds), delayed
+        as :meth:`publish` is.
+
+        Ends with no read: follow with :meth:`dedup_seq` to learn the message's seq.
+        """
+        column, value, dues = _due("{now}", delay)
+        return [
+            self.stmt("DELETE FROM rqueue_dedup WHERE created_at < {now} - ?", NOW, dedup_ttl),
+            self.stmt(
+                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
+                f"SELECT ?, ?, {{now}}{value} "
+                "WHERE NOT EXISTS (SELECT 1 FROM rqueue_dedup WHERE dedup_id = ?)",
+                group_id,
+                event,
+                NOW,
+                *dues,
+                dedup_id,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO rqueue_dedup (dedup_id, seq, created_at) "
+                "VALUES (?, last_insert_rowid(), {now})",
+                dedup_id,
+                NOW,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+                "SELECT m.group_id, ?, m.seq FROM rqueue_dedup d "
+                "JOIN messages m ON m.seq = d.seq WHERE d.dedup_id = ?",
+                priority,
+                dedup_id,
+            ),
+        ]
+
+    def dedup_seq(self, dedup_id: str) -> Stmt:
+        """Read the seq stored for ``dedup_id``."""
+        return self.stmt("SELECT seq FROM rqueue_dedup WHERE dedup_id = ?", dedup_id)
+
+
+def _due(now: str, delay: float) -> tuple[str, str, tuple[Any, ...]]:
+    """The column, the value (``now`` + a parameter) and the parameter that set a delayed
+    message's ``deliver_at``; nothing for a message due at once (``deliver_at`` NULL)."""
+    if delay > 0:
+        return ", deliver_at", f", {now} + ?", (NOW, delay) if now == "{now}" else (delay,)
+    return "", "", ()
+
+
+def _delay_of(item: Sequence[Any]) -> float:
+    """The delay of a ``publish_batch`` item: its fourth element, else 0."""
+    return float(item[3]) if len(item) > 3 else 0.0
+
+
+def batch_params(items: Sequence[Sequence[Any]]) -> int:
+    """The parameters :meth:`PublishStatements.publish_batch` binds for ``items``: the time,
+    two per item (one more if delayed), and three per group (counted together, as
+    :data:`BATCH_ITEMS` is)."""
+    per_item = sum(3 if _delay_of(x) else 2 for x in items)
+    return 1 + per_item + 3 * len({x[0] for x in items})
+
+
+def batch_chunks(items: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """``items`` cut in order into runs that one :meth:`PublishStatements.publish_batch` takes:
+    at most :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters each."""
+    chunks: list[Sequence[Any]] = []
+    start = 0
+    while start < len(items):
+        end = min(start + BATCH_ITEMS, len(items))
+        while batch_params(items[start:end]) > MAX_PARAMS:
+            end -= 1
+        chunks.append(items[start:end])
+        start = end
+    return chunks
