@@ -328,6 +328,14 @@ class _Run:
         if interrupted is not None:
             raise interrupted
 
+    def _fault_counts(self) -> dict[str, int]:
+        """The nemesis's faults by kind, and the worker processes the pool disrupted
+        (``worker-SIGKILL``, ``worker-SIGTERM``), as the summary lists them."""
+        counts = dict(self.nemesis.counts) if self.nemesis else {}
+        pool = self.workload.worker_disruptions if self.workload else {}
+        counts.update((f"worker-{how}", n) for how, n in pool.items() if n)
+        return counts
+
     def _summarise(self) -> None:
         counts = self.workload.ops.counts if self.workload else {}
         ops: dict[str, dict[str, int]] = {}
@@ -344,7 +352,7 @@ class _Run:
             seed=self.seed,
             duration=f"{self.scenario.duration:g}s",
             ops=ops,
-            faults=dict(self.nemesis.counts) if self.nemesis else {},
+            faults=self._fault_counts(),
             anomalies=anomalies,
         )
         if self.scenario.dropped:

@@ -113,6 +113,9 @@ class Workload:
         self.long_pollers -= self.batchers
         #: the ``python -m rqueue worker`` processes (``workload.worker_processes``)
         self.pool: WorkerPool | None = None
+        #: worker processes disrupted by the pool, per signal (SIGKILL, SIGTERM), kept
+        #: when the pool stops
+        self.worker_disruptions: dict[str, int] = {}
 
     @property
     def claimer_names(self) -> list[str]:
@@ -214,6 +217,7 @@ class Workload:
         pool, self.pool = self.pool, None
         if pool is not None:
             pool.stop()
+            self.worker_disruptions = dict(pool.disruptions)
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
