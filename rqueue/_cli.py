@@ -17,9 +17,9 @@ Arguments are checked before anything is sent (exit status 2). A redrive or purg
 matched nothing says so and exits 3; ``dlq purge --all`` asks for confirmation on a
 terminal, and without one needs ``--yes``.
 
-The CLI does not create or migrate the schema (a transport's ``from_url`` does): it
-only reads, and writes the dead-letter queue or publishes when told to (``worker``
-opens a transport, which does).
+The CLI creates or migrates a queue's schema only where it writes a message: ``publish``
+opens the queue as a transport's ``from_url`` does, and ``worker`` opens a transport;
+every other command only reads, or writes the dead-letter queue when told to.
 """
 
 from __future__ import annotations

@@ -151,10 +151,12 @@ class CliQueue(_sync.Admin):
         delay: float = 0.0,
     ) -> int:
         """Append the JSON text ``event`` to ``group_id`` (sent alone), deliverable
-        ``delay`` seconds from now; its seq."""
+        ``delay`` seconds from now; its seq. Opens the queue first, as ``from_url`` does
+        (creating or migrating its schema: the one write of the CLI that needs it)."""
         group_id, priority, dedup_id, delay = _validate.publish_args(
             group_id, priority, dedup_id, delay
         )
+        self._drive(self._core.open())
         return self._drive(self._core.publish(group_id, event, priority, dedup_id, delay))
 
     def stats_by_queue(self, names: list[str]) -> dict[str, Any]:

@@ -199,3 +199,17 @@ def test_purge_all_without_a_terminal_needs_yes(queue_urls, monkeypatch, capsys)
     assert "--yes" in err and "not a terminal" in err
     assert cli("dlq", "list", "--json", urls=queue_urls)[1] != "[]\n"  # nothing purged
     assert cli("dlq", "purge", "--all", "--yes", urls=queue_urls) == (0, "1 purged\n")
+
+
+def test_publish_creates_a_queue_no_transport_opened_yet(queue_urls, capsys) -> None:
+    name = f"fresh_{os.getpid()}"
+    assert cli("peek", "g", "--queue", name, urls=queue_urls)[0] == 1  # no tables yet
+    assert f"no queue '{name}'" in capsys.readouterr().err
+    status, out = cli("publish", "g", '{"n": 1}', "--queue", name, urls=queue_urls)
+    assert status == 0 and out.strip().isdigit()
+    status, out = cli("queues", "--json", urls=queue_urls)
+    assert status == 0 and name in [q["name"] for q in json.loads(out)]
+    with RqliteTransport.from_url(queue_urls, queue=name) as q:
+        lease = q.claim("w", VIS)
+        assert lease is not None and json.loads(lease.event) == {"n": 1}
+        q.ack(lease)
