@@ -31,14 +31,13 @@ from ..errors import EXIT_HARNESS, EXIT_MISSED, EXIT_OK
 from . import queue, store
 from .cost import Meter
 from .load import Load, run_threads
-from .target import run_on_cluster
+from .target import add_cluster_arguments, run_on_cluster
 
 TARGET = 3.0  # batched messages/s over single messages/s, at 8 clients
 WAYS = ("single", "batched")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cluster.cli import add_engine_arguments
 
     p = sub.add_parser(
         "bench-batch",
@@ -59,9 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "2 the benchmark failed (the reason on stderr)."
         ),
     )
-    p.add_argument("--nodes", type=int, default=3, choices=(3, 5), help="cluster size (3)")
-    add_engine_arguments(p)
-    p.add_argument("--urls", metavar="URLS", help="node URLs of a running cluster instead")
+    add_cluster_arguments(p)
     p.add_argument("--clients", type=int, default=8, help="client threads (8)")
     p.add_argument("--batch", type=int, default=10, help="claim_many's max_messages (10)")
     p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per window (5)")

@@ -34,7 +34,7 @@ import requests
 
 from ..errors import EXIT_HARNESS, EXIT_MISSED, EXIT_OK
 from .load import percentile_ms
-from .target import run_on_cluster
+from .target import add_cluster_arguments, run_on_cluster
 
 VIS = 60.0
 IDLE_TARGET = 2.0  # requests/s, 64 waiters
@@ -43,16 +43,13 @@ WAYS = ("long-poll", "long-poll, same transport", "sleep-0.5 loop")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cluster.cli import add_engine_arguments
 
     p = sub.add_parser(
         "bench-polling",
         help="long polling vs a sleep-0.5 loop: idle requests/s, publish->claim latency",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    p.add_argument("--nodes", type=int, default=3, choices=(3, 5))
-    add_engine_arguments(p)
-    p.add_argument("--urls", metavar="URLS", help="node URLs of a running cluster instead")
+    add_cluster_arguments(p)
     p.add_argument("--waiters", type=int, default=64, help="waiting tasks (64)")
     p.add_argument("--seconds", type=float, default=20.0, help="idle window per way (20)")
     p.add_argument("--samples", type=int, default=40, help="messages timed per way (40)")

@@ -20,6 +20,15 @@ from ..errors import EXIT_HARNESS
 Measure = Callable[[list[str], dict[str, int]], dict[str, Any]]
 
 
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """``--nodes``, the engine's options and ``--urls``: where a benchmark runs."""
+    from ..cluster.cli import add_engine_arguments
+
+    p.add_argument("--nodes", type=int, default=3, choices=(3, 5), help="cluster size (3)")
+    add_engine_arguments(p)
+    p.add_argument("--urls", metavar="URLS", help="node URLs of a running cluster instead")
+
+
 def run_on_cluster(
     name: str, args: argparse.Namespace, out: Path, say: Callable[[str], None], measure: Measure
 ) -> dict[str, Any] | int:
