@@ -33,6 +33,11 @@ def test_the_script_shows_which_writes_diverge(engine: str, tmp_path: Path) -> N
     with LocalCluster.start(
         nodes=3, directory=tmp_path / "c", engine=engine, rqlited=RQLITED
     ) as cluster:
+        # one node's clock 0.25 s ahead: a 'now' evaluated at apply time then differs
+        # between replicas whatever the apply timing (SQLite reads the clock to the
+        # millisecond, and replicas applying within one millisecond of each other would
+        # agree), while a rewritten 'now' is one literal on every replica
+        cluster.set_clock_offset("n2", 0.25)
         proc = subprocess.run(
             [sys.executable, str(SCRIPT), *cluster.urls, "--rounds", "3"],
             capture_output=True, text=True, timeout=120,
