@@ -149,9 +149,10 @@ def check(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, before anything is sent (None: nothing)."""
     from ._validate import MAX_LIMIT
 
-    def seconds(name: str, value: float) -> str | None:
-        if not (math.isfinite(value) and value > 0):
-            return f"{name}: must be a number of seconds > 0, got {value:g}"
+    def seconds(name: str, value: float, *, allow_zero: bool = False) -> str | None:
+        if not (math.isfinite(value) and (value > 0 or (allow_zero and value == 0))):
+            bound = ">= 0" if allow_zero else "> 0"
+            return f"{name}: must be a number of seconds {bound}, got {value:g}"
         return None
 
     problem = seconds("--timeout", args.timeout)
@@ -173,8 +174,8 @@ def check(args: argparse.Namespace) -> str | None:
             json.loads(args.event)
         except ValueError as exc:
             return f"JSON: not a JSON document ({exc}): {args.event[:80]!r}"
-        if not (math.isfinite(args.delay) and args.delay >= 0):
-            return f"--delay: must be a number of seconds >= 0, got {args.delay:g}"
+        if problem := seconds("--delay", args.delay, allow_zero=True):
+            return problem
     if getattr(args, "limit", None) is not None and not 1 <= args.limit <= MAX_LIMIT:
         return f"--limit: must be between 1 and {MAX_LIMIT}, got {args.limit}"
     if getattr(args, "after", 0) < 0:
@@ -432,7 +433,8 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         if "no such table" in str(exc) and args.queue not in (None, DEFAULT):
             print(
                 f"error: {exc}: no queue {args.queue!r} on these nodes (`queues` lists "
-                "them); a transport's from_url with queue= creates it",
+                "them); `publish --queue`, `worker --queue` or a transport's from_url "
+                "with queue= creates it",
                 file=sys.stderr,
             )
         elif "no such table" in str(exc):

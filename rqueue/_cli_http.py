@@ -14,6 +14,7 @@ at a time, so nothing here needs more.
 from __future__ import annotations
 
 import base64
+import functools
 import socket
 import time
 from typing import Any
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 from . import _queues, _sync, _validate
 from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
 from ._config import Settings
+from ._exceptions import StatementError
 from ._statements import Statements
 
 #: the most an answer may hold (a dead-letter page of 10,000 large events fits)
@@ -151,13 +153,20 @@ class CliQueue(_sync.Admin):
         delay: float = 0.0,
     ) -> int:
         """Append the JSON text ``event`` to ``group_id`` (sent alone), deliverable
-        ``delay`` seconds from now; its seq. Opens the queue first, as ``from_url`` does
-        (creating or migrating its schema: the one write of the CLI that needs it)."""
+        ``delay`` seconds from now; its seq. Where the queue's tables are missing (a new
+        database or queue), opens it as ``from_url`` does (creating or migrating its
+        schema) and publishes again: nothing was written by the refused request."""
         group_id, priority, dedup_id, delay = _validate.publish_args(
             group_id, priority, dedup_id, delay
         )
+        publish = functools.partial(self._core.publish, group_id, event, priority, dedup_id, delay)
+        try:
+            return self._drive(publish())
+        except StatementError as exc:
+            if "no such table" not in str(exc):
+                raise
         self._drive(self._core.open())
-        return self._drive(self._core.publish(group_id, event, priority, dedup_id, delay))
+        return self._drive(publish())
 
     def stats_by_queue(self, names: list[str]) -> dict[str, Any]:
         """``stats()`` of each queue in ``names`` (this must be the default queue's)."""
