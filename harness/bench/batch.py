@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rqueue._many import MAX_BATCH
+
 from ..errors import EXIT_HARNESS, EXIT_MISSED, EXIT_OK
 from . import queue, store
 from .cost import Meter
@@ -240,16 +242,22 @@ def main(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    bad = [
-        f"--{k}" for k in ("clients", "batch", "seconds", "groups", "messages")
+    problems = [
+        f"--{k} {getattr(args, k)}: must be above 0"
+        for k in ("clients", "batch", "seconds", "groups", "messages")
         if not getattr(args, k) > 0
-    ]  # fmt: skip
-    if bad or args.warmup < 0 or args.groups > args.messages or args.batch > 1000:
-        print(
-            f"harness: error: {', '.join(bad) or 'sizes'}: need positive sizes, --warmup >= 0, "
-            "--groups <= --messages, --batch <= 1000",
-            file=sys.stderr,
+    ]
+    if args.warmup < 0:
+        problems.append(f"--warmup {args.warmup}: must be 0 or more")
+    if args.groups > args.messages:
+        problems.append(
+            f"--groups {args.groups} > --messages {args.messages}: every group needs a "
+            "message; raise --messages or lower --groups"
         )
+    if args.batch > MAX_BATCH:
+        problems.append(f"--batch {args.batch}: claim_many takes at most {MAX_BATCH}")
+    if problems:
+        print(f"harness: error: {'; '.join(problems)}", file=sys.stderr)
         return EXIT_HARNESS
     out = args.out or Path("results") / f"bench-batch-{time.strftime('%Y%m%dT%H%M%SZ')}"
     doc = run_on_cluster(

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..history import Fault, pairs
+from ..history import ACK_MANY, CLAIM_MANY, Fault, pairs
 from .layout import (
     DATA_WIDTH,
     TITLES,
@@ -51,11 +51,11 @@ def throughput_figure(
         f = inv["f"]
         if f == "claim" and comp.get("value") is not None:
             series["claims (leases)"].append(comp["time"])
-        elif f == "claim-many" and type(comp.get("value")) is dict:
+        elif f == CLAIM_MANY and type(comp.get("value")) is dict:
             series["claims (leases)"] += [comp["time"]] * len(comp["value"].get("leases") or ())
         elif f == "ack":
             series["acks"].append(comp["time"])
-        elif f == "ack-many" and type(comp.get("value")) is dict:
+        elif f == ACK_MANY and type(comp.get("value")) is dict:
             outcomes = comp["value"].get("outcomes") or ()
             series["acks"] += [comp["time"]] * sum(o == "ok" for o in outcomes)
         elif f == "publish":

@@ -551,12 +551,17 @@ def drawn(names: Sequence[str], share: float, seed: str) -> set[str]:
     return {n for n, x in draws.items() if x < share} or {min(draws, key=draws.__getitem__)}
 
 
-def takes_delay(client: Any) -> bool:
-    """Whether ``client.publish`` delays messages (takes ``delay``)."""
+def takes_keyword(method: Any, name: str) -> bool:
+    """Whether ``method`` (a client's bound method, or None) takes the keyword ``name``."""
     try:
-        return "delay" in inspect.signature(client.publish).parameters
+        return name in inspect.signature(method).parameters
     except (TypeError, ValueError):
         return False
+
+
+def takes_delay(client: Any) -> bool:
+    """Whether ``client.publish`` delays messages (takes ``delay``)."""
+    return takes_keyword(getattr(client, "publish", None), "delay")
 
 
 def takes_batches(client: Any) -> bool:
@@ -568,7 +573,4 @@ def takes_batches(client: Any) -> bool:
 
 def takes_wait(client: Any) -> bool:
     """Whether ``client.claim`` long-polls (takes ``wait``)."""
-    try:
-        return "wait" in inspect.signature(client.claim).parameters
-    except (TypeError, ValueError):
-        return False
+    return takes_keyword(getattr(client, "claim", None), "wait")

@@ -470,4 +470,6 @@ def test_bench_batch_measures_both_ways_on_one_cluster(tmp_path):
 def test_bench_batch_rejects_bad_sizes(tmp_path, capsys):
     args = ["bench-batch", "--out", str(tmp_path / "o"), "--groups", "10", "--messages", "5"]
     assert main(args) == 2
-    assert "--groups <= --messages" in capsys.readouterr().err
+    assert "--groups 10 > --messages 5" in capsys.readouterr().err
+    assert main([*args[:3], "--batch", "101"]) == 2
+    assert "--batch 101: claim_many takes at most 100" in capsys.readouterr().err
