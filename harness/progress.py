@@ -121,6 +121,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
         )
     faults = summary.get("faults") or {}
     table.add_row("faults", ", ".join(f"{k}×{v}" for k, v in faults.items()) or "none")
+    disrupted = summary.get("worker_disruptions") or {}
+    if disrupted:
+        table.add_row("workers disrupted", ", ".join(f"{k}×{v}" for k, v in disrupted.items()))
     for why in summary.get("dropped") or []:
         table.add_row("fault dropped", str(why), style="yellow")
     if "drain" in summary:

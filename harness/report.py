@@ -38,7 +38,8 @@ PLOTS = (
 #: whether the summary comes from the runner or from run.json (stored with sorted keys)
 SUMMARY_ORDER = (
     "scenario", "verdict", "subject", "engine", "backend", "nodes", "seed", "duration",
-    "ops", "faults", "dropped", "drain", "replicas", "anomalies", "nemesis_errors", "inconclusive",
+    "ops", "faults", "worker_disruptions", "dropped", "drain", "replicas", "anomalies",
+    "nemesis_errors", "inconclusive",
     "warning", "error", "exit", "run_dir",
 )  # fmt: skip
 

@@ -328,14 +328,6 @@ class _Run:
         if interrupted is not None:
             raise interrupted
 
-    def _fault_counts(self) -> dict[str, int]:
-        """The nemesis's faults by kind, and the worker processes the pool disrupted
-        (``worker-SIGKILL``, ``worker-SIGTERM``), as the summary lists them."""
-        counts = dict(self.nemesis.counts) if self.nemesis else {}
-        pool = self.workload.worker_disruptions if self.workload else {}
-        counts.update((f"worker-{how}", n) for how, n in pool.items() if n)
-        return counts
-
     def _summarise(self) -> None:
         counts = self.workload.ops.counts if self.workload else {}
         ops: dict[str, dict[str, int]] = {}
@@ -352,9 +344,12 @@ class _Run:
             seed=self.seed,
             duration=f"{self.scenario.duration:g}s",
             ops=ops,
-            faults=self._fault_counts(),
+            faults=dict(self.nemesis.counts) if self.nemesis else {},
             anomalies=anomalies,
         )
+        disrupted = self.workload.worker_disruptions if self.workload else {}
+        if any(disrupted.values()):  # the worker processes the pool killed or stopped
+            self.result.summary["worker_disruptions"] = dict(disrupted)
         if self.scenario.dropped:
             self.result.summary["dropped"] = list(self.scenario.dropped)
         if "drain" in self.info:

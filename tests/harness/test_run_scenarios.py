@@ -93,10 +93,9 @@ def test_rqueue_is_valid_under_every_scenario(run_scenario, squeezed, scenario):
     ops = result.summary["ops"]
     assert ops["publish"]["ok"] > 10 and ops["claim"]["ok"] > 10 and ops["ack"]["ok"] > 10
     kinds = {f.kind for f in SCENARIOS[scenario].faults}
-    struck = set(result.summary["faults"])
-    assert struck - {"worker-SIGKILL", "worker-SIGTERM"} == kinds  # every kind of fault struck
+    assert set(result.summary["faults"]) == kinds  # every kind of fault struck
     if SCENARIOS[scenario].workload.worker_processes:  # and the pool disrupted its workers
-        assert struck & {"worker-SIGKILL", "worker-SIGTERM"}, result.summary["faults"]
+        assert sum(result.summary["worker_disruptions"].values()) > 0, result.summary
     assert not result.summary.get("nemesis_errors")
     assert_no_cluster_left(result)
     assert result.exit_code != 1 and check["valid"] is True, check["anomalies"]
