@@ -316,14 +316,10 @@ class Workload:
     ) -> Steps:
         """Work on ``lease`` as planned and let it go; returns the next lease, if any."""
         plan = plan_lease(rng, self.spec, self.stall_probability)
-        lv = lease_value(lease)
         if plan.extend:
             yield Wait(plan.work / 2)
             if not self.stop_event.is_set():
-                vis = self.spec.visibility
-                record = Single(self.ops, procs.main, "extend", {**lv, "visibility": vis})
-                kind, _ = yield ClientCall(record, "extend", (lease, vis))
-                procs.after(kind)
+                yield from self._extend_steps(procs, procs.main, lease)
             yield Wait(plan.work / 2)
         else:
             yield Wait(plan.work)
@@ -335,9 +331,15 @@ class Workload:
         yield from self._let_go_steps(procs, lease, how, plan.delay)
         return None
 
+    def _extend_steps(self, procs: Processes, holder: int, lease: LeaseLike) -> Steps:
+        """``extend`` one lease by the visibility, recorded as ``holder``'s operation."""
+        vis = self.spec.visibility
+        record = Single(self.ops, holder, "extend", {**lease_value(lease), "visibility": vis})
+        kind, _ = yield ClientCall(record, "extend", (lease, vis))
+        procs.after(kind)
+
     def _let_go_steps(self, procs: Processes, lease: LeaseLike, how: str, delay: float) -> Steps:
-        """``nack`` (a poison message's with an error) or ``ack`` one lease; returns the
-        call's history type."""
+        """``nack`` (a poison message's with an error) or ``ack`` one lease."""
         lv = lease_value(lease)
         if how == "nack":
             nv, args = {**lv, "delay": delay}, (lease, delay)
@@ -349,7 +351,6 @@ class Workload:
             if kind == "ok":
                 self._count(-1)
         procs.after(kind)
-        return kind
 
     def _batch_steps(self, name: str, rng: random.Random, procs: Processes) -> Steps:
         """One batch: ``claim_many``, work (extending the leases midway), then let each
@@ -375,11 +376,7 @@ class Workload:
         for lease in extended:
             if self.stop_event.is_set():
                 break
-            ev = {**lease_value(lease), "visibility": vis}
-            kind, _ = yield ClientCall(
-                Single(self.ops, holder, "extend", ev), "extend", (lease, vis)
-            )
-            procs.after(kind)
+            yield from self._extend_steps(procs, holder, lease)
             if procs.main != holder:
                 return
         if extended:
