@@ -40,8 +40,6 @@ _MOVED = (
 )
 _HEAD = "SELECT m.seq, m.group_id, m.event, g.priority, g.deliveries, m.last_error, "
 _HEAD_REST = "m.enqueued_at, {now}, ?, "
-#: a group row ``g`` with no live lease or park, by the claim's lapse margin
-_FREE = "(g.locked_by IS NULL OR g.lock_expiry < {now} - ?)"
 
 
 class DeadLetters:
@@ -74,24 +72,25 @@ class DeadLetters:
         if limit is None and max_age is None:
             return []
         exhausted = "g.deliveries > 0 AND g.deliveries >= ?"
+        free, unleased = s.free("g")  # a claim's own "free": no live lease or park
         parts: list[str] = []
         params: list[Any] = []
         if limit is not None:
             parts.append(
                 f"{_HEAD}{_HEAD_REST}'max_deliveries' FROM \"groups\" g "
-                f"JOIN messages m ON m.seq = g.head_seq WHERE {exhausted} AND {_FREE}"
+                f"JOIN messages m ON m.seq = g.head_seq WHERE {exhausted} AND {free}"
             )
-            params += [NOW, token, limit, NOW, s.lapse_margin]
+            params += [NOW, token, limit, *unleased]
         if max_age is not None:
             old, aged = s.expired("m")
             parts.append(
                 f"{_HEAD}{_HEAD_REST}'retention' FROM (SELECT group_id, head_seq, priority, "
                 f'deliveries, locked_by, lock_expiry FROM "groups" g WHERE g.head_seq IS NOT '
-                f"NULL AND {_FREE} ORDER BY g.last_claimed_at, g.head_seq LIMIT ?) g "
+                f"NULL AND {free} ORDER BY g.last_claimed_at, g.head_seq LIMIT ?) g "
                 f"JOIN messages m ON m.seq = g.head_seq WHERE {old}"
                 + ("" if limit is None else f" AND NOT ({exhausted})")
             )
-            params += [NOW, token, NOW, s.lapse_margin, RETENTION_SCAN, *aged]
+            params += [NOW, token, *unleased, RETENTION_SCAN, *aged]
             if limit is not None:
                 params.append(limit)
         mine = "(SELECT group_id FROM rqueue_dead WHERE dead_by = ?)"

@@ -153,10 +153,21 @@ class Statements(PublishStatements):
                 f"AND NOT EXISTS (SELECT 1 FROM messages due WHERE due.seq = head_seq AND {old}) "
             )
             limit = (*limit, *aged)
+        free, unleased = self.free()
         return (
-            "head_seq IS NOT NULL AND priority >= ? "
-            "AND (locked_by IS NULL OR lock_expiry < {now} - ?) " + exhausted,
-            (min_priority, NOW, self.lapse_margin, *limit),
+            f"head_seq IS NOT NULL AND priority >= ? AND {free} " + exhausted,
+            (min_priority, *unleased, *limit),
+        )
+
+    def free(self, alias: str = "") -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameters) that group row ``alias`` (none: the row the
+        statement updates) holds no live lease or park: none, or lapsed by
+        :attr:`lapse_margin`. Claims and dead-letter moves share it, so nothing a claim
+        would not take is ever moved."""
+        a = f"{alias}." if alias else ""
+        return (
+            f"({a}locked_by IS NULL OR {a}lock_expiry < {{now}} - ?)",
+            (NOW, self.lapse_margin),
         )
 
     def expired(self, alias: str) -> tuple[str, tuple[Any, ...]]:
