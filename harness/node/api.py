@@ -194,7 +194,7 @@ class NodeService(ClusterEndpoints):
         """The body's statements without the empty ones (rqlite skips ``""``); None when
         nothing is left to run. Counted (as rqlite counts them: every statement parsed)
         on ``received``, when given."""
-        parsed = parse_body(body, content_type, plain_ok)
+        parsed = parse_body(body, content_type, plain_ok, hex_blobs=self.version.hex_blob_params)
         if received is not None:
             self.count(headers, received, len(parsed))
         stmts = [s for s in parsed if s.sql != ""]

@@ -13,6 +13,11 @@ the same bodies to v8.36.18).
   ``unsupported type X`` with X the number as written or Go's name of its type.
 - ``Content-Type: text/plain`` on ``/db/execute`` and ``/db/query``: the body is one SQL
   string (which may hold several statements).
+- A string argument shaped like a blob literal binds as a BLOB of its bytes (rqlite
+  >= 8.31: ``http/request_parser.go``, ``case string``, through ``ParseHex`` in
+  ``db/state.go``): after trimming what Go's ``strings.TrimSpace`` trims, ``x'`` or ``X'``,
+  an even number of hex digits (none is an empty BLOB), ``'``. Any other string binds as
+  TEXT. :func:`blob_literal` decides.
 """
 
 from __future__ import annotations
@@ -30,6 +35,14 @@ NO_STATEMENTS = "no statements"
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INF = float("inf")
 _WS = re.compile(r"[ \t\r\n]*")
+#: what Go's ``unicode.IsSpace`` calls space (``strings.TrimSpace`` trims these): the
+#: Latin-1 ones and the other code points of Unicode's White_Space property
+GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
+_HEX_DIGITS = re.compile(r"(?:[0-9a-fA-F]{2})*")
 
 
 class _Num(str):
@@ -54,9 +67,33 @@ def is_text_plain(content_type: str | None) -> bool:
     return content_type is not None and content_type.startswith("text/plain")
 
 
-def parse(body: bytes, content_type: str | None = None, plain_ok: bool = False) -> list[Statement]:
+def blob_literal(value: str) -> bytes | None:
+    """The bytes rqlite >= 8.31 binds for the string argument ``value``, or None when it
+    binds it as TEXT: ``x'4142'`` (either case of ``x``, surrounded by any space Go's
+    ``strings.TrimSpace`` trims, an even number of hex digits of either case) is
+    ``b"AB"``; ``x''`` is an empty BLOB."""
+    if "'" not in value:
+        return None
+    t = value.strip(GO_SPACE)
+    if len(t) < 3 or t[0] not in "xX" or t[1] != "'" or t[-1] != "'":
+        return None
+    digits = t[2:-1]
+    if not _HEX_DIGITS.fullmatch(digits):
+        return None
+    return bytes.fromhex(digits)
+
+
+def parse(
+    body: bytes,
+    content_type: str | None = None,
+    plain_ok: bool = False,
+    *,
+    hex_blobs: bool = True,
+) -> list[Statement]:
     """The statements of a request body; raises :class:`RequestError` with rqlite's text.
-    ``plain_ok``: the endpoint takes a ``text/plain`` body as one SQL string."""
+    ``plain_ok``: the endpoint takes a ``text/plain`` body as one SQL string;
+    ``hex_blobs``: string arguments shaped like blob literals bind as BLOBs (rqlite >=
+    8.31, :func:`blob_literal`)."""
     if plain_ok and is_text_plain(content_type):
         return [Statement(body.decode("utf-8", errors="replace"))]
     try:
@@ -69,9 +106,9 @@ def parse(body: bytes, content_type: str | None = None, plain_ok: bool = False) 
     if text[start] == "{":
         raise RequestError(INVALID_REQUEST)
     try:
-        return _statements(_decode(_FAST, text, start))
+        return _statements(_decode(_FAST, text, start), hex_blobs)
     except _NeedRaw:
-        return _statements(_decode(_RAW, text, start))
+        return _statements(_decode(_RAW, text, start), hex_blobs)
 
 
 def _decode(decoder: json.JSONDecoder, text: str, start: int) -> list:
@@ -104,18 +141,18 @@ def _raise_first_error(text: str, start: int) -> NoReturn:
             item, pos = _RAW.raw_decode(text, pos)
         except ValueError:
             raise RequestError(INVALID_JSON) from None
-        _statement(item)  # raises for a mistyped element or argument
+        _statement(item, hex_blobs=False)  # raises for a mistyped element or argument
         pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
         if not text.startswith(",", pos):
             raise RequestError(INVALID_JSON)
         pos += 1
 
 
-def _statements(data: list) -> list[Statement]:
-    return [_statement(item) for item in data]
+def _statements(data: list, hex_blobs: bool) -> list[Statement]:
+    return [_statement(item, hex_blobs) for item in data]
 
 
-def _statement(item: Any) -> Statement:
+def _statement(item: Any, hex_blobs: bool) -> Statement:
     if type(item) is str:
         return Statement(item)
     if not isinstance(item, list):
@@ -129,17 +166,23 @@ def _statement(item: Any) -> Statement:
             if named_at < 0:
                 named_at = len(stmt.positional)
             for key, value in arg.items():
-                stmt.named[key] = _param(value)
+                stmt.named[key] = _param(value, hex_blobs)
         else:
-            stmt.positional.append(_param(arg))
+            stmt.positional.append(_param(arg, hex_blobs))
     if 0 <= named_at < len(stmt.positional):  # positional ones follow: keep the order
         stmt.positional.insert(named_at, NAMED_HERE)
     return stmt
 
 
-def _param(value: Any) -> Any:
+def _param(value: Any, hex_blobs: bool) -> Any:
     t = type(value)
-    if t is str or value is None:
+    if t is str:
+        if hex_blobs:
+            blob = blob_literal(value)
+            if blob is not None:
+                return blob
+        return value
+    if value is None:
         return value
     if t is int:
         return value if _INT64_MIN <= value <= _INT64_MAX else _float(value)

@@ -13,6 +13,8 @@ Sources, per difference (see docs/embedded-node.md, section "rqlite versions"):
 - the measured facts of each version (the project's rqlite notes): v9 and v10 also parse
   backtick-quoted names; v10 rejects ``DELETE/UPDATE ... LIMIT``; v10 names its HTTP
   counters in snake case (``auth_ok``, not ``authOK``);
+- rqlite's source, not measured: since v8.31.0 a string argument shaped like a blob
+  literal (``x'4142'``) binds as a BLOB (``http/request_parser.go``, ``db/state.go``);
 - rqlite/sql's own history, not measured: the postfix ``ISNULL``/``NOTNULL``/``NOT NULL``
   (rqlite/sql pull request 64, May 2025: before v9.0) parse and print as ``IS NULL`` /
   ``NOT NULL``; v10's ``NOT NULL`` re-print above is that same printer.
@@ -56,6 +58,9 @@ class RqliteVersion:
     number: str  # "10.2.7"
     dialect: Dialect
     snake_case_counters: bool  # /debug/vars: auth_ok (v10) or authOK (v8, v9)
+    #: a string argument shaped ``x'hex'`` binds as a BLOB (>= 8.31, from the source:
+    #: ``http/request_parser.go`` calls ``db.ParseHex``); every version followed has it
+    hex_blob_params: bool = True
 
     @property
     def tag(self) -> str:
