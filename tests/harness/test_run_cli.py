@@ -40,6 +40,22 @@ def test_help_teaches_the_commands():
         assert word in proc.stdout
 
 
+def test_a_closed_stdout_ends_the_command_quietly():
+    """`python -m harness list | head -2`: the reader goes away; no traceback, 141 (as
+    a Unix tool killed by SIGPIPE shows in a shell). The reader here closes before the
+    first byte, so every write meets the closed pipe, whatever the output's size."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert err.decode() == ""
+    assert proc.returncode == 141
+
+
 def test_unknown_scenario_exits_2_with_one_line(capsys, tmp_path):
     assert main(["run", "no-such-scenario", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
