@@ -172,7 +172,7 @@ def _register_list(sub: argparse._SubParsersAction) -> None:
         "list",
         help="list the scenarios and subjects with a one-line description each",
         description=(
-            "List the scenarios in scenarios/*.toml (name, nodes, duration, what it does) "
+            "List the scenarios in harness/scenarios/*.toml (name, nodes, duration, what it does) "
             "and the subjects: built in, and those installed packages register under the "
             "entry point group rqueue.harness.subjects."
         ),

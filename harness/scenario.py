@@ -1,6 +1,6 @@
 """Declarative run scenarios: what to run, for how long, and which faults when.
 
-A scenario is a TOML file in ``scenarios/`` (or any path)::
+A scenario is a TOML file in ``harness/scenarios/`` (or any path)::
 
     description = "Kill the Raft leader every 15 s; claims must fail over."
     nodes = 3
@@ -38,7 +38,8 @@ from typing import Any
 
 from .errors import HarnessError
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+#: the scenarios shipped with the package (package data: an installed wheel has them too)
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 #: fault kind -> optional parameters it accepts (beyond start/duration/every)
 FAULT_KINDS: dict[str, frozenset[str]] = {
