@@ -150,7 +150,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     except subprocess.TimeoutExpired:
         print(
             f"matrix: the run did not stop within {TEARDOWN_SECONDS:g} s of SIGINT; killed"
-            " (`python -m harness cluster down --all` removes what it left)",
+            " (its cluster is abandoned now: `python -m harness cluster down --all` reaps"
+            " clusters whose run is gone, never a live one)",
             file=sys.stderr,
         )
         proc.kill()
