@@ -281,11 +281,13 @@ def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     why = (
-        "kill-leader at 12-14 s of the scenario: it would run 8-10 s, 0.0 s before the run's "
-        "end, where it needs 5 s to recover and be judged"
+        "kill-leader at 12-14 s of the scenario: the earliest it could start is 8 s (after the "
+        "kill-leader kept at 1-3 s and its recovery), so it would end at 10 s, 0.0 s before "
+        "the run's end, where it needs 5 s to recover and be judged"
     )
-    first = proc.stderr.splitlines()[0]  # before the cluster starts
-    assert first == f"--time 10: dropped {why}", proc.stderr
+    first, second = proc.stderr.splitlines()[:2]  # before the cluster starts
+    assert first == "--time 10: 1 of 2 fault windows dropped (no room left in 10 s), 1 kept"
+    assert second == f"--time 10: dropped {why}", proc.stderr
     resolved = json.loads((out / "scenario.json").read_text())
     assert [(f["start"], f["duration"]) for f in resolved["faults"]] == [(1.0, 2.0)]
     assert resolved["dropped"] == [why]
