@@ -520,3 +520,19 @@ def test_short_leases_in_a_row_do_not_pile_their_labels_up() -> None:
     boxes = [t.get_window_extent(renderer) for t in leases]
     assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     plt.close(fig)
+
+
+def test_every_anomaly_kind_has_its_sentence_and_the_report_prints_it(tmp_path: Path) -> None:
+    """One sentence per kind, in harness/explanations.py: a kind the checker reports
+    without one (a new one, say `corrupted`) fails here until it gets its sentence."""
+    from harness.checker import ANOMALIES
+    from harness.explanations import EXPLANATIONS
+
+    missing = [kind for kind in ANOMALIES if kind not in EXPLANATIONS]
+    assert missing == [], f"add a sentence for {missing} to harness/explanations.py"
+    assert set(EXPLANATIONS) <= set(ANOMALIES), "a sentence for a kind the checker lacks"
+    shutil.copy(HISTORIES / "duplicate-group-lease.jsonl", tmp_path / "history.jsonl")
+    text = write_report(tmp_path).read_text()
+    why = f"Why it is an anomaly: {EXPLANATIONS['duplicate-group-lease']}"
+    head = text.index("### duplicate-group-lease: 1")
+    assert text.index(why) > head and text.index(why) < text.index("```json", head)
