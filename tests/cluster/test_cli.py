@@ -194,6 +194,8 @@ def test_base_port_then_down_then_up_again_on_the_data(tmp_path: Path) -> None:
         other = cli("up", "--dir", str(tmp_path / "o"), "--base-port", str(base))
         assert other.returncode == 2 and f"{base}" in other.stderr
         assert "already in use" in other.stderr
+        # it names how to stop one's own cluster, and advises nothing that kills others'
+        assert "cluster down --dir DIR" in other.stderr and "--all" not in other.stderr
 
         execute(want[0], [["CREATE TABLE t (v TEXT)"], ["INSERT INTO t VALUES (?)", "kept"]])
         pids = [n["pid"] for n in info["nodes"]]
