@@ -21,7 +21,7 @@ Read against rqlite v10.2.7's ``docker-entrypoint.sh`` (what it does, not its te
 
 An empty ``RQUEUE_CLUSTER_SECRET`` (compose's for an unset one) is removed, so the node
 says it needs a secret rather than that it is empty. Copied into the image as a script
-(standard library only).
+(the standard library and :mod:`harness.errors`, on the image's ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
+
+from harness.errors import HarnessError
 
 RQLITED = "/usr/local/bin/rqlited"
 PYTHON = "/usr/local/bin/python3"
@@ -46,7 +48,7 @@ RQLITED_HTTP_ADDR = "localhost:4001"
 EXIT_REFUSED = 1
 
 
-class Refused(Exception):
+class Refused(HarnessError):
     """The container cannot start as configured; the message says why in one line."""
 
 
