@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .errors import EXIT_HARNESS, EXIT_OK
+from .errors import EXIT_HARNESS, EXIT_OK, quiet_when_stdout_closes
 
 DESCRIPTION = """\
 A Jepsen-style harness for rqueue, a FIFO queue on rqlite: start a cluster, drive
@@ -172,7 +172,7 @@ def _register_list(sub: argparse._SubParsersAction) -> None:
         "list",
         help="list the scenarios and subjects with a one-line description each",
         description=(
-            "List the scenarios in scenarios/*.toml (name, nodes, duration, what it does) "
+            "List the scenarios in harness/scenarios/*.toml (name, nodes, duration, what it does) "
             "and the subjects: built in, and those installed packages register under the "
             "entry point group rqueue.harness.subjects."
         ),
@@ -315,7 +315,12 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns its exit status."""
+    """Parse ``argv`` and run the chosen command; returns its exit status (141, quietly,
+    when standard output's reader goes away: ``python -m harness list | head -2``)."""
+    return quiet_when_stdout_closes(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(_command_of(argv)).parse_args(argv)
     logging.basicConfig(

@@ -435,7 +435,7 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
         kind, ending = _classify(f, value)
         targets = _targets(value)
         if not ending:
-            label = f"{kind} {','.join(sorted(targets))}" if targets else kind
+            label = _fault_label(kind, value, targets)
             faults.append([kind, label, ev["time"], None, ev["index"], None, targets, done])
             continue
         open_ = [x for x in faults if x[0] == kind and x[3] is None]
@@ -465,6 +465,28 @@ def _ends_kind(f: str, value: Any) -> str | None:
         if isinstance(offset, int | float) and not isinstance(offset, bool) and offset == 0:
             return "clock-skew"
     return None
+
+
+def _fault_label(kind: str, value: Any, targets: frozenset[str]) -> str:
+    """The fault's name and whom it hit: its target nodes (``kill-leader n2``) or, for a
+    partition, its sides, the smallest (the node cut off) first
+    (``partition-leader n1 | n2,n3``)."""
+    if targets:
+        return f"{kind} {','.join(sorted(targets))}"
+    sides = _components(value)
+    if sides:
+        return f"{kind} {' | '.join(','.join(side) for side in sides)}"
+    return kind
+
+
+def _components(value: Any) -> list[list[str]]:
+    """A partition's sides (``"components"`` in the value, or the value itself as a list
+    of node lists), each sorted, the smallest first; empty when it names none."""
+    raw = value.get("components") if isinstance(value, dict) else value
+    if not isinstance(raw, list) or not all(isinstance(c, list) for c in raw):
+        return []
+    sides = [sorted(x for x in c if isinstance(x, str)) for c in raw]
+    return sorted((c for c in sides if c), key=lambda c: (len(c), c))
 
 
 def _targets(value: Any) -> frozenset[str]:

@@ -85,6 +85,20 @@ class Cell:
     reason: str | None = None
     seconds: float = 0.0
     run_dir: str | None = None
+    windows: int = 0  # fault windows the run planned, before --time dropped any
+    dropped: int = 0  # of those, the ones --time dropped (no room left in the run)
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict as the table shows it: with the reason, and with how much of the
+        fault schedule ran when ``--time`` dropped some (a "valid" run tested only that)."""
+        text = self.verdict if not self.reason else f"{self.verdict}: {self.reason}"
+        if self.dropped:
+            text += (
+                f" (only {self.windows - self.dropped} of {self.windows} fault windows ran: "
+                f"{self.dropped} dropped by --time)"
+            )
+        return text
 
 
 def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: float) -> Cell:
@@ -110,6 +124,7 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
     cell.anomalies = {k: v for k, v in (summary.get("anomalies") or {}).items() if v}
     replicas = summary.get("replicas")
     cell.replicas = replicas.split(" (")[0] if isinstance(replicas, str) else None
+    cell.windows, cell.dropped = _schedule(run_dir)
     if cell.exit == EXIT_INCONCLUSIVE:
         cell.reason = summary.get("inconclusive") or cell.reason
     return cell
@@ -150,11 +165,22 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     except subprocess.TimeoutExpired:
         print(
             f"matrix: the run did not stop within {TEARDOWN_SECONDS:g} s of SIGINT; killed"
-            " (`python -m harness cluster down --all` removes what it left)",
+            " (its cluster is abandoned now: `python -m harness cluster down --all` reaps"
+            " clusters whose run is gone, never a live one)",
             file=sys.stderr,
         )
         proc.kill()
         proc.communicate()
+
+
+def _schedule(run_dir: Path) -> tuple[int, int]:
+    """(fault windows planned, dropped by --time) from the run's resolved scenario."""
+    try:
+        resolved = json.loads((run_dir / "scenario.json").read_text())
+    except (OSError, ValueError):
+        return 0, 0
+    kept, dropped = len(resolved.get("faults") or []), len(resolved.get("dropped") or [])
+    return kept + dropped, dropped
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
@@ -172,10 +198,9 @@ def table(cells: Iterable[Cell]) -> str:
     ]
     for c in cells:
         found = ", ".join(f"{k} {v}" for k, v in sorted((c.anomalies or {}).items())) or "none"
-        verdict = c.verdict if not c.reason else f"{c.verdict}: {c.reason}"
         lines.append(
-            f"| {c.scenario} | {c.engine} | {c.subject} | {c.seed} | {verdict} | {found} "
-            f"| {c.replicas or '-'} | {c.seconds:g} |"
+            f"| {c.scenario} | {c.engine} | {c.subject} | {c.seed} | {c.shown_verdict} "
+            f"| {found} | {c.replicas or '-'} | {c.seconds:g} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -241,7 +266,7 @@ def main_matrix(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 done.append(run_cell(cell, engine, args.time, args.out, timeout))
-                print(f"{cell.verdict} ({cell.seconds:g} s)", flush=True)
+                print(f"{cell.shown_verdict} ({cell.seconds:g} s)", flush=True)
                 _write(args.out, done)
     except (KeyboardInterrupt, Terminated):
         print("\ninterrupted: the table keeps the runs that finished", file=sys.stderr)

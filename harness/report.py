@@ -2,7 +2,8 @@
 
 Sections: the verdict (:func:`harness.verdict.decide`, also in the summary table); the
 scenario (``scenario.json``), the subject and versions (``run.json``, ``versions.json``)
-when present; the summary table; every anomaly found with its example operations printed
+when present; the summary table; every anomaly found, with the sentence saying why its
+examples are anomalies (:mod:`harness.explanations`) and its example operations printed
 as the actual history lines; statistics and availability; the plots that exist. Works on
 any folder holding a ``history.jsonl``.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from . import divergence
 from .checker import ANOMALIES as ANOMALY_KINDS
 from .checker import check
+from .explanations import explain
 from .history import HistoryFormatError, read_history
 from .verdict import (
     ANOMALIES,
@@ -182,7 +184,7 @@ def _anomalies(result: dict, history: list[str]) -> list[str]:
         if not body.get("count"):
             continue
         shown = body.get("examples", [])[:REPORT_EXAMPLES]
-        out += [f"### {name}: {body['count']}", ""]
+        out += [f"### {name}: {body['count']}", "", f"Why it is an anomaly: {explain(name)}", ""]
         if name == divergence.NAME:
             out += _divergence_examples(shown)
             continue

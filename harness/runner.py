@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
 from .interrupts import Terminated, sigterm_unwinds
-from .scenario import Scenario, ScenarioError, load_scenario
+from .scenario import Scenario, ScenarioError, dropped_count, load_scenario
 from .store import RunStore, engine_version, versions
 from .subjects import get_subject
 from .verdict import decide
@@ -191,7 +191,9 @@ class _Run:
         )
         try:
             with self.progress:
-                for why in s.dropped:  # up front: what this run will not test, and why
+                if s.dropped:  # up front: what this run will not test, and why
+                    self.progress.note(f"--time {s.duration:g}: {dropped_count(s)}")
+                for why in s.dropped:
                     self.progress.note(f"--time {s.duration:g}: dropped {why}")
                 self._phases()
         except HarnessError as e:

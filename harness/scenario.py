@@ -1,6 +1,6 @@
 """Declarative run scenarios: what to run, for how long, and which faults when.
 
-A scenario is a TOML file in ``scenarios/`` (or any path)::
+A scenario is a TOML file in ``harness/scenarios/`` (or any path)::
 
     description = "Kill the Raft leader every 15 s; claims must fail over."
     nodes = 3
@@ -38,7 +38,8 @@ from typing import Any
 
 from .errors import HarnessError
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+#: the scenarios shipped with the package (package data: an installed wheel has them too)
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 #: fault kind -> optional parameters it accepts (beyond start/duration/every)
 FAULT_KINDS: dict[str, frozenset[str]] = {
@@ -187,17 +188,19 @@ class Scenario:
         kept: list[tuple[float, float, float, float, Fault]] = []  # scenario's a, b; new a, b
         dropped: list[str] = []
         for a, b, _, f in windows:
-            start = a * k
+            start, after = a * k, None  # after: the kept window that pushed it later
             for a0, b0, a1, b1, g in kept:
                 if b0 <= a:  # apart in the scenario: keep the recovery room between them
-                    start = max(start, b1 + min(_room(g), a - b0))
+                    later, why = b1 + min(_room(g), a - b0), "and its recovery"
                 else:  # overlapping by design: keep the overlap
-                    start = max(start, a1 + (a - a0))
+                    later, why = a1 + (a - a0), "as the scenario overlaps them"
+                if later > start:
+                    start, after = later, f"after the {g.kind} kept at {a1:g}-{b1:g} s {why}"
             start = round(start, 3)
             end = start + (b - a)
             need = min(_room(f), self.duration - b)
             if end + need > time + 1e-6:
-                dropped.append(_why_dropped(f, a, b, start, end, need, time))
+                dropped.append(_why_dropped(f, a, b, start, end, need, time, after))
                 continue
             kept.append((a, b, start, end, f))
         if windows and not kept:
@@ -271,14 +274,37 @@ class Scenario:
         )
 
 
+def dropped_count(s: Scenario) -> str:
+    """How much of a shortened scenario's schedule runs: "3 of 4 fault windows dropped
+    (no room left in 15 s), 1 kept"."""
+    total = len(s.faults) + len(s.dropped)
+    return (
+        f"{len(s.dropped)} of {total} fault windows dropped (no room left in "
+        f"{s.duration:g} s), {len(s.faults)} kept"
+    )
+
+
 def _room(f: Fault) -> float:
     return RECOVERY if f.kind in OUTAGE_KINDS else 0.0
 
 
 def _why_dropped(
-    f: Fault, a: float, b: float, start: float, end: float, need: float, time: float
+    f: Fault,
+    a: float,
+    b: float,
+    start: float,
+    end: float,
+    need: float,
+    time: float,
+    after: str | None,
 ) -> str:
-    where = f"{f.kind} at {a:g}-{b:g} s of the scenario: it would run {start:g}-{end:g} s"
+    """Why one window did not fit. It names the earliest the window could start (the
+    windows kept before it decide that, not the ones dropped), so two dropped windows can
+    name the same earliest start without either claiming it would run there."""
+    where = (
+        f"{f.kind} at {a:g}-{b:g} s of the scenario: the earliest it could start is "
+        f"{start:g} s ({after or 'its start scaled to the run'}), so it would end at {end:g} s"
+    )
     if end > time:
         return f"{where}, past the run's end ({time:g} s)"
     return (

@@ -159,7 +159,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tag = session.config.stash.get(_TAG_KEY, None)
     if not tag:
         return
-    left = reap(tag)
+    left = reap(tag, live_too=True)  # this session's tag: clusters `cluster up` made too
     if left["processes"] or left["networks"]:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         msg = (

@@ -202,23 +202,20 @@ def main_bench(args: argparse.Namespace) -> int:
 
 
 def _write_comparison(docs: list[Doc], out: Path) -> None:
-    from rich.console import Console
-
     from .breakdown import comparison_markdown, comparison_table
+    from .report import print_tables
 
     (out / "compare.md").write_text(comparison_markdown(docs))
-    Console().print(comparison_table(docs))
-    Console().print(f"wrote compare.md in {out}")
+    print_tables([comparison_table(docs)])
+    print(f"wrote compare.md in {out}")
 
 
 def _bench_on_cluster(
     args: argparse.Namespace, engine: str, settings: BenchSettings, out: Path, progress: Say
 ) -> Doc:
-    from rich.console import Console
-
     from ..cluster.base import Cluster
     from .breakdown import breakdown_table, cost_rows
-    from .report import markdown, plot, tables
+    from .report import markdown, plot, print_tables, tables
 
     cluster: Cluster
     if args.urls:
@@ -249,12 +246,8 @@ def _bench_on_cluster(
     (out / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
     plot(doc, out / "bench.png")
     (out / "bench.md").write_text(markdown(doc))
-    console = Console()
-    for table in tables(doc):
-        console.print(table)
-    if cost_rows(doc):
-        console.print(breakdown_table(doc))
-    console.print(f"wrote bench.json, bench.md and bench.png in {out}")
+    print_tables(tables(doc) + ([breakdown_table(doc)] if cost_rows(doc) else []))
+    print(f"wrote bench.json, bench.md and bench.png in {out}")
     return doc
 
 

@@ -162,16 +162,44 @@ def _ms(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
 
+#: under the throughput table: which INSERT figure each ratio is taken against
+RATIO_NOTE = (
+    "A ratio is taken against the INSERTs/s measured again right before that figure, at "
+    'the same concurrency (the number after "of"), since the machine\'s speed drifts over '
+    "a run; the store INSERT row is the store part's own measurement."
+)
+
+
+def print_tables(renderables: list[Any], file: Any = None) -> None:
+    """Print Rich tables; when the output is not a terminal (a pipe, a file) at their own
+    width instead of 80 columns, which squeezes a wide table into unreadable headers."""
+    from rich.console import Console
+
+    console = Console(file=file)
+    if not console.is_terminal:
+        unbounded = console.options.update_width(10_000)
+        widest = max(
+            (console.measure(r, options=unbounded).maximum for r in renderables), default=80
+        )
+        console = Console(file=file, width=max(80, widest))
+    for renderable in renderables:
+        console.print(renderable)
+
+
 # -- the printed tables ------------------------------------------------------------------
 def tables(doc: dict[str, Any]) -> list[Any]:
-    """Rich tables: throughput by concurrency, publish, latency, threads/tasks, targets."""
+    """Rich tables: throughput by concurrency, publish, latency, threads/tasks, targets;
+    only those the run has figures for (``--only`` measures some parts)."""
     from rich.table import Table
 
     info = doc["cluster"]
     seconds = doc["settings"]["seconds"]
     title = f"{info['engine']} {info['nodes']}-node cluster, {seconds:g} s per figure"
     levels = levels_of(doc)
-    t = Table(title=f"Throughput, ops/s (ratio to INSERTs/s measured just before) — {title}")
+    t = Table(
+        title=f"Throughput, ops/s (ratio to INSERTs/s measured just before) — {title}",
+        caption=RATIO_NOTE,
+    )
     lt = Table(title="Latency of those operations, p50 / p99 ms")
     for table in (t, lt):
         table.add_column("operation")
@@ -247,7 +275,7 @@ def tables(doc: dict[str, Any]) -> list[Any]:
         met = "[green]yes[/green]" if tg["met"] else "[red]NO[/red]"
         bound = f"{'<=' if tg['at_most'] else '>='} {tg['required']:.2f}"
         tt.add_row(tg["name"], value, bound, met, tg["detail"])
-    return [t, lt, p, cl, sa, tt]
+    return [table for table in (t, lt, p, cl, sa, tt) if table.row_count]
 
 
 def _mode(row: dict[str, Any]) -> str:
@@ -257,15 +285,7 @@ def _mode(row: dict[str, Any]) -> str:
 
 
 # -- the plot ------------------------------------------------------------------------------
-def plot(doc: dict[str, Any], path: Path) -> Path:
-    """Four panels: throughput by concurrency, publish, claim latency, threads vs tasks."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    ax = axes[0][0]
+def _throughput_panel(ax: Any, doc: dict[str, Any]) -> None:
     for label, key in SERIES:
         rows = sorted(series(doc, key), key=lambda r: r["concurrency"])
         if rows:
@@ -281,7 +301,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_title("Throughput")
     ax.legend()
 
-    ax = axes[0][1]
+
+def _publish_panel(ax: Any, doc: dict[str, Any]) -> None:
     labels = [
         f"{'single' if r['batch'] == 1 else 'batch ' + str(r['batch'])}\nc={r['concurrency']}"
         for r in series(doc, "publish")
@@ -291,8 +312,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("messages/s")
     ax.set_title("Publish")
 
-    ax = axes[1][0]
-    lat = doc["claim_latency"]
+
+def _latency_panel(ax: Any, doc: dict[str, Any]) -> None:
+    lat = series(doc, "claim_latency")
     xs = range(len(lat))
     ax.bar([x - 0.2 for x in xs], [r["p50_ms"] or 0 for r in lat], width=0.4, label="p50")
     ax.bar([x + 0.2 for x in xs], [r["p99_ms"] or 0 for r in lat], width=0.4, label="p99")
@@ -301,17 +323,59 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_title("Claim latency by backlog")
     ax.legend()
 
-    ax = axes[1][1]
-    sa = doc["sync_vs_async"]
+
+def _threads_tasks_panel(ax: Any, doc: dict[str, Any]) -> None:
+    sa = series(doc, "sync_vs_async")
     labels = [f"{r['concurrency']} {_mode(r)}".replace(", ", "\n") for r in sa]
     ax.bar(labels, [r["per_second"] for r in sa])
     ax.set_ylabel("claim+ack cycles/s")
     ax.set_title("Sync threads vs async tasks")
 
+
+def panels(doc: dict[str, Any]) -> list[Any]:
+    """The plot's panels the run has figures for, in order (``--only`` measures some)."""
+    out = []
+    if any(series(doc, key) for _, key in SERIES):
+        out.append(_throughput_panel)
+    if series(doc, "publish"):
+        out.append(_publish_panel)
+    if series(doc, "claim_latency"):
+        out.append(_latency_panel)
+    if series(doc, "sync_vs_async"):
+        out.append(_threads_tasks_panel)
+    return out
+
+
+def figure(doc: dict[str, Any]) -> Any:
+    """Up to four panels: throughput by concurrency, publish, claim latency, threads vs
+    tasks; a panel without figures is left out, not drawn empty."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    draw = panels(doc)
+    rows, cols = (1, max(1, len(draw))) if len(draw) <= 2 else (2, 2)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    cells = [ax for row in axes for ax in row]
+    for panel, ax in zip(draw, cells, strict=False):
+        panel(ax, doc)
+    for ax in cells[len(draw) :]:
+        fig.delaxes(ax)
+    if not draw:
+        fig.text(0.5, 0.5, "no figures in this run", ha="center", va="center")
     fig.suptitle(
         f"python -m harness bench — {doc['cluster']['engine']} {doc['cluster']['nodes']} nodes"
     )
     fig.tight_layout()
+    return fig
+
+
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """Draw :func:`figure` into ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(doc)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -319,22 +383,77 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 
 # -- markdown (for the README) ------------------------------------------------------
 def markdown(doc: dict[str, Any]) -> str:
-    """The run's figures as Markdown tables: what the README's performance section quotes."""
-    levels = levels_of(doc)
-    head = "| operation | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in levels)
-    rule = "|---|" + "---:|" * len(levels)
+    """The run's figures as Markdown tables: what the README's performance section quotes
+    (only the sections the run has figures for)."""
     lines = [
         f"Command: `{doc.get('command', 'python -m harness bench')}`  ",
         f"Cluster: {doc['cluster']['engine']}, {doc['cluster']['nodes']} nodes; "
         f"{doc['machine']['cpus']} CPUs; load average before/after "
         f"{doc['machine']['load_before'][0]:.1f} / {doc['machine']['load_after'][0]:.1f}; "
         f"{doc['settings']['seconds']:g} s per figure; run {doc['started']}.",
+    ]
+    lines += _throughput_markdown(doc)
+    if series(doc, "publish"):
+        lines += [
+            "",
+            "| publish | concurrency | messages/s | p50 / p99 ms |",
+            "|---|---:|---:|---:|",
+        ]
+    for r in series(doc, "publish"):
+        mode = "single `publish`" if r["batch"] == 1 else f"`publish_many` of {r['batch']}"
+        lines.append(
+            f"| {mode} | {r['concurrency']} | {r['messages_per_second']:,.0f} | "
+            f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
+        )
+    if series(doc, "claim_latency"):
+        lines += [
+            "",
+            "| claim latency, one claimer | groups | p50 ms | p99 ms |",
+            "|---|---:|---:|---:|",
+        ]
+    for r in series(doc, "claim_latency"):
+        lines.append(
+            f"| {r['backlog']:,} queued | {r['groups']:,} | {_ms(r['p50_ms'])} | "
+            f"{_ms(r['p99_ms'])} |"
+        )
+    if series(doc, "sync_vs_async"):
+        lines += [
+            "",
+            "| claim+ack cycles (windows: threads, tasks, tasks, threads) | concurrency "
+            "| cycles/s | p50 / p99 ms |",
+            "|---|---:|---:|---:|",
+        ]
+    for r in series(doc, "sync_vs_async"):
+        lines.append(
+            f"| {_mode(r)} | {r['concurrency']} | {r['per_second']:,.0f} | "
+            f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
+        )
+    if doc["targets"]:
+        lines += ["", "| target | ratio | required | met |", "|---|---:|---:|:---:|"]
+    for t in doc["targets"]:
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        bound = f"{'≤' if t['at_most'] else '≥'} {t['required']:.2f}"
+        lines.append(
+            f"| {t['name']} ({t['detail']}) | {value} | {bound} | "
+            f"{'yes' if t['met'] else '**no**'} |"
+        )
+    cost = breakdown_markdown(doc)
+    return "\n".join(lines) + "\n" + ("\n" + cost if cost else "")
+
+
+def _throughput_markdown(doc: dict[str, Any]) -> list[str]:
+    """The throughput table with each ratio's INSERT figure, or nothing without figures."""
+    levels = levels_of(doc)
+    if not levels:
+        return []
+    head = "| operation | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in levels)
+    lines = [
         "",
         "Throughput in operations/s (ratio to the INSERTs/s measured just before it, at the "
         "same concurrency), then p50 / p99 latency in ms:",
         "",
         head + " |",
-        rule,
+        "|---|" + "---:|" * len(levels),
     ]
     for label, key in SERIES:
         if not series(doc, key):
@@ -354,45 +473,4 @@ def markdown(doc: dict[str, Any]) -> str:
                 text += " (queue ran dry: capped)"
             cells.append(f"{text}<br>{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} ms")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| publish | concurrency | messages/s | p50 / p99 ms |",
-        "|---|---:|---:|---:|",
-    ]
-    for r in series(doc, "publish"):
-        mode = "single `publish`" if r["batch"] == 1 else f"`publish_many` of {r['batch']}"
-        lines.append(
-            f"| {mode} | {r['concurrency']} | {r['messages_per_second']:,.0f} | "
-            f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
-        )
-    lines += [
-        "",
-        "| claim latency, one claimer | groups | p50 ms | p99 ms |",
-        "|---|---:|---:|---:|",
-    ]
-    for r in series(doc, "claim_latency"):
-        lines.append(
-            f"| {r['backlog']:,} queued | {r['groups']:,} | {_ms(r['p50_ms'])} | "
-            f"{_ms(r['p99_ms'])} |"
-        )
-    lines += [
-        "",
-        "| claim+ack cycles (windows: threads, tasks, tasks, threads) | concurrency "
-        "| cycles/s | p50 / p99 ms |",
-        "|---|---:|---:|---:|",
-    ]
-    for r in series(doc, "sync_vs_async"):
-        lines.append(
-            f"| {_mode(r)} | {r['concurrency']} | {r['per_second']:,.0f} | "
-            f"{_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} |"
-        )
-    lines += ["", "| target | ratio | required | met |", "|---|---:|---:|:---:|"]
-    for t in doc["targets"]:
-        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
-        bound = f"{'≤' if t['at_most'] else '≥'} {t['required']:.2f}"
-        lines.append(
-            f"| {t['name']} ({t['detail']}) | {value} | {bound} | "
-            f"{'yes' if t['met'] else '**no**'} |"
-        )
-    cost = breakdown_markdown(doc)
-    return "\n".join(lines) + "\n" + ("\n" + cost if cost else "")
+    return [*lines, "", RATIO_NOTE]

@@ -8,7 +8,7 @@
     python -m harness cluster urls --dir /tmp/c        # http://127.0.0.1:P1,http://...
     python -m harness cluster down --dir /tmp/c        # stop these nodes, keep their files
     python -m harness cluster up --dir /tmp/c          # start them again on their data
-    python -m harness cluster down --all [--tag TAG]   # reap every leftover cluster here
+    python -m harness cluster down --all [--tag TAG]   # reap clusters whose owner is gone
 
 ``up`` and ``status`` print exactly one JSON object on stdout,
 ``{"dir": DIR, "leader": URL, "urls": "URL,URL,...", "nodes": [{"id", "url", "pid", ...}],
@@ -20,10 +20,17 @@ why), 130 ``up`` interrupted (Ctrl-C; what it had started is stopped).
 ``--base-port P`` gives the nodes fixed HTTP ports P, P+10, P+20, ... (Raft: the port
 after each); without it they take free ports. ``up --dir D`` on the folder of a cluster
 that ``down`` stopped starts it again on its data, ports and engine (options given then
-must agree with them). ``--backend docker`` drives the Docker backend instead (a
-directory holding a Docker cluster's state is recognised by itself). ``down --all``
-takes every cluster started by this project on the machine, other users' too; ``--tag``
-limits it to nodes started with ``RQUEUE_REAP_TAG=TAG``.
+must agree with them). ``--backend docker`` drives the Docker backend instead; a
+directory holding a Docker cluster's state is recognised by itself, and its ``down``
+stops the containers and keeps them and their volumes, so ``up --dir D`` brings the same
+cluster back on its data (``down --purge`` removes containers, network and volumes).
+
+``down --all`` reaps only what is provably abandoned: clusters whose owner (the run,
+test or program that started them and would stop them) is gone
+(:mod:`harness.cluster.owners`). A cluster ``up`` started has no owner and is never
+reaped this way: ``down --dir`` names it. ``--tag`` limits ``--all`` to clusters started
+with ``RQUEUE_REAP_TAG=TAG``; ``--yes-kill-live`` also takes live clusters, other
+users' included. What ``--all`` left alone is listed under ``"left"`` (and on stderr).
 
 Until ``python -m harness`` wires it, ``python -m harness.cluster.cli ...`` works the same.
 """
@@ -42,9 +49,17 @@ from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import STATE_FILE, LocalCluster
 from harness.cluster.processes import reap
-from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
+from harness.errors import (
+    EXIT_HARNESS,
+    EXIT_INTERRUPTED,
+    EXIT_NO_LEADER,
+    EXIT_OK,
+    quiet_when_stdout_closes,
+)
 
 DOCKER_STATE_FILE = "docker-cluster.json"
+#: what a Docker cluster leaves in its directory when ``down --purge`` removed it
+DOCKER_IMAGE_FILE = "docker-image.json"
 EXAMPLES = """examples:
   python -m harness cluster up --nodes 3 --dir /tmp/c      # prints {"dir", "leader", "urls", ...}
   python -m harness cluster up --dir /tmp/q --base-port 4001   # nodes on :4001, :4011, :4021
@@ -53,7 +68,7 @@ EXAMPLES = """examples:
   python -m harness cluster urls --dir /tmp/c              # http://127.0.0.1:...,http://...
   python -m harness cluster down --dir /tmp/c              # stops the nodes, keeps the files
   python -m harness cluster up --dir /tmp/c                # starts them again on their data
-  python -m harness cluster down --all                     # reaps every leftover cluster here
+  python -m harness cluster down --all                     # reaps clusters whose owner is gone
 """
 
 
@@ -133,7 +148,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "(default: free ports)",
     )
     up.add_argument("--netns", action="store_true", help="one network namespace per node (root)")
-    up.add_argument("--backend", choices=BACKENDS, default="local")
+    up.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="local (default for a new cluster) or docker; a stopped cluster's folder "
+        "says which it is",
+    )
     add_image_argument(up)
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a leader")
     up.set_defaults(handler=cmd_up)
@@ -149,15 +169,41 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     urls.set_defaults(handler=cmd_urls)
 
     down = sub.add_parser(
-        "down", help="stop a cluster (`up --dir` starts it again), or reap all leftovers"
+        "down",
+        help="stop a cluster (`up --dir` starts it again), or reap abandoned ones",
+        description=(
+            "Stop the cluster in --dir, keeping its data (`up --dir` starts it again), or "
+            "with --all reap the clusters whose owner (the run, test or program that "
+            "started them) is gone. --all never touches a live cluster unless "
+            "--yes-kill-live says so."
+        ),
     )
     which = down.add_mutually_exclusive_group(required=True)
     which.add_argument(
-        "--dir", type=Path, help="the cluster's directory (files are kept: `up --dir` restarts)"
+        "--dir",
+        type=Path,
+        help="the cluster's directory (its data is kept: `up --dir` starts it again)",
     )
-    which.add_argument("--all", action="store_true", help="reap every leftover cluster")
+    which.add_argument(
+        "--all",
+        action="store_true",
+        help="reap every cluster of this project whose owner process is gone; lists the "
+        "live ones it leaves",
+    )
     down.add_argument("--backend", choices=BACKENDS, default=None)
-    down.add_argument("--tag", help="with --all: only nodes started with RQUEUE_REAP_TAG=TAG")
+    down.add_argument("--tag", help="with --all: only clusters started with RQUEUE_REAP_TAG=TAG")
+    down.add_argument(
+        "--yes-kill-live",
+        action="store_true",
+        help="with --all: also kill live clusters (clusters `up` started, the compose "
+        "file's, runs and tests in progress, other users' too: their work is lost)",
+    )
+    down.add_argument(
+        "--purge",
+        action="store_true",
+        help="with --dir, a Docker cluster: also remove its containers, network and "
+        "volumes (its data)",
+    )
     down.set_defaults(handler=cmd_down)
     return parser
 
@@ -172,12 +218,22 @@ def _fail(exc: Exception) -> int:
     return EXIT_HARNESS
 
 
+def _held(directory: Path) -> str | None:
+    """What ``directory`` holds: ``local`` or ``docker`` (a cluster's state),
+    ``docker-purged`` (a Docker cluster's folder after ``down --purge``), or None."""
+    if (directory / STATE_FILE).exists():
+        return "local"
+    if (directory / DOCKER_STATE_FILE).exists():
+        return "docker"
+    if (directory / DOCKER_IMAGE_FILE).exists():
+        return "docker-purged"
+    return None
+
+
 def _backend_of(directory: Path, backend: str | None) -> str:
     if backend:
         return backend
-    if not (directory / STATE_FILE).exists() and (directory / DOCKER_STATE_FILE).exists():
-        return "docker"
-    return "local"
+    return "docker" if _held(directory) == "docker" else "local"
 
 
 def _attach(directory: Path, backend: str | None) -> Cluster:
@@ -197,10 +253,25 @@ def _describe(cluster: Cluster, directory: Path) -> dict:
 
 def _start(args: argparse.Namespace) -> Cluster:
     """A new cluster as the options say, or the stopped one in ``--dir`` started again."""
-    if args.backend == "local" and (args.dir / STATE_FILE).exists():
+    held = _held(args.dir)
+    if held in ("local", "docker") and args.backend not in (None, held):
+        raise ClusterError(
+            f"{args.dir.resolve()} holds a {held} cluster, not a {args.backend} one: `up "
+            "--dir` without --backend starts it again; give a new directory for a "
+            f"{args.backend} cluster"
+        )
+    if held == "local":
         return _restart(args)
+    if held == "docker":
+        return _restart_docker(args)
+    if held == "docker-purged" and args.backend is None:
+        raise ClusterError(
+            f"{args.dir.resolve()} held a Docker cluster that `down --purge` removed: "
+            "give --backend docker for a new Docker cluster there, or --backend local"
+        )
+    backend = args.backend or "local"
     if args.base_port is not None:
-        if args.backend != "local":
+        if backend != "local":
             raise ClusterError("--base-port is for --backend local (Docker picks free ports)")
         return LocalCluster.start(
             nodes=args.nodes or 3,
@@ -210,9 +281,10 @@ def _start(args: argparse.Namespace) -> Cluster:
             netns=args.netns,
             timeout=args.timeout,
             base_port=args.base_port,
+            detached=True,
         )
     return make_cluster(
-        backend=args.backend,
+        backend=backend,
         engine=args.engine or "embedded",
         nodes=args.nodes or 3,
         directory=args.dir,
@@ -220,7 +292,36 @@ def _start(args: argparse.Namespace) -> Cluster:
         netns=args.netns,
         timeout=args.timeout,
         image=args.image,
+        detached=True,  # it outlives this command: only `down --dir` stops it
     )
+
+
+def _restart_docker(args: argparse.Namespace) -> Cluster:
+    """Start the Docker cluster that ``down`` stopped in ``--dir`` again, on its data."""
+    from harness.cluster.docker.cluster import attach_docker_cluster, restart_docker_cluster
+
+    old = attach_docker_cluster(args.dir)
+    specs = list(old._specs.values())
+    differs = []
+    if args.nodes is not None and args.nodes != len(specs):
+        differs.append(f"{len(specs)} nodes, not {args.nodes}")
+    if args.image is not None and args.image != specs[0].image:
+        differs.append(f"image {specs[0].image}, not {args.image}")
+    if args.base_port is not None:
+        differs.append(f"host ports {', '.join(str(s.host_port) for s in specs)}")
+    if args.rqlited is not None or args.netns:
+        differs.append("containers (leave --rqlited and --netns out)")
+    if differs:
+        raise ClusterError(
+            f"{args.dir.resolve()} holds a stopped Docker cluster with {'; '.join(differs)}: "
+            "`up --dir` starts it again as it was; give a new directory for a different cluster"
+        )
+    cluster = restart_docker_cluster(args.dir, args.timeout)
+    print(
+        f"started the stopped Docker cluster in {args.dir.resolve()} again on its volumes",
+        file=sys.stderr,
+    )
+    return cluster
 
 
 def _restart(args: argparse.Namespace) -> Cluster:
@@ -244,7 +345,7 @@ def _restart(args: argparse.Namespace) -> Cluster:
             f"{old.directory} holds a stopped cluster with {'; '.join(differs)}: `up --dir` "
             "starts it again as it was; give a new directory for a different cluster"
         )
-    cluster = LocalCluster.restart_stopped(args.dir, args.timeout)
+    cluster = LocalCluster.restart_stopped(args.dir, args.timeout, detached=True)
     print(f"started the stopped cluster in {old.directory} again on its data", file=sys.stderr)
     return cluster
 
@@ -281,26 +382,64 @@ def cmd_urls(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     try:
         if args.all:
-            if (args.backend or "local") == "docker":
-                from harness.cluster.docker.engine import reap_docker
-
-                _print({"reaped": {"docker": reap_docker()}})
-            else:
-                _print({"reaped": reap(args.tag)})
+            if args.purge:
+                raise ClusterError("--purge is for `down --dir` (one Docker cluster)")
+            _print(_reap_all(args))
             return EXIT_OK
-        _attach(args.dir, args.backend).stop()
-        _print({"dir": str(args.dir.resolve()), "stopped": True})
+        if args.yes_kill_live or args.tag:
+            raise ClusterError("--tag and --yes-kill-live are for `down --all`")
+        cluster = _attach(args.dir, args.backend)
+        if args.purge:
+            if _backend_of(args.dir, args.backend) != "docker":
+                raise ClusterError(
+                    "--purge is for Docker clusters: a local cluster's data is in its "
+                    "directory; delete that after `down --dir`"
+                )
+            cluster.stop()
+        elif hasattr(cluster, "halt"):
+            cluster.halt()  # Docker: the containers and volumes stay for `up --dir`
+        else:
+            cluster.stop()
+        _print({"dir": str(args.dir.resolve()), "stopped": True, "purged": args.purge})
     except (ClusterError, OSError, ImportError) as exc:
         return _fail(exc)
     return EXIT_OK
+
+
+def _reap_all(args: argparse.Namespace) -> dict:
+    """``down --all``: the abandoned clusters reaped (live ones too with
+    ``--yes-kill-live``), and the ones left alone, also named on stderr."""
+    if (args.backend or "local") == "docker":
+        from harness.cluster.docker.engine import docker_clusters, reap_docker
+
+        removed = reap_docker(tag=args.tag, live_too=args.yes_kill_live)
+        left = docker_clusters(tag=args.tag)
+        for c in left:
+            print(f"left Docker cluster {c['cluster']}: {c['why']}", file=sys.stderr)
+        return {"reaped": {"docker": removed}, "left": left}
+    result = reap(args.tag, live_too=args.yes_kill_live)
+    for c in result["left"]:
+        print(f"left the cluster in {c['dir']}: {c['why']}", file=sys.stderr)
+    if result["left"]:
+        print(
+            "(`cluster down --dir DIR` stops one of yours; --yes-kill-live would kill them "
+            "all, whoever uses them)",
+            file=sys.stderr,
+        )
+    left = result.pop("left")
+    return {"reaped": result, "left": left}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Standalone entry point: ``python -m harness.cluster.cli up|status|urls|down ...``."""
     parser = argparse.ArgumentParser(prog="python -m harness.cluster.cli")
     register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["cluster", *(sys.argv[1:] if argv is None else argv)])
-    return args.handler(args)
+
+    def run() -> int:
+        args = parser.parse_args(["cluster", *(sys.argv[1:] if argv is None else argv)])
+        return args.handler(args)
+
+    return quiet_when_stdout_closes(run)
 
 
 if __name__ == "__main__":

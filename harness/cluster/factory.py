@@ -9,7 +9,9 @@
 ``rqlited``, optionally ``netns``); ``backend="docker"`` → the Docker backend's
 ``start_docker_cluster`` (imported only when asked for, so Docker stays optional): the
 image ``image`` (else ``$RQLITE_IMAGE``, else the pinned official one), whatever
-``engine`` says.
+``engine`` says. The cluster belongs to the calling process, which stops it when done
+(``cluster down --all`` reaps it once that process is gone); ``detached=True`` makes it
+nobody's, for clusters that outlive the command (``cluster up``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def make_cluster(
     netns: bool = False,
     timeout: float = 30.0,
     image: str | None = None,
+    detached: bool = False,
 ) -> Cluster:
     """A started cluster: a leader is elected and every node is ready when this returns."""
     if backend == "local":
@@ -45,6 +48,7 @@ def make_cluster(
             rqlited=rqlited,
             netns=netns,
             timeout=timeout,
+            detached=detached,
         )
     if backend == "docker":
         if engine != "rqlited" and engine != "embedded":
@@ -62,6 +66,6 @@ def make_cluster(
         if directory is None:
             raise ClusterError("a cluster needs a directory for its state and logs")
         return start_docker_cluster(
-            nodes=nodes, directory=Path(directory), timeout=timeout, image=image
+            nodes=nodes, directory=Path(directory), timeout=timeout, image=image, detached=detached
         )
     raise ClusterError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -12,7 +12,11 @@ what earlier runs left behind are :mod:`harness.cluster.processes`; the loopback
 are :mod:`harness.cluster.ports`.
 
 Processes run in their own session, so ``python -m harness cluster up`` can exit and
-leave them running. Everything about a cluster is kept in ``DIR/cluster.json``;
+leave them running. A cluster belongs to the process that started it (its identity is in
+every node's environment, :mod:`harness.cluster.owners`): when that process is gone
+without stopping it, ``cluster down --all`` reaps it. ``detached=True`` (what ``cluster
+up`` passes) makes a cluster nobody's: only ``cluster down --dir`` stops it.
+Everything about a cluster is kept in ``DIR/cluster.json``;
 :meth:`LocalCluster.attach` reads it back from another process (``cluster status`` and
 ``cluster down --dir``). Per node: ``DIR/<id>/data`` (data directory), ``DIR/<id>/node.log``
 (stdout and stderr, appended across restarts) and ``DIR/<id>/clock-offset``.
@@ -72,6 +76,7 @@ from harness.cluster.engines import (
     rqlited_version,
 )
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
+from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
 from harness.cluster.processes import (
     MARKER_ENV,
@@ -117,8 +122,10 @@ class LocalCluster(Cluster):
         network: NetnsNetwork | None = None,
         partitioned: list[str] | None = None,
         rqlited_settings: dict[str, str] | None = None,
+        owner: str | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
+        self.owner = owner  # the identity of the process in charge; None: detached
         self.engine = engine
         self._specs = {s.id: s for s in specs}
         self._rqlited = rqlited
@@ -142,10 +149,12 @@ class LocalCluster(Cluster):
         timeout: float = 30.0,
         base_port: int | None = None,
         rqlited_settings: dict[str, str] | None = None,
+        detached: bool = False,
     ) -> LocalCluster:
         """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready.
 
         ``base_port``: fixed loopback ports (see the module docstring) instead of free ones.
+        ``detached``: the cluster is nobody's (``cluster up``); else this process owns it.
         ``rqlited_settings``: engine ``rqlited`` only, see
         :data:`harness.cluster.engines.RQLITED_SETTINGS`.
         """
@@ -194,7 +203,7 @@ class LocalCluster(Cluster):
             try:
                 return cls._start_once(
                     nodes, directory, engine, binary, version, faketime, netns, timeout, ports,
-                    rqlited_settings,
+                    rqlited_settings, None if detached else identity(),
                 )  # fmt: skip
             except NodeDied as exc:
                 # a free port can be taken by another process before the node binds it
@@ -218,6 +227,7 @@ class LocalCluster(Cluster):
         timeout: float,
         fixed: list[int] | None = None,
         rqlited_settings: dict[str, str] | None = None,
+        owner: str | None = None,
     ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
@@ -244,6 +254,7 @@ class LocalCluster(Cluster):
             faketime=faketime,
             network=network,
             rqlited_settings=rqlited_settings,
+            owner=owner,
         )
         try:
             cluster._save()
@@ -275,11 +286,14 @@ class LocalCluster(Cluster):
         cls,
         directory: Path | str,
         timeout: float = 30.0,
+        detached: bool = False,
     ) -> LocalCluster:
         """Start every node of the stopped cluster in ``directory`` again, on its data,
         ports and engine, and wait (``timeout``) for a leader and every node ready.
-        Clock offsets restart at 0."""
+        Clock offsets restart at 0. The cluster is this process's now (``detached``:
+        nobody's)."""
         cluster = cls.attach(directory)
+        cluster.owner = None if detached else identity()
         specs = list(cluster._specs.values())
         if any(cluster._alive(s) for s in specs):
             raise ClusterError(f"a cluster is already running in {cluster.directory}")
@@ -317,6 +331,7 @@ class LocalCluster(Cluster):
                 network=network,
                 partitioned=data.get("partitioned"),
                 rqlited_settings=data.get("rqlited_settings"),
+                owner=data.get("owner"),
             )
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"{path} is not a cluster state file: {exc!r}") from exc
@@ -331,6 +346,7 @@ class LocalCluster(Cluster):
             "faketime": self._faketime,
             "netns": self._network.to_json() if self._network else None,
             "partitioned": self._partitioned,
+            "owner": self.owner,
             "nodes": [asdict(s) for s in self._specs.values()],
         }
         path = self.directory / STATE_FILE
@@ -355,6 +371,9 @@ class LocalCluster(Cluster):
     def _env(self, spec: NodeSpec) -> dict[str, str]:
         env = dict(os.environ)
         env[MARKER_ENV] = str(self.directory)
+        env.pop(OWNER_ENV, None)
+        if self.owner:
+            env[OWNER_ENV] = self.owner
         root = str(Path(harness.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         if self.engine == "rqlited" and self._faketime:

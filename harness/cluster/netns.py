@@ -17,9 +17,9 @@ subnet route in the namespace's ``local`` table sending the peers' addresses to 
 Nothing else of the host's routing is touched.
 
 Every network is recorded in ``/run/rqueue-netns/<cid>.json`` (with the ``RQUEUE_REAP_TAG``
-of the process that made it) so that :func:`reap_networks` can remove what a crashed run
-left behind. :meth:`NetnsNetwork.teardown` is idempotent and copes with half-built
-networks.
+and the identity of the process that made it, :mod:`harness.cluster.owners`) so that
+:func:`reap_networks` can remove what a crashed run left behind.
+:meth:`NetnsNetwork.teardown` is idempotent and copes with half-built networks.
 
 Bridged traffic between the namespaces passes the root namespace's iptables ``FORWARD``
 chain whenever ``br_netfilter`` is loaded, and a running Docker daemon loads it and sets
@@ -38,12 +38,13 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.cluster.base import ClusterError
+from harness.cluster.owners import identity
 
 #: names of everything this module creates start with these
 NETNS_PREFIX = "rqueue-"
@@ -119,7 +120,8 @@ class NetnsNetwork:
     octet: int
     members: dict[str, Member] = field(default_factory=dict)
     tag: str | None = None
-    owner: str | None = None  # the cluster directory, for humans reading the registry
+    owner: str | None = None  # the cluster directory
+    creator: str | None = None  # the identity of the process that made it
 
     @property
     def bridge(self) -> str:
@@ -163,6 +165,7 @@ class NetnsNetwork:
                 octet=_free_octet(),
                 tag=os.environ.get(REAP_TAG_ENV),
                 owner=owner,
+                creator=identity(),
             )
             for i, node in enumerate(node_ids, start=1):
                 net.members[node] = Member(
@@ -237,6 +240,7 @@ class NetnsNetwork:
             members=members,
             tag=data.get("tag"),
             owner=data.get("owner"),
+            creator=data.get("creator"),
         )
 
     def _register(self) -> None:
@@ -259,35 +263,60 @@ def _free_octet() -> int:
     raise ClusterError(f"no free /24 left in {SUBNET_PREFIX}.0.0/16 for a network namespace")
 
 
-def reap_networks(tag: str | None = None, owner: str | None = None) -> list[str]:
-    """Tear down networks left behind: all of them, or those made under ``tag`` / for
-    the cluster directory ``owner`` when given.
-
-    With neither, also removes unregistered namespaces and links with the project's
-    prefixes. Returns the names of what was removed.
-    """
-    removed: list[str] = []
+def _registered() -> list[NetnsNetwork]:
+    found = []
     if REGISTRY.is_dir():
         for path in sorted(REGISTRY.glob("*.json")):
             try:
-                net = NetnsNetwork.from_json(json.loads(path.read_text()))
+                found.append(NetnsNetwork.from_json(json.loads(path.read_text())))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if (tag is not None and net.tag != tag) or (owner is not None and net.owner != owner):
-                continue
-            net.teardown()
-            removed.append(net.bridge)
+    return found
+
+
+def _cid_of(name: str) -> str:
+    """The network id in a namespace's, bridge's or veth's name."""
+    for prefix in (NETNS_PREFIX, BRIDGE_PREFIX, VETH_PREFIX):
+        if name.startswith(prefix):
+            return name[len(prefix) :].split("-")[0]
+    return ""
+
+
+def reap_networks(
+    tag: str | None = None,
+    owner: str | None = None,
+    keep: Callable[[NetnsNetwork], bool] | None = None,
+) -> list[str]:
+    """Tear down registered networks: all of them, or those made under ``tag`` / for the
+    cluster directory ``owner`` when given, except those ``keep`` says are in use.
+
+    With neither ``tag`` nor ``owner``, also removes the pieces of networks no record
+    names any more (a teardown that was interrupted): namespaces and links with the
+    project's prefixes, and ``FORWARD`` rules. Returns the names of what was removed.
+    """
+    removed: list[str] = []
+    for net in _registered():
+        if (tag is not None and net.tag != tag) or (owner is not None and net.owner != owner):
+            continue
+        if keep is not None and keep(net):
+            continue
+        net.teardown()
+        removed.append(net.bridge)
     if tag is None and owner is None and os.geteuid() == 0 and shutil.which("ip"):
-        for ns in _list_netns():
-            if ns.startswith(NETNS_PREFIX):
+        namespaces, links = _list_netns(), _list_links()
+        rules = forward_rule_cids() if shutil.which("iptables") else []
+        # read after listing: a network is recorded before any piece of it is made
+        recorded = {net.cid for net in _registered()}
+        for ns in namespaces:
+            if ns.startswith(NETNS_PREFIX) and _cid_of(ns) not in recorded:
                 run(["ip", "netns", "del", ns], check=False)
                 removed.append(ns)
-        for link in _list_links():
-            if link.startswith((BRIDGE_PREFIX, VETH_PREFIX)):
+        for link in links:
+            if link.startswith((BRIDGE_PREFIX, VETH_PREFIX)) and _cid_of(link) not in recorded:
                 run(["ip", "link", "del", link], check=False)
                 removed.append(link)
-        if shutil.which("iptables"):
-            for cid in forward_rule_cids():
+        for cid in rules:
+            if cid not in recorded:
                 _delete_forward_rules(cid)
                 removed.append(f"FORWARD rule {FORWARD_COMMENT_PREFIX}{cid}")
     return removed

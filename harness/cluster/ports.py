@@ -95,6 +95,6 @@ def require_free(ports: Sequence[int], host: str = "127.0.0.1") -> None:
     if busy:
         raise ClusterError(
             f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} on {host} "
-            "already in use (another cluster? `python -m harness cluster down --all` reaps "
-            "this project's leftovers); free them or choose another --base-port"
+            "already in use (by another program, or a cluster: `python -m harness cluster "
+            "down --dir DIR` stops one of yours); free them or choose another --base-port"
         )

@@ -1,10 +1,11 @@
 """The node processes of local clusters, as /proc shows them: finding, signalling, reaping.
 
 Every node process carries ``RQUEUE_CLUSTER_DIR=<DIR>`` (:data:`MARKER_ENV`) in its
-environment, and inherits ``RQUEUE_REAP_TAG`` when the caller set one; that is how
-:func:`reap` recognises what earlier runs left behind, and how a pid read from a state
-file is checked to still be a node of that cluster (:func:`is_ours`) before it is
-signalled.
+environment, its owner's identity (``RQUEUE_CLUSTER_OWNER``, :mod:`harness.cluster.owners`)
+unless ``cluster up`` started it, and inherits ``RQUEUE_REAP_TAG`` when the caller set
+one; that is how :func:`reap` recognises what earlier runs left behind (and tells it from
+clusters someone may still be using), and how a pid read from a state file is checked to
+still be a node of that cluster (:func:`is_ours`) before it is signalled.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import os
 import signal
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cluster.netns import REAP_TAG_ENV, reap_networks
+from harness.cluster.netns import REAP_TAG_ENV, NetnsNetwork, reap_networks
+from harness.cluster.owners import OWNER_ENV, describe_owner, owner_gone
 
 #: environment variable that marks a process as a node of the cluster in that directory
 MARKER_ENV = "RQUEUE_CLUSTER_DIR"
@@ -74,11 +77,19 @@ def kill_and_wait(pids: Iterable[int], timeout: float) -> None:
 
 
 # -- reaping -------------------------------------------------------------------------------
-def our_processes(tag: str | None = None) -> list[tuple[int, str]]:
-    """(pid, cluster dir) of every live node process started by a local cluster.
+@dataclass(frozen=True)
+class NodeProcess:
+    """A live node process of a local cluster, as its environment describes it."""
 
-    With ``tag``, only those whose environment has ``RQUEUE_REAP_TAG=tag``.
-    """
+    pid: int
+    directory: str
+    owner: str | None  # the owner's identity; None: nobody owns it (``cluster up``)
+    tag: str | None
+
+
+def node_processes(tag: str | None = None) -> list[NodeProcess]:
+    """Every live node process started by a local cluster on this machine (with ``tag``:
+    only those whose environment has ``RQUEUE_REAP_TAG=tag``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -88,18 +99,60 @@ def our_processes(tag: str | None = None) -> list[tuple[int, str]]:
             continue
         if tag is not None and env.get(REAP_TAG_ENV) != tag:
             continue
-        found.append((int(entry.name), env[MARKER_ENV]))
+        found.append(
+            NodeProcess(int(entry.name), env[MARKER_ENV], env.get(OWNER_ENV), env.get(REAP_TAG_ENV))
+        )
     return found
 
 
-def reap(tag: str | None = None, timeout: float = 5.0) -> dict:
+def our_processes(tag: str | None = None) -> list[tuple[int, str]]:
+    """(pid, cluster dir) of every live node process started by a local cluster.
+
+    With ``tag``, only those whose environment has ``RQUEUE_REAP_TAG=tag``.
+    """
+    return [(p.pid, p.directory) for p in node_processes(tag)]
+
+
+@dataclass
+class LiveCluster:
+    """A cluster :func:`reap` left alone: someone may be using it."""
+
+    directory: str
+    why: str
+    pids: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"dir": self.directory, "pids": self.pids, "why": self.why}
+
+
+def reap(tag: str | None = None, timeout: float = 5.0, *, live_too: bool = False) -> dict:
     """SIGKILL node processes and remove networks that earlier runs left behind.
 
-    Without ``tag`` this takes *every* local cluster on the machine (other users' too);
-    with ``tag`` only what was started under ``RQUEUE_REAP_TAG=tag``.
-    Returns ``{"processes": [pid, ...], "networks": [name, ...]}``.
+    Only what is provably abandoned: node processes whose owner is gone
+    (:func:`harness.cluster.owners.owner_gone`), and netns networks whose maker is gone
+    and whose cluster has no live node. ``live_too`` takes every cluster as well, live
+    ones, ones ``cluster up`` started and other users' included. ``tag``: only what was
+    started under ``RQUEUE_REAP_TAG=tag``. Returns ``{"processes": [pid, ...],
+    "networks": [name, ...], "left": [{"dir", "pids", "why"}, ...]}`` (``left``: the
+    live clusters it did not touch).
     """
-    pids = [pid for pid, _ in our_processes(tag)]
-    kill_and_wait(pids, timeout)
-    networks = reap_networks(tag)
-    return {"processes": pids, "networks": networks}
+    found = node_processes(tag)
+    doomed = [p for p in found if live_too or owner_gone(p.owner)]
+    kill_and_wait([p.pid for p in doomed], timeout)
+    left: dict[str, LiveCluster] = {}
+    for p in found:
+        if p not in doomed:
+            left.setdefault(p.directory, LiveCluster(p.directory, describe_owner(p.owner)))
+            left[p.directory].pids.append(p.pid)
+
+    def in_use(net: NetnsNetwork) -> bool:
+        if not owner_gone(net.creator):
+            return True  # being built, or by an unknown maker: not provably abandoned
+        return any(p.directory == net.owner for p in node_processes())
+
+    networks = reap_networks(tag, keep=None if live_too else in_use)
+    return {
+        "processes": [p.pid for p in doomed],
+        "networks": networks,
+        "left": [c.to_json() for c in left.values()],
+    }

@@ -5,11 +5,14 @@
     python -m harness image build [--tag rqueue/node:local]            # the embedded node
     python -m harness image build --rqlited PATH [--tag rqueue/rqlited:local]   # your rqlited
 
-The image has the official ``rqlite/rqlite`` image's interface: the container's command
-(flags starting with ``-``) reaches the node, the data directory is ``/rqlite/file/data``
-on the volume ``/rqlite/file``, HTTP on 4001 and Raft on 4002, and ``wget`` for the
-health check of ``docker-compose.cluster.yml``. Its root filesystem is assembled by
-:mod:`harness.image.rootfs` and imported with the engine's ``import`` (one layer).
+The image has the official ``rqlite/rqlite`` image's interface: the node runs as the
+user ``rqlite`` (uid 1000); the container's command (``run``, the default, or flags
+starting with ``-``) reaches the node with the entrypoint's environment
+(:mod:`harness.image.entrypoint`), other commands (``rqlited ...``) run as given; the data
+directory is ``/rqlite/file/data`` on the volume ``/rqlite/file``, HTTP on 4001 and Raft
+on 4002, and ``wget`` for the health check of ``docker-compose.cluster.yml``. Its root
+filesystem is assembled by :mod:`harness.image.rootfs` and imported with the engine's
+``import`` (one layer).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 from harness.cluster.docker.specs import IMAGE_LABEL, NODE_IMAGE
 from harness.errors import EXIT_HARNESS, EXIT_OK
 
-from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, ImageError, assemble
+from .rootfs import DATA_VOLUME, ENTRYPOINT, PYTHON_HOME, SITE, USER, ImageError, assemble
 
 #: the image `image build --rqlited PATH` tags by default
 RQLITED_IMAGE = "rqueue/rqlited:local"
@@ -55,6 +58,8 @@ def changes(rqlited: bool) -> list[str]:
     return [
         *(f"ENV {k}={v}" for k, v in env.items()),
         f"ENTRYPOINT {json.dumps([ENTRYPOINT])}",
+        'CMD ["run"]',
+        f"USER {USER}",
         "EXPOSE 4001 4002",
         f"VOLUME {json.dumps([DATA_VOLUME])}",
         "WORKDIR /",

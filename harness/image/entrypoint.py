@@ -1,69 +1,168 @@
-"""The node image's entrypoint, with the official rqlite image's interface.
+"""The node image's entrypoint and its ``rqlited`` command, as the official image has them.
 
-Arguments that start with ``-`` (or none, or a first ``rqlited``) are flags for the node:
-the address flags missing among them are filled in (``-http-addr 0.0.0.0:4001``,
-``-http-adv-addr HOSTNAME:4001``, ``-raft-addr 0.0.0.0:4002``, ``-raft-adv-addr
-HOSTNAME:4002``; ``-node-id`` from ``$NODE_ID`` when set) and the data directory
-``/rqlite/file/data`` (``$DATA_DIR``) is appended, then the node replaces this process:
-``/usr/local/bin/rqlited`` when the image has one, else ``python -m harness.node``. Any
-other command runs as given. An empty ``RQUEUE_CLUSTER_SECRET`` (compose's for an unset
-one) is removed, so the node says it needs a secret rather than that it is empty.
-Copied into the image as a script (standard library only).
+Read against rqlite v10.2.7's ``docker-entrypoint.sh`` (what it does, not its text):
+
+- The container's command ``run`` (the image's default) or flags starting with ``-``
+  run the node with the address flags missing among them filled in from the
+  environment: ``-node-id $NODE_ID`` (default: the host name), ``-http-addr $HTTP_ADDR``
+  (``0.0.0.0:4001``), ``-http-adv-addr $HTTP_ADV_ADDR`` (the full host name, ``:4001``),
+  ``-raft-addr $RAFT_ADDR`` (``0.0.0.0:4002``), ``-raft-adv-addr $RAFT_ADV_ADDR`` (the
+  full host name, ``:4002``), and ``-fk`` when ``ENABLE_FK`` is set; then the data
+  directory ``$DATA_DIR`` (``/rqlite/file/data``) last. ``SQLITE_EXTENSIONS`` names
+  extensions the image must hold (this one holds none), ``CUSTOM_SQLITE_EXTENSIONS_PATH``
+  becomes ``-extensions-path``. ``START_DELAY`` (seconds; 5 by default under
+  Kubernetes) waits before the start.
+- Any other command, ``rqlited ...`` included, runs exactly as given.
+- The node is ``/usr/local/bin/rqlited``: a user's rqlited binary (``image build
+  --rqlited``) or, in the project's image, this same script under that name, which
+  refuses an advertised HTTP address that is unspecified (``0.0.0.0``, ``::``), as
+  rqlited's own start-up checks do (``cmd/rqlited/flags.go``), and then runs the
+  embedded node with the arguments as given.
+
+An empty ``RQUEUE_CLUSTER_SECRET`` (compose's for an unset one) is removed, so the node
+says it needs a secret rather than that it is empty. Copied into the image as a script
+(the standard library and :mod:`harness.errors`, on the image's ``PYTHONPATH``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import socket
 import sys
+import time
 from collections.abc import Mapping, Sequence
+
+from harness.errors import HarnessError
 
 RQLITED = "/usr/local/bin/rqlited"
 PYTHON = "/usr/local/bin/python3"
 DATA_DIR = "/rqlite/file/data"
+EXTENSIONS_DIR = "/opt/extensions"
 HTTP_PORT, RAFT_PORT = 4001, 4002
 SECRET_ENV = "RQUEUE_CLUSTER_SECRET"
+#: rqlited's own default HTTP bind address (what it advertises when given neither flag)
+RQLITED_HTTP_ADDR = "localhost:4001"
+#: exit status of a refused start: rqlited's for a bad configuration (log.Fatalf)
+EXIT_REFUSED = 1
+
+
+class Refused(HarnessError):
+    """The container cannot start as configured; the message says why in one line."""
 
 
 def _given(args: Sequence[str]) -> set[str]:
     return {a.lstrip("-").split("=", 1)[0] for a in args if a.startswith("-")}
 
 
-def command(
-    args: Sequence[str], hostname: str, env: Mapping[str, str], has_rqlited: bool
-) -> list[str]:
+def _extensions_flag(args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """``-extensions-path=...`` from ``SQLITE_EXTENSIONS`` (zips under /opt/extensions)
+    and ``CUSTOM_SQLITE_EXTENSIONS_PATH``, refused beside an explicit flag."""
+    paths = []
+    for var in ("SQLITE_EXTENSIONS", "CUSTOM_SQLITE_EXTENSIONS_PATH"):
+        if env.get(var) and "extensions-path" in _given(args):
+            raise Refused(f"{var} and -extensions-path are both given: use one of them")
+    for name in filter(None, (env.get("SQLITE_EXTENSIONS") or "").split(",")):
+        path = f"{EXTENSIONS_DIR}/{name}.zip"
+        if not os.path.exists(path):
+            raise Refused(f"SQLite extension {name} is not in this image ({path})")
+        paths.append(path)
+    if env.get("CUSTOM_SQLITE_EXTENSIONS_PATH"):
+        paths.append(env["CUSTOM_SQLITE_EXTENSIONS_PATH"])
+    return [f"-extensions-path={','.join(paths)}"] if paths else []
+
+
+def command(args: Sequence[str], hostname: str, fqdn: str, env: Mapping[str, str]) -> list[str]:
     """The program and arguments to run for the container's ``args``."""
     args = list(args)
-    if args and args[0] in ("rqlite", "rqlited"):
+    if args and args[0] == "run":
         args = args[1:]
     elif args and not args[0].startswith("-"):
-        return args
+        return args  # any other command, rqlited's included, as given
     given = _given(args)
     defaults = {
-        "http-addr": f"0.0.0.0:{HTTP_PORT}",
-        "http-adv-addr": f"{hostname}:{HTTP_PORT}",
-        "raft-addr": f"0.0.0.0:{RAFT_PORT}",
-        "raft-adv-addr": f"{hostname}:{RAFT_PORT}",
+        "node-id": env.get("NODE_ID") or hostname,
+        "http-addr": env.get("HTTP_ADDR") or f"0.0.0.0:{HTTP_PORT}",
+        "http-adv-addr": env.get("HTTP_ADV_ADDR") or f"{fqdn}:{HTTP_PORT}",
+        "raft-addr": env.get("RAFT_ADDR") or f"0.0.0.0:{RAFT_PORT}",
+        "raft-adv-addr": env.get("RAFT_ADV_ADDR") or f"{fqdn}:{RAFT_PORT}",
     }
-    if env.get("NODE_ID"):
-        defaults = {"node-id": env["NODE_ID"], **defaults}
     filled = [
         x for flag, value in defaults.items() if flag not in given for x in (f"-{flag}", value)
     ]
-    program = [RQLITED] if has_rqlited else [PYTHON, "-m", "harness.node"]
-    return [*program, *filled, *args, env.get("DATA_DIR") or DATA_DIR]
+    filled += _extensions_flag(args, env)
+    if env.get("ENABLE_FK"):
+        filled.append("-fk")
+    return [RQLITED, *filled, *args, env.get("DATA_DIR") or DATA_DIR]
 
 
-def main() -> None:
-    argv = command(sys.argv[1:], socket.gethostname(), os.environ, os.path.exists(RQLITED))
-    if not os.environ.get(SECRET_ENV, "").strip():
-        # compose passes an unset secret as an empty one: the node then says it needs one
-        os.environ.pop(SECRET_ENV, None)
+def start_delay(env: Mapping[str, str]) -> float:
+    """Seconds to wait before the start: ``START_DELAY`` (``5``, ``0.5``, ``2s``, ``1m``),
+    else 5 under Kubernetes (its DNS records need a moment), else none."""
+    text = (env.get("START_DELAY") or "").strip()
+    if not text:
+        return 5.0 if env.get("KUBERNETES_SERVICE_HOST") else 0.0
+    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)", text)
+    if not m:
+        raise Refused(f"START_DELAY must be seconds (such as 5, 0.5, 2s or 1m), got {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def _flag_values(args: Sequence[str]) -> dict[str, str]:
+    """The HTTP address flags among rqlited's arguments (Go's syntax: ``-f v``, ``-f=v``,
+    one or two dashes)."""
+    values: dict[str, str] = {}
+    for i, arg in enumerate(args):
+        name, eq, value = arg.lstrip("-").partition("=") if arg.startswith("-") else ("", "", "")
+        if name in ("http-addr", "http-adv-addr"):
+            values[name] = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+    return values
+
+
+def check_advertised_http(args: Sequence[str]) -> None:
+    """Refuse an advertised HTTP address that is unspecified, as rqlited does: the other
+    nodes and clients are sent to it, and nobody can reach 0.0.0.0."""
+    values = _flag_values(args)
+    flag = "-http-adv-addr" if values.get("http-adv-addr") else "-http-addr"
+    advertised = values.get("http-adv-addr") or values.get("http-addr") or RQLITED_HTTP_ADDR
+    host = advertised.rpartition(":")[0].strip("[]")
+    try:
+        unspecified = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return  # a name: routable as far as can be told here
+    if unspecified:
+        raise Refused(
+            f"the advertised HTTP address {advertised} (from {flag}) is unspecified: no node "
+            "or client can reach it; give -http-adv-addr (HTTP_ADV_ADDR in the image) an "
+            "address they reach (rqlited refuses it too)"
+        )
+
+
+def _exec(argv: list[str]) -> None:
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
         print(f"docker-entrypoint: cannot run {argv[0]}: {exc.strerror}", file=sys.stderr)
         sys.exit(127)
+
+
+def main() -> None:
+    if not os.environ.get(SECRET_ENV, "").strip():
+        # compose passes an unset secret as an empty one: the node then says it needs one
+        os.environ.pop(SECRET_ENV, None)
+    try:
+        if os.path.basename(sys.argv[0]) == "rqlited":  # the project's image: its node
+            check_advertised_http(sys.argv[1:])
+            _exec([PYTHON, "-m", "harness.node", *sys.argv[1:]])
+        argv = command(sys.argv[1:], socket.gethostname(), socket.getfqdn(), os.environ)
+        delay = start_delay(os.environ)
+    except Refused as exc:
+        print(f"{os.path.basename(sys.argv[0])}: {exc}", file=sys.stderr)
+        sys.exit(EXIT_REFUSED)
+    if delay:
+        time.sleep(delay)  # the official image's START_DELAY: a wait asked for, not a race
+    _exec(argv)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,14 @@ tests, ``site-packages``, tkinter, idlelib, ensurepip, lib2to3 and static librar
 shared libraries it and the kept extension modules link (``ldd``), the node's
 dependencies as installed here (each distribution's files, from its ``RECORD``), the
 project's ``harness`` package, and two small scripts: the entrypoint
-(:mod:`harness.image.entrypoint`) and a ``wget`` for the health check
-(:mod:`harness.image.wget`). With ``rqlited`` given, that binary is the node instead.
+(:mod:`harness.image.entrypoint`, also installed as ``rqlited``, which runs the embedded
+node) and a ``wget`` for the health check (:mod:`harness.image.wget`). With ``rqlited``
+given, that binary is ``/usr/local/bin/rqlited`` instead.
 
 Layout in the image: Python in ``/usr/local`` (``LD_LIBRARY_PATH=/usr/local/lib``), the
 project and its dependencies in ``/opt/rqueue`` (``PYTHONPATH``), data on the volume
-``/rqlite/file`` as in the official image.
+``/rqlite/file`` as in the official image, owned by the user ``rqlite`` (uid and gid
+1000) the node runs as, as in the official image.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ ENTRYPOINT = "/usr/local/bin/docker-entrypoint"
 WGET = "/usr/bin/wget"
 RQLITED = "/usr/local/bin/rqlited"
 DATA_VOLUME = "/rqlite/file"
+#: the user the node runs as: the official image's (``adduser -u 1000 ... rqlite``)
+USER, UID, GID = "rqlite", 1000, 1000
+HOME = f"/home/{USER}"
 #: stdlib directories (relative to lib/pythonX.Y) the node never imports
 STDLIB_EXCLUDE = {
     "test",
@@ -169,6 +174,7 @@ class RootFS:
         self.modes: dict[str, int] = {}
         self.links: dict[str, str] = {}
         self.dirs: dict[str, int] = {}
+        self.owners: dict[str, tuple[int, int]] = {}  # directory -> (uid, gid); else root
 
     def add(self, dest: str, src: Path | bytes, mode: int | None = None) -> None:
         self.files[dest] = src
@@ -190,6 +196,7 @@ class RootFS:
                         info = tarfile.TarInfo(d)
                         info.type = tarfile.DIRTYPE
                         info.mode = self.dirs.get("/" + d, mode)
+                        info.uid, info.gid = self.owners.get("/" + d, (0, 0))
                         tar.addfile(info)
 
             for d in sorted(self.dirs):
@@ -261,13 +268,17 @@ def assemble(project_root: Path, rqlited: Path | None = None) -> RootFS:
     if rqlited is not None:
         fs.add(RQLITED, rqlited, 0o755)
         elf.append(rqlited)
+    else:  # `rqlited`: the entrypoint under that name runs the embedded node
+        fs.links[RQLITED] = Path(ENTRYPOINT).name
     for lib in ldd(elf):
         real = Path(os.path.realpath(lib))
         if str(lib).startswith(str(prefix)):
             continue  # libpython, already in PYTHON_HOME/lib
         fs.add(str(lib), real)
-    fs.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/false\nnobody:x:65534:65534::/:/bin/false\n")
-    fs.add("/etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+    passwd = f"root:x:0:0:root:/root:/bin/false\n{USER}:x:{UID}:{GID}::{HOME}:/bin/false\n"
+    fs.add("/etc/passwd", (passwd + "nobody:x:65534:65534::/:/bin/false\n").encode())
+    fs.add("/etc/group", f"root:x:0:\n{USER}:x:{GID}:\nnogroup:x:65534:\n".encode())
     fs.add("/etc/nsswitch.conf", b"hosts: files dns\n")
-    fs.dirs.update({"/tmp": 0o1777, "/root": 0o700, f"{DATA_VOLUME}": 0o755})
+    fs.dirs.update({"/tmp": 0o1777, "/root": 0o700, DATA_VOLUME: 0o755, HOME: 0o755})
+    fs.owners.update({DATA_VOLUME: (UID, GID), HOME: (UID, GID)})
     return fs

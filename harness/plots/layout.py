@@ -46,10 +46,10 @@ def bin_edges(end: float, start: float = 0.0) -> tuple[np.ndarray, float]:
     return np.append(edges, max(end, edges[-1] + 1e-9)), width
 
 
-def seconds_per_char(span: float, axes_inches: float) -> float:
+def seconds_per_char(span: float, axes_inches: float, font: float = LABEL_FONT) -> float:
     """Seconds of an axes ``axes_inches`` wide spanning ``span`` s that one character of
-    a label at LABEL_FONT takes (an estimate)."""
-    return LABEL_FONT * 0.62 / 72 * span / max(axes_inches, 1.0)
+    a label at ``font`` points takes (an estimate)."""
+    return font * 0.62 / 72 * span / max(axes_inches, 1.0)
 
 
 def assign_lanes(spans: Sequence[tuple[float, float]]) -> list[int]:

@@ -1,7 +1,10 @@
 """``anomaly-timeline.png``: the leases of the groups involved in the first anomalies.
 
 Each lease is drawn as its certain validity window, around the anomalies, which are
-labelled in a strip above the leases. Drawn only when the check found anomalies.
+labelled in a strip above the leases. A lease is labelled with its message and process
+where the label has room: short leases one after another in a row keep their bars, and
+the labels that would run into another are left out, the anomalies' own leases labelled
+first. Drawn only when the check found anomalies.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .layout import (
 )
 
 TIMELINE_GROUPS = 8
+LEASE_FONT = 5.8  # points: matplotlib's "xx-small" at the default 10 pt
 
 
 # -- anomaly timeline -----------------------------------------------------------------------
@@ -70,6 +74,7 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
     cmap = plt.get_cmap("tab10")
     colour = {p: cmap(k % 10) for k, p in enumerate(processes)}
     lanes: dict[Any, list[float]] = {g: [] for g in groups}
+    drawn: list[tuple[Lease, float]] = []
     for x in sorted(leases, key=lambda x: x.ci):
         last = max(x.end, x.cut if x.cut < float("inf") else x.end)
         if last < lo or x.ci > hi:
@@ -79,7 +84,15 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
         if lane == len(free):
             free.append(last)
         free[lane] = last
-        _draw_lease(ax, x, rows[x.group] + 0.22 * (lane % 3), colour[x.process])
+        y = rows[x.group] + 0.22 * (lane % 3)
+        _draw_lease(ax, x, y, colour[x.process])
+        drawn.append((x, y))
+    labels = _LeaseLabels(seconds_per_char(hi - lo, DATA_WIDTH, LEASE_FONT))
+    involved = {i for _, ex in examples for i in ex}
+    for x, y in sorted(
+        drawn, key=lambda d: ({d[0].i_inv, d[0].i_ok}.isdisjoint(involved), d[0].ci)
+    ):
+        labels.add(ax, x, y)
     for msg, (t_ok, _, _) in history.pub_ok.items():
         g = history.pub_group.get(msg)
         if g in rows and lo <= t_ok <= hi:
@@ -143,7 +156,24 @@ def _draw_lease(ax: Axes, x: Lease, y: float, colour: Any) -> None:
         if x.cut > end:  # the holder acted after its window: show how late
             ax.plot([end, x.cut], [y, y], color=colour, lw=1, ls="--")
         ax.plot(x.cut, y, marker="x", color=colour, mec="black", ms=6, ls="none")
-    ax.text(x.ci, y - 0.1, f"{x.msg} p{x.process}", fontsize="xx-small", va="bottom")
+
+
+class _LeaseLabels:
+    """Lease labels that keep clear of each other: one is drawn only where no label
+    drawn before it on the same row is (``per_char``: seconds a character takes)."""
+
+    def __init__(self, per_char: float) -> None:
+        self.per_char = per_char
+        self.taken: dict[float, list[tuple[float, float]]] = {}  # row (y) -> label spans
+
+    def add(self, ax: Axes, x: Lease, y: float) -> None:
+        text = f"{x.msg} p{x.process}"
+        span = (x.ci, x.ci + (len(text) + 1) * self.per_char)
+        row = self.taken.setdefault(round(y, 3), [])
+        if any(a < span[1] and span[0] < b for a, b in row):
+            return  # it would run into a label already there
+        row.append(span)
+        ax.text(x.ci, y - 0.1, text, fontsize=LEASE_FONT, va="bottom")
 
 
 def _group_of(events: Sequence[dict], i: int) -> Any:

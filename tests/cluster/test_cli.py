@@ -76,21 +76,74 @@ def test_up_status_down(tmp_path: Path) -> None:
             LocalCluster.attach(d).stop()
 
 
-def test_down_all_reaps_only_the_tagged_leftovers(tmp_path: Path) -> None:
+#: a program that starts a cluster and dies without stopping it (its owner is gone)
+ABANDON = (
+    "import os, sys; from harness.cluster.local import LocalCluster; "
+    "c = LocalCluster.start(nodes=1, directory=sys.argv[1], timeout=60); "
+    "print(c.nodes()[0].pid, flush=True); os._exit(0)"
+)
+
+
+def test_down_all_reaps_only_abandoned_clusters_unless_told_to_kill_live_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three clusters under one tag: one `cluster up` made (nobody's), one this test
+    process owns (alive), one whose owner died. `down --all` takes only the last and
+    names the two it left; `--yes-kill-live` takes them too."""
     if os.environ.get("RQLITE_URLS"):
-        pytest.skip("starts its own cluster")
+        pytest.skip("starts its own clusters")
     tag = f"test-{uuid.uuid4().hex[:8]}"
-    d = tmp_path / "c"
+    env = {**os.environ, "RQUEUE_REAP_TAG": tag}
+    detached, owned, abandoned = tmp_path / "up", tmp_path / "owned", tmp_path / "abandoned"
+    mine = None
     try:
-        up = cli("up", "--nodes", "1", "--dir", str(d), env={**os.environ, "RQUEUE_REAP_TAG": tag})
+        up = cli("up", "--nodes", "1", "--dir", str(detached), env=env)
         assert up.returncode == 0, up.stderr
-        pid = one_json(up.stdout)["nodes"][0]["pid"]
+        up_pid = one_json(up.stdout)["nodes"][0]["pid"]
+        monkeypatch.setenv("RQUEUE_REAP_TAG", tag)
+        mine = LocalCluster.start(nodes=1, directory=owned, timeout=60)
+        owned_pid = mine.nodes()[0].pid
+        gone = subprocess.run(
+            [sys.executable, "-c", ABANDON, str(abandoned)],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert gone.returncode == 0, gone.stderr
+        gone_pid = int(gone.stdout)
+        assert process_environ(gone_pid) is not None, "the abandoned node outlives its owner"
+
         down = cli("down", "--all", "--tag", tag)
         assert down.returncode == 0, down.stderr
-        assert one_json(down.stdout)["reaped"]["processes"] == [pid]
-        assert process_environ(pid) is None
+        out = one_json(down.stdout)
+        assert out["reaped"]["processes"] == [gone_pid]
+        assert process_environ(gone_pid) is None
+        assert process_environ(up_pid) is not None and process_environ(owned_pid) is not None
+        left = {c["dir"]: c for c in out["left"]}
+        assert set(left) == {str(detached.resolve()), str(owned.resolve())}
+        assert left[str(detached.resolve())]["why"].startswith("no owner (started by `cluster up`")
+        assert left[str(owned.resolve())]["why"] == f"owned by pid {os.getpid()}, still running"
+        assert f"left the cluster in {detached.resolve()}" in down.stderr
+
+        kill = cli("down", "--all", "--tag", tag, "--yes-kill-live")
+        assert kill.returncode == 0, kill.stderr
+        assert sorted(one_json(kill.stdout)["reaped"]["processes"]) == sorted([up_pid, owned_pid])
+        assert one_json(kill.stdout)["left"] == []
     finally:
-        LocalCluster.attach(d).stop()
+        if mine is not None:
+            mine.stop()
+        for d in (detached, abandoned):
+            if (d / "cluster.json").exists():
+                LocalCluster.attach(d).stop()
+
+
+def test_down_options_that_do_not_fit_are_named(tmp_path: Path) -> None:
+    live = cli("down", "--dir", str(tmp_path), "--yes-kill-live")
+    assert live.returncode == 2 and "--tag and --yes-kill-live are for `down --all`" in live.stderr
+    purge = cli("down", "--all", "--purge")
+    assert purge.returncode == 2 and "--purge is for `down --dir`" in purge.stderr
 
 
 def test_bad_input_is_named() -> None:
@@ -141,6 +194,8 @@ def test_base_port_then_down_then_up_again_on_the_data(tmp_path: Path) -> None:
         other = cli("up", "--dir", str(tmp_path / "o"), "--base-port", str(base))
         assert other.returncode == 2 and f"{base}" in other.stderr
         assert "already in use" in other.stderr
+        # it names how to stop one's own cluster, and advises nothing that kills others'
+        assert "cluster down --dir DIR" in other.stderr and "--all" not in other.stderr
 
         execute(want[0], [["CREATE TABLE t (v TEXT)"], ["INSERT INTO t VALUES (?)", "kept"]])
         pids = [n["pid"] for n in info["nodes"]]

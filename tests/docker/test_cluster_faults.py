@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ import pytest
 from harness.cluster import partition
 from harness.cluster.base import ClusterError
 from harness.cluster.docker import cluster as db
+from harness.cluster.docker.engine import docker_clusters
 from harness.cluster.docker.specs import NODE_IMAGE
+from harness.cluster.owners import identity
 
 
 class FakeContainer:
@@ -31,6 +34,7 @@ class FakeContainer:
         self.ip = f"172.30.0.{10 + index}"
         self.calls: list[str] = []
         self.refuse_paused = False  # older engines refuse to kill a paused container
+        self.port_taken = False  # its host port was taken by someone else meanwhile
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -53,8 +57,15 @@ class FakeContainer:
 
     def start(self) -> None:
         self.calls.append("start")
+        if self.port_taken:
+            raise docker.errors.APIError("Bind for 127.0.0.1:5001: port is already allocated")
         self.status = "running"
         self.pid += 100  # a new process, so a new network namespace
+
+    def stop(self, timeout: int) -> None:
+        assert self.status == "running", "a paused container is thawed before its SIGTERM"
+        self.calls.append("stop")
+        self.status = "exited"
 
     def pause(self) -> None:
         self.calls.append("pause")
@@ -269,9 +280,19 @@ def test_kill_a_paused_node_where_the_engine_refuses(setup: tuple) -> None:
     assert n3.status == "exited"
 
 
+def _dead_owner() -> str:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        return identity(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_stop_keeps_logs_and_removes_only_this_cluster(setup: tuple, tmp_path: Path) -> None:
     cluster, client, _ = setup
-    other = db.container_specs("zz", db.node_ids(3), [6001, 6002, 6003], "rqlite/rqlite:x")
+    ports = [6001, 6002, 6003]
+    other = db.container_specs("zz", db.node_ids(3), ports, "rqlite/rqlite:x", owner="h:b:1:1")
     client.by_name.update({s.name: FakeContainer(s, 9, client) for s in other})
     cluster._directory = tmp_path
     cluster.save()
@@ -280,8 +301,60 @@ def test_stop_keeps_logs_and_removes_only_this_cluster(setup: tuple, tmp_path: P
     assert sorted(client.removed) == ["rqueue-t1-n1", "rqueue-t1-n2", "rqueue-t1-n3"]
     assert (tmp_path / "n2.log").read_text() == f"log of n2, last {db.LOG_LINES} lines\n"
     assert not (tmp_path / db.STATE_FILE).exists()
-    assert db.reap_docker(client) == [s.name for s in other]  # --all: every harness container
+    assert db.reap_docker(client, live_too=True) == [s.name for s in other]
     assert client.by_name == {}
+
+
+def test_reap_without_a_cluster_takes_only_clusters_whose_owner_is_gone(setup: tuple) -> None:
+    """--all: a cluster whose owner died goes; the setup's (nobody's: `cluster up`), one
+    this process owns and one of another host stay, and are listed as left."""
+    _, client, _ = setup
+    ids, image = db.node_ids(3), "rqlite/rqlite:x"
+    dead = db.container_specs("dd", ids, [6001, 6002, 6003], image, owner=_dead_owner())
+    mine = db.container_specs("mm", ids, [6011, 6012, 6013], image, owner=identity())
+    far = db.container_specs("ff", ids, [6021, 6022, 6023], image, owner="far:b:1:1")
+    for i, spec in enumerate([*dead, *mine, *far]):
+        client.by_name[spec.name] = FakeContainer(spec, 10 + i, client)
+    assert db.reap_docker(client) == [s.name for s in dead]
+    left = {c["cluster"]: c["why"] for c in docker_clusters(client)}
+    assert left == {
+        "t1": "no owner (started by `cluster up`, compose, or an older harness)",
+        "mm": f"owned by pid {os.getpid()}, still running",
+        "ff": "owned by pid 1 on another host (far)",
+    }
+    assert sorted(db.reap_docker(client, live_too=True)) == sorted(
+        s.name for s in [*db.container_specs("t1", ids, [1, 2, 3], image), *mine, *far]
+    )
+
+
+def test_halt_keeps_the_containers_and_restart_brings_the_same_cluster_back(
+    setup: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cluster down --dir` on Docker stops the containers and keeps them (and their
+    volumes); `cluster up --dir` starts those same containers again."""
+    cluster, client, _ = setup
+    cluster._directory = tmp_path
+    cluster.save()
+    cluster.pause("n2")
+    cluster.halt()
+    assert client.removed == []
+    assert {c.status for c in client.by_name.values()} == {"exited"}
+    assert client.get("rqueue-t1-n2").calls == ["pause", "unpause", "stop"]
+    monkeypatch.setattr(db, "connect", lambda: client)
+    monkeypatch.setattr(db.DockerCluster, "wait_for_leader", lambda self, t: None)
+    again = db.restart_docker_cluster(tmp_path, 1)
+    assert again.cluster_id == "t1" and not again._down
+    assert {c.status for c in client.by_name.values()} == {"running"}
+    assert all(c.calls[-1] == "start" for c in client.by_name.values())
+    with pytest.raises(ClusterError, match="a cluster is already running in"):
+        db.restart_docker_cluster(tmp_path, 1)
+    again.halt()
+    client.get("rqueue-t1-n1").port_taken = True
+    with pytest.raises(ClusterError, match="its host port 5001 is taken now"):
+        db.restart_docker_cluster(tmp_path, 1)
+    del client.by_name["rqueue-t1-n3"]  # removed behind the harness's back
+    with pytest.raises(ClusterError, match=r"container rqueue-t1-n3 no longer exists .*--purge"):
+        db.restart_docker_cluster(tmp_path, 1)
 
 
 def test_reap_tries_everything_and_names_what_it_could_not_remove(setup: tuple) -> None:
@@ -293,7 +366,7 @@ def test_reap_tries_everything_and_names_what_it_could_not_remove(setup: tuple) 
 
     stuck.remove = refuse
     with pytest.raises(ClusterError, match="could not remove rqueue-t1-n2: removal of container"):
-        db.reap_docker(client)
+        db.reap_docker(client, cluster_id="t1")
     assert sorted(client.removed) == ["rqueue-t1-n1", "rqueue-t1-n3"]
 
 

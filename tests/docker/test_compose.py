@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,19 +13,28 @@ from harness.cluster.docker import specs as db
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.cluster.yml"
 DEFAULT_PORTS = {"n1": 4001, "n2": 4011, "n3": 4021}
-_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+_VAR = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
+#: the secret every stack needs: given in the tests that interpolate the whole file
+SECRET = {"RQUEUE_CLUSTER_SECRET": "s3cret"}
+
+
+class Required(AssertionError):
+    """A ``${VAR:?message}`` with VAR unset: compose refuses with the message."""
 
 
 def interpolate(value: object, env: dict[str, str]) -> object:
-    """Compose's ``${VAR}`` / ``${VAR:-default}`` substitution, applied recursively."""
+    """Compose's ``${VAR}`` / ``${VAR:-default}`` / ``${VAR:?message}`` substitution,
+    applied recursively."""
     if isinstance(value, str):
 
         def sub(m: re.Match[str]) -> str:
             if env.get(m.group(1)):
                 return env[m.group(1)]
+            if m.group(2) == "?":
+                raise Required(f"{m.group(1)}: {m.group(3)}")
             if m.group(2) is None:
                 raise AssertionError(f"${{{m.group(1)}}} has no default in the compose file")
-            return m.group(2)
+            return m.group(3)
 
         return _VAR.sub(sub, value)
     if isinstance(value, list):
@@ -47,7 +57,7 @@ def raw() -> dict:
 
 @pytest.fixture(scope="module")
 def compose(raw: dict) -> dict:
-    return interpolate(raw, {})
+    return interpolate(raw, SECRET)
 
 
 def test_three_rqlite_services_from_the_pinned_official_image(compose: dict) -> None:
@@ -59,15 +69,36 @@ def test_three_rqlite_services_from_the_pinned_official_image(compose: dict) -> 
 
 
 def test_image_is_overridable_as_for_the_backend(raw: dict) -> None:
-    env = {"RQLITE_IMAGE": "rqueue/node:local"}
+    env = {"RQLITE_IMAGE": "rqueue/node:local", **SECRET}
     for svc in interpolate(raw, env)["services"].values():
         assert svc["image"] == db.rqlite_image(env=env) == "rqueue/node:local"
 
 
 def test_the_cluster_secret_comes_from_the_environment(raw: dict) -> None:
-    env = {"RQUEUE_CLUSTER_SECRET": "s3cret"}
-    for svc in interpolate(raw, env)["services"].values():
+    for svc in interpolate(raw, SECRET)["services"].values():
         assert svc["environment"] == {db.SECRET_ENV: "s3cret"}
+
+
+def test_without_a_secret_compose_refuses_up_front(raw: dict) -> None:
+    """Not `up -d` returning 0 while every node exits 2: the file requires the variable,
+    with a message that names it and says where to read how to make one."""
+    with pytest.raises(Required, match=r"RQUEUE_CLUSTER_SECRET must be set: .* header"):
+        interpolate(raw, {})
+
+
+@pytest.mark.skipif(
+    subprocess.run(["sh", "-c", "command -v docker-compose"], capture_output=True).returncode,
+    reason="docker-compose (Compose v1) is not installed",
+)
+def test_docker_compose_itself_refuses_without_the_secret(tmp_path: Path) -> None:
+    """Compose's own reading of the file (`config` needs no engine)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
+    argv = ["docker-compose", "-f", str(COMPOSE), "config", "-q"]
+    refused = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "RQUEUE_CLUSTER_SECRET must be set" in refused.stderr
+    given = subprocess.run(argv, env={**env, **SECRET}, cwd=tmp_path, capture_output=True)
+    assert given.returncode == 0, given.stderr
 
 
 def test_flags_match_the_backend_and_cluster_the_nodes(compose: dict) -> None:
@@ -92,7 +123,7 @@ def test_http_ports_published_on_loopback_and_advertised(raw: dict, compose: dic
         assert svc["ports"] == [f"127.0.0.1:{port}:{db.HTTP_PORT}"]
         adv = svc["command"][svc["command"].index("-http-adv-addr") + 1]
         assert adv == f"127.0.0.1:{port}"
-    env = {"RQLITE_N2_PORT": "5011", "RQLITE_BIND": "127.0.0.2"}
+    env = {"RQLITE_N2_PORT": "5011", "RQLITE_BIND": "127.0.0.2", **SECRET}
     n2 = interpolate(raw, env)["services"]["n2"]
     assert n2["ports"] == [f"127.0.0.2:5011:{db.HTTP_PORT}"]
     assert n2["command"][n2["command"].index("-http-adv-addr") + 1] == "127.0.0.2:5011"
@@ -109,17 +140,17 @@ def test_health_check_on_readyz(compose: dict) -> None:
         assert hc["retries"] == expected["retries"]
 
 
-def test_named_network_and_volumes(compose: dict) -> None:
+def test_network_and_volumes_belong_to_the_compose_project(compose: dict) -> None:
     assert list(compose["networks"]) == ["rqlite"]
-    assert compose["networks"]["rqlite"]["name"]
     for nid, svc in compose["services"].items():
         assert svc["networks"] == ["rqlite"]
         assert svc["volumes"] == [f"{nid}-data:{db.DATA_MOUNT}"]
+        assert "container_name" not in svc
     assert sorted(compose["volumes"]) == ["n1-data", "n2-data", "n3-data"]
-    # named, so that compose v1 and v2 make the same ones whatever the project is called
-    assert [v["name"] for v in compose["volumes"].values()] == [
-        f"rqueue-rqlite-{n}-data" for n in ("n1", "n2", "n3")
-    ]
+    # no fixed global names: compose prefixes them with the project's name, so two
+    # stacks (`-p NAME`) on one engine never share a network or a node's data
+    for res in [*compose["networks"].values(), *compose["volumes"].values()]:
+        assert "name" not in res
 
 
 def test_everything_is_labelled_as_the_harness(compose: dict) -> None:
@@ -130,7 +161,7 @@ def test_everything_is_labelled_as_the_harness(compose: dict) -> None:
         assert res["labels"] == db.labels("compose")
 
 
-def test_every_variable_has_a_default(raw: dict) -> None:
+def test_every_variable_but_the_secret_has_a_default(raw: dict) -> None:
     text = COMPOSE.read_text()
     names = {m.group(1) for m in _VAR.finditer(text)}
     assert names == {
@@ -141,7 +172,7 @@ def test_every_variable_has_a_default(raw: dict) -> None:
         "RQLITE_N2_PORT",
         "RQLITE_N3_PORT",
     }
-    interpolate(raw, {})  # raises on a variable without a default
+    interpolate(raw, SECRET)  # raises on a variable without a default
 
 
 def test_the_docs_name_the_pinned_image() -> None:

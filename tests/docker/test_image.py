@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,41 +14,100 @@ import pytest
 
 from harness.cluster.docker import specs as db
 from harness.image import IMAGE_LABEL, changes
-from harness.image.entrypoint import command
+from harness.image.entrypoint import Refused, check_advertised_http, command, start_delay
 from harness.image.rootfs import STDLIB_EXCLUDE, _keep_stdlib, distributions
 
 WGET = Path(__file__).resolve().parents[2] / "harness" / "image" / "wget.py"
 
 
 def test_flags_reach_the_node_with_the_missing_addresses_filled_in() -> None:
-    argv = command(["-node-id", "n1", "-http-adv-addr", "127.0.0.1:4001"], "n1", {}, False)
+    argv = command(["-node-id", "n1", "-http-adv-addr", "127.0.0.1:4001"], "n1", "n1.lan", {})
     assert argv == [
-        "/usr/local/bin/python3", "-m", "harness.node",
+        "/usr/local/bin/rqlited",
         "-http-addr", "0.0.0.0:4001",
         "-raft-addr", "0.0.0.0:4002",
-        "-raft-adv-addr", "n1:4002",
+        "-raft-adv-addr", "n1.lan:4002",
         "-node-id", "n1", "-http-adv-addr", "127.0.0.1:4001",
         "/rqlite/file/data",
     ]  # fmt: skip
-    # every address given (as compose and the backend do): only the data directory is added
+    # every address given (as compose and the backend do): the node id and data directory
     given = ["-http-addr=0.0.0.0:4001", "-http-adv-addr", "h:1", "-raft-addr", "0.0.0.0:4002"]
     given += ["-raft-adv-addr", "n2:4002"]
-    assert command(given, "n2", {}, True) == ["/usr/local/bin/rqlited", *given, "/rqlite/file/data"]
+    assert command(given, "c0ffee", "c0ffee", {}) == [
+        "/usr/local/bin/rqlited", "-node-id", "c0ffee", *given, "/rqlite/file/data"
+    ]  # fmt: skip
 
 
-def test_entrypoint_defaults_and_other_commands() -> None:
-    argv = command([], "c0ffee", {"NODE_ID": "a", "DATA_DIR": "/d"}, False)
-    assert argv[3:5] == ["-node-id", "a"] and argv[-1] == "/d"
-    assert command(["rqlited", "-version"], "h", {}, True)[:2] == [
-        "/usr/local/bin/rqlited",
-        "-http-addr",
-    ]
-    assert command(["python3", "-c", "pass"], "h", {}, False) == ["python3", "-c", "pass"]
+def test_the_environment_fills_what_the_official_entrypoint_fills() -> None:
+    """As rqlite v10.2.7's docker-entrypoint.sh: `run` (the image's default command) and
+    flags get -node-id (the host name unless NODE_ID), the four address flags from
+    HTTP_ADDR, HTTP_ADV_ADDR, RAFT_ADDR, RAFT_ADV_ADDR (else 0.0.0.0 and the full host
+    name), -fk with ENABLE_FK, and the data directory ($DATA_DIR) last."""
+    env = {
+        "NODE_ID": "a", "HTTP_ADDR": "0.0.0.0:5001", "HTTP_ADV_ADDR": "10.0.0.5:5001",
+        "RAFT_ADDR": "0.0.0.0:5002", "RAFT_ADV_ADDR": "10.0.0.5:5002", "ENABLE_FK": "1",
+        "DATA_DIR": "/d",
+    }  # fmt: skip
+    assert command(["run"], "host", "host.example", env) == [
+        "/usr/local/bin/rqlited", "-node-id", "a",
+        "-http-addr", "0.0.0.0:5001", "-http-adv-addr", "10.0.0.5:5001",
+        "-raft-addr", "0.0.0.0:5002", "-raft-adv-addr", "10.0.0.5:5002", "-fk", "/d",
+    ]  # fmt: skip
+    defaults = command([], "c0ffee", "c0ffee.lan", {})
+    assert defaults[1:3] == ["-node-id", "c0ffee"]  # always, the host name by default
+    assert defaults[defaults.index("-http-adv-addr") + 1] == "c0ffee.lan:4001"
+    assert "-fk" not in defaults
+
+
+def test_other_commands_rqlited_included_run_as_given() -> None:
+    for args in (["rqlited", "-node-id", "x", "/data"], ["rqlited", "-version"], ["python3"]):
+        assert command(args, "h", "h", {"NODE_ID": "n", "ENABLE_FK": "1"}) == args
+
+
+def test_an_unspecified_advertised_http_address_is_refused_as_rqlited_does() -> None:
+    """rqlited's start-up checks (cmd/rqlited/flags.go) refuse an advertised HTTP address
+    whose host is an unspecified IP; without -http-adv-addr the bind address is the one
+    advertised. Names and concrete addresses pass."""
+    for args in (
+        ["-http-adv-addr", "0.0.0.0:4001", "-raft-adv-addr", "n1:4002"],
+        ["-http-addr=0.0.0.0:4001"],
+        ["--http-adv-addr", "[::]:4001", "/data"],
+    ):
+        with pytest.raises(Refused, match=r"advertised HTTP address .* is unspecified"):
+            check_advertised_http(args)
+    # what the entrypoint hands the node for `run` with HTTP_ADV_ADDR=0.0.0.0:4001
+    filled = command(["run"], "h", "h", {"HTTP_ADV_ADDR": "0.0.0.0:4001"})[1:]
+    with pytest.raises(Refused, match=r"0\.0\.0\.0:4001 \(from -http-adv-addr\)"):
+        check_advertised_http(filled)
+    for args in (
+        ["-http-addr", "0.0.0.0:4001", "-http-adv-addr", "127.0.0.1:4001"],
+        ["-http-adv-addr", "n1:4001"],
+        ["-version"],
+        ["-fk", "-http-adv-addr", "10.1.2.3:4001", "/rqlite/file/data"],
+    ):
+        check_advertised_http(args)
+
+
+def test_start_delay_and_extensions_as_the_official_entrypoint_reads_them() -> None:
+    assert start_delay({}) == 0.0
+    assert start_delay({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == 5.0
+    assert start_delay({"START_DELAY": "2"}) == 2.0
+    assert start_delay({"START_DELAY": "0.5s"}) == 0.5
+    assert start_delay({"START_DELAY": "1m"}) == 60.0
+    with pytest.raises(Refused, match="START_DELAY must be seconds"):
+        start_delay({"START_DELAY": "soon"})
+    with pytest.raises(Refused, match="SQLite extension vec is not in this image"):
+        command(["run"], "h", "h", {"SQLITE_EXTENSIONS": "vec"})
+    with pytest.raises(Refused, match="both given"):
+        command(["-extensions-path=/x"], "h", "h", {"CUSTOM_SQLITE_EXTENSIONS_PATH": "/y"})
+    argv = command(["run"], "h", "h", {"CUSTOM_SQLITE_EXTENSIONS_PATH": "/y"})
+    assert "-extensions-path=/y" in argv
 
 
 def test_image_configuration_is_the_official_interface() -> None:
     config = changes(rqlited=False)
     assert 'ENTRYPOINT ["/usr/local/bin/docker-entrypoint"]' in config
+    assert 'CMD ["run"]' in config and "USER rqlite" in config  # uid 1000, as the official
     assert "EXPOSE 4001 4002" in config and 'VOLUME ["/rqlite/file"]' in config
     # not io.rqueue.harness: containers inherit the image's labels, and that one is reaped
     assert f"LABEL {IMAGE_LABEL}=embedded" in config
@@ -99,4 +160,45 @@ def test_the_built_image(engine: Any, node_image: str) -> None:
         assert "-auth is not supported" in auth.logs().decode()
     finally:
         for c in (version, auth):
+            c.remove(force=True, v=True)
+
+
+def _wait_exit(container: Any, timeout: float = 60) -> int:
+    return int(container.wait(timeout=timeout)["StatusCode"])
+
+
+@pytest.mark.chaos
+def test_the_image_is_a_drop_in_for_the_official_one(engine: Any, node_image: str) -> None:
+    """The official image's user (uid 1000, owning the volume), its default command
+    `run` with the node id from the host name, `rqlited ...` run as given, and an
+    unspecified advertised HTTP address refused, as rqlited refuses it."""
+    labels = db.labels("test-image")
+    secret = {"RQUEUE_CLUSTER_SECRET": secrets.token_hex(24)}
+    probe = "import os; print(os.getuid(), os.getgid(), os.stat('/rqlite/file').st_uid)"
+    started = []
+
+    def run(command: list[str] | None = None, **kw: Any) -> Any:
+        c = engine.containers.run(node_image, command, detach=True, labels=labels, **kw)
+        started.append(c)
+        return c
+
+    try:
+        who = run(["python3", "-c", probe])
+        version = run(["rqlited", "-version"])
+        refused = run(environment={"HTTP_ADV_ADDR": "0.0.0.0:4001", **secret})
+        solo = run(hostname="solo", environment=secret)
+        assert _wait_exit(who) == 0 and who.logs().decode().split() == ["1000", "1000", "1000"]
+        assert _wait_exit(version) == 0 and version.logs().decode().startswith("rqlited v")
+        assert _wait_exit(refused) == 1
+        assert "advertised HTTP address 0.0.0.0:4001" in refused.logs().decode()
+        status = ["wget", "-q", "-O", "-", "http://127.0.0.1:4001/status"]
+        deadline = time.monotonic() + 60
+        while (answer := solo.exec_run(status)).exit_code != 0:
+            solo.reload()
+            assert solo.status == "running", solo.logs().decode()[-2000:]
+            assert time.monotonic() < deadline, "the node answered no /status within 60 s"
+            time.sleep(0.5)
+        assert json.loads(answer.output)["store"]["node_id"] == "solo"
+    finally:
+        for c in started:
             c.remove(force=True, v=True)

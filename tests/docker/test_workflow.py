@@ -86,9 +86,9 @@ FAKE_SCENARIOS = {
 def _run_list(
     wf: dict, tmp_path: Path, listed: list[str], image: str = "rqlite/rqlite:10.2.7"
 ) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "harness" / "scenarios").mkdir(parents=True)
     for name, text in FAKE_SCENARIOS.items():
-        (tmp_path / "scenarios" / f"{name}.toml").write_text(text)
+        (tmp_path / "harness" / "scenarios" / f"{name}.toml").write_text(text)
     (tmp_path / "harness-list.txt").write_text(
         "\n".join(f"{n}   some description" for n in listed) + "\n"
     )
@@ -132,7 +132,7 @@ def test_matrix_step_fails_when_a_scenario_is_not_listed(wf: dict, tmp_path: Pat
 
 def test_the_project_scenarios_parse_for_the_matrix() -> None:
     """Every scenario file (once there are any) has the shape the matrix step reads."""
-    for path in (ROOT / "scenarios").glob("*.toml"):
+    for path in (ROOT / "harness" / "scenarios").glob("*.toml"):
         faults = tomllib.loads(path.read_text()).get("faults", [])
         assert isinstance(faults, list), path
         assert all(isinstance(f, dict) and isinstance(f.get("kind"), str) for f in faults), path

@@ -7,6 +7,7 @@ for the benchmark itself to print, not for a test to time).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -473,3 +474,77 @@ def test_bench_batch_rejects_bad_sizes(tmp_path, capsys):
     assert "--groups 10 > --messages 5" in capsys.readouterr().err
     assert main([*args[:3], "--batch", "101"]) == 2
     assert "--batch 101: claim_many takes at most 100" in capsys.readouterr().err
+
+
+def _store_and_claims_doc() -> dict:
+    """What `bench --only store,claims` writes: no publish, latency or threads/tasks."""
+    cost = {
+        "client_cpu_ms": 0.5, "nodes_cpu_ms": 1.3, "leader_cpu_ms": 0.6,
+        "requests_per_op": 0.25, "statements_per_op": 0.5, "opcodes_per_op": 102.0,
+        "bytes_out_per_op": 400.0, "bytes_in_per_op": 195.0, "busy_cores": 1.21,
+    }  # fmt: skip
+
+    def row(rate: float, insert: float | None = None) -> dict:
+        out = {"concurrency": 8, "per_second": rate, "p50_ms": 11.0, "p99_ms": 28.0}
+        out.update({"empty": 0, "errors": 0, "cost": cost})
+        return out if insert is None else {**out, "insert_per_second": insert}
+
+    doc = {
+        "settings": {"seconds": 1.0},
+        "machine": {"cpus": 2, "load_before": [5.0], "load_after": [5.0]},
+        "started": "2026-12-04T18:49:41Z",
+        "cluster": {"engine": "embedded", "nodes": 3},
+        "store_insert": [row(1107.0)],
+        "rqueue_claim_shared": [row(665.0, insert=1122.0)],
+        "publish": [],
+        "claim_latency": [],
+        "sync_vs_async": [],
+    }
+    doc["targets"] = [t.to_json() for t in targets(doc)]
+    return doc
+
+
+def test_a_partial_run_shows_only_what_it_measured():
+    """`--only store,claims`: no empty tables, Markdown sections or plot panels."""
+    from harness.bench.report import figure, markdown, tables
+
+    doc = _store_and_claims_doc()
+    titles = [str(t.title) for t in tables(doc)]
+    assert [t.split(",")[0].split(" (")[0] for t in titles] == [
+        "Throughput",
+        "Latency of those operations",
+        "Targets",
+    ]
+    md = markdown(doc)
+    for empty in ("| publish |", "| claim latency, one claimer |", "| claim+ack cycles ("):
+        assert empty not in md
+    fig = figure(doc)
+    assert [ax.get_title() for ax in fig.axes] == ["Throughput"]
+
+
+def test_each_ratio_shows_the_insert_figure_it_is_taken_against():
+    """The INSERT row shows the store part's 1,107/s; the claims ratio is taken against
+    the 1,122/s measured right before it: both are on the page, and which is which."""
+    from harness.bench.report import RATIO_NOTE, markdown, print_tables, tables
+
+    doc = _store_and_claims_doc()
+    md = markdown(doc)
+    assert "| store INSERT | 1,107<br>" in md and "665 (0.59 of 1,122)" in md
+    assert RATIO_NOTE in md and 'the number after "of"' in RATIO_NOTE
+    out = io.StringIO()
+    print_tables(tables(doc)[:1], file=out)
+    assert "665 (0.59 of 1,122)" in out.getvalue()
+    assert "the store INSERT row is the store part's own" in " ".join(out.getvalue().split())
+
+
+def test_tables_keep_their_width_when_stdout_is_not_a_terminal():
+    """Piped or redirected, Rich would squeeze the cost table into 80 columns and its
+    headers into "cli…": printed at its own width, every heading stays whole."""
+    from harness.bench.breakdown import COLUMNS, breakdown_table
+    from harness.bench.report import print_tables
+
+    out = io.StringIO()  # not a terminal
+    print_tables([breakdown_table(_store_and_claims_doc())], file=out)
+    text = out.getvalue()
+    assert all(heading in text for heading, _, _ in COLUMNS), text
+    assert "rqueue claim, shared transport" in text and "…" not in text

@@ -179,6 +179,18 @@ def test_fault_intervals_from_the_harness_nemesis() -> None:
     assert (fault.start_index, fault.end_index) == (0, 4)
 
 
+def test_a_partition_label_names_the_node_cut_off() -> None:
+    """As a kill's label names the node killed, a partition's names its sides, the
+    smaller (the node cut off) first."""
+    comps = [["n2", "n3"], ["n1"]]
+    start = {"fault": "partition-leader", "phase": "start", "components": comps}
+    events = _nemesis(
+        [(1.0, "invoke", "partition", start), (4.0, "invoke", "heal", {**start, "phase": "end"})]
+    )
+    [fault] = fault_intervals(events)
+    assert (fault.label, fault.start, fault.end) == ("partition-leader n1 | n2,n3", 1.0, 4.0)
+
+
 def test_fault_intervals_from_plain_names() -> None:
     events = _nemesis(
         [
@@ -197,7 +209,7 @@ def test_fault_intervals_from_plain_names() -> None:
     assert got == [
         ("kill n1", 1.0, 8.0),
         ("kill n2", 2.0, 3.0),
-        ("partition", 4.0, 6.0),
+        ("partition n1 | n2,n3", 4.0, 6.0),
         ("clock-skew n3", 5.0, 7.0),
         ("pause n1", 9.0, None),
     ]

@@ -31,8 +31,12 @@ def test_the_table_names_what_each_run_found() -> None:
              verdict="ANOMALIES", anomalies={"replica-divergence": 3}, replicas="3 nodes"),
         Cell("pause-leader", "embedded", "rqueue", 3, exit=3, verdict="inconclusive",
              reason="1 of 2 planned faults did not happen"),
+        Cell("pause-leader", "embedded", "rqueue", 4, exit=0, verdict="valid", windows=4,
+             dropped=3),
     ]  # fmt: skip
     text = table(cells)
+    # a shortened run is valid only for the part of its schedule that ran: it says so
+    assert "| 4 | valid (only 1 of 4 fault windows ran: 3 dropped by --time) |" in text
     assert "| steady | embedded | rqueue | 1 | valid | none | - | 31 |" in text
     assert "replica-divergence 3" in text
     assert "inconclusive: 1 of 2 planned faults did not happen" in text

@@ -480,3 +480,59 @@ def test_batches_count_each_lease_and_each_acked_lease() -> None:
     assert sum(by_colour[rgb("tab:blue")]) == pytest.approx(3 / 0.9)  # three leases
     assert sum(by_colour[rgb("tab:green")]) == pytest.approx(2 / 0.9)  # two acked
     plt.close(fig)
+
+
+def _short_leases_in_a_row() -> list[dict]:
+    """One group leased 16 times in 0.8 s (claim, ack, next claim), then leased twice at
+    once: a duplicate-group-lease whose timeline shows the short leases before it."""
+    rows: list = []
+    _op(rows, 0.0, 0.05, 10, "publish", {"group": "g", "msg": "m0", "priority": 0})
+    for k in range(17):
+        _op(rows, 0.1 + 0.01 * k, 0.105 + 0.01 * k, 10, "publish",
+            {"group": "g", "msg": f"m{k + 1}", "priority": 0})  # fmt: skip
+    args = {"visibility": 5.0, "min_priority": 0}
+    for k in range(16):
+        t = 2.2 + 0.05 * k
+        lease = {"group": "g", "msg": f"m{k}", "seq": k + 1, "token": f"t{k}", "visibility": 5.0}
+        _op(rows, t, t + 0.005, 20, "claim", args, lease)
+        _op(rows, t + 0.02, t + 0.025, 20, "ack", {x: lease[x] for x in ("group", "msg", "seq")})
+    a = {"group": "g", "msg": "m16", "seq": 17, "token": "a", "visibility": 5.0}
+    _op(rows, 3.1, 3.11, 21, "claim", args, a)
+    _op(rows, 3.13, 3.14, 22, "claim", args, {**a, "token": "b"})
+    rows.sort(key=lambda r: (r[0], r[2] != "invoke"))
+    return [
+        {"index": i, "time": t, "process": p, "type": typ, "f": f, "value": v}
+        for i, (t, p, typ, f, v) in enumerate(rows)
+    ]
+
+
+def test_short_leases_in_a_row_do_not_pile_their_labels_up() -> None:
+    events = _short_leases_in_a_row()
+    result = check(events)
+    assert result["anomalies"]["duplicate-group-lease"]["count"] >= 1
+    fig = anomaly_timeline_figure(events, result)
+    assert fig is not None
+    renderer = _drawn(fig)
+    leases = [t for a in fig.axes for t in a.texts if re.fullmatch(r"m\d+ p\d+", t.get_text())]
+    shown = {t.get_text() for t in leases}
+    assert {"m16 p21", "m16 p22"} <= shown  # the anomaly's own leases are labelled first
+    assert "m0 p20" in shown and len(shown) < 18  # the row's first keeps its label, not all
+    boxes = [t.get_window_extent(renderer) for t in leases]
+    assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    plt.close(fig)
+
+
+def test_every_anomaly_kind_has_its_sentence_and_the_report_prints_it(tmp_path: Path) -> None:
+    """One sentence per kind, in harness/explanations.py: a kind the checker reports
+    without one (a new one, say `corrupted`) fails here until it gets its sentence."""
+    from harness.checker import ANOMALIES
+    from harness.explanations import EXPLANATIONS
+
+    missing = [kind for kind in ANOMALIES if kind not in EXPLANATIONS]
+    assert missing == [], f"add a sentence for {missing} to harness/explanations.py"
+    assert set(EXPLANATIONS) <= set(ANOMALIES), "a sentence for a kind the checker lacks"
+    shutil.copy(HISTORIES / "duplicate-group-lease.jsonl", tmp_path / "history.jsonl")
+    text = write_report(tmp_path).read_text()
+    why = f"Why it is an anomaly: {EXPLANATIONS['duplicate-group-lease']}"
+    head = text.index("### duplicate-group-lease: 1")
+    assert text.index(why) > head and text.index(why) < text.index("```json", head)

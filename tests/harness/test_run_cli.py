@@ -40,6 +40,22 @@ def test_help_teaches_the_commands():
         assert word in proc.stdout
 
 
+def test_a_closed_stdout_ends_the_command_quietly():
+    """`python -m harness list | head -2`: the reader goes away; no traceback, 141 (as
+    a Unix tool killed by SIGPIPE shows in a shell). The reader here closes before the
+    first byte, so every write meets the closed pipe, whatever the output's size."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert err.decode() == ""
+    assert proc.returncode == 141
+
+
 def test_unknown_scenario_exits_2_with_one_line(capsys, tmp_path):
     assert main(["run", "no-such-scenario", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -265,11 +281,13 @@ def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     why = (
-        "kill-leader at 12-14 s of the scenario: it would run 8-10 s, 0.0 s before the run's "
-        "end, where it needs 5 s to recover and be judged"
+        "kill-leader at 12-14 s of the scenario: the earliest it could start is 8 s (after the "
+        "kill-leader kept at 1-3 s and its recovery), so it would end at 10 s, 0.0 s before "
+        "the run's end, where it needs 5 s to recover and be judged"
     )
-    first = proc.stderr.splitlines()[0]  # before the cluster starts
-    assert first == f"--time 10: dropped {why}", proc.stderr
+    first, second = proc.stderr.splitlines()[:2]  # before the cluster starts
+    assert first == "--time 10: 1 of 2 fault windows dropped (no room left in 10 s), 1 kept"
+    assert second == f"--time 10: dropped {why}", proc.stderr
     resolved = json.loads((out / "scenario.json").read_text())
     assert [(f["start"], f["duration"]) for f in resolved["faults"]] == [(1.0, 2.0)]
     assert resolved["dropped"] == [why]

@@ -15,6 +15,7 @@ from harness.scenario import (
     SCENARIO_DIR,
     Scenario,
     ScenarioError,
+    dropped_count,
     list_scenarios,
     load_scenario,
 )
@@ -93,8 +94,27 @@ def test_a_shortened_crash_restart_all_leaves_room_after_each_kill():
     assert [(f.start, f.duration) for f in short.faults] == [(5, 4), (15, 4)]
     (why,) = short.dropped
     assert why == (
-        "kill-all at 50-54 s of the scenario: it would run 25-29 s, 1.0 s before the run's "
-        "end, where it needs 5 s to recover and be judged"
+        "kill-all at 50-54 s of the scenario: the earliest it could start is 25 s (its start "
+        "scaled to the run), so it would end at 29 s, 1.0 s before the run's end, where it "
+        "needs 5 s to recover and be judged"
+    )
+
+
+def test_dropped_windows_say_where_they_could_start_without_contradicting_each_other():
+    """pause-leader at 15 s keeps 1 of 4 windows. Two of the dropped ones are pushed to
+    the same earliest start by the window kept before them: each message says that is
+    the earliest it could start, and why, not that it would run there."""
+    short = load_scenario("pause-leader").scaled(15)  # pause-leader 8+6 every 15, 60 s
+    assert dropped_count(short) == "3 of 4 fault windows dropped (no room left in 15 s), 1 kept"
+    assert short.dropped == (
+        "pause-leader at 23-29 s of the scenario: the earliest it could start is 13 s (after "
+        "the pause-leader kept at 2-8 s and its recovery), so it would end at 19 s, past the "
+        "run's end (15 s)",
+        "pause-leader at 38-44 s of the scenario: the earliest it could start is 13 s (after "
+        "the pause-leader kept at 2-8 s and its recovery), so it would end at 19 s, past the "
+        "run's end (15 s)",
+        "pause-leader at 53-59 s of the scenario: the earliest it could start is 13.25 s (its "
+        "start scaled to the run), so it would end at 19.25 s, past the run's end (15 s)",
     )
 
 

@@ -10,9 +10,10 @@ The names below are its Python API.
 from harness.cluster.docker.cluster import (
     DockerCluster,
     attach_docker_cluster,
+    restart_docker_cluster,
     start_docker_cluster,
 )
-from harness.cluster.docker.engine import ImageMissing, connect, reap_docker
+from harness.cluster.docker.engine import ImageMissing, connect, docker_clusters, reap_docker
 from harness.cluster.docker.specs import DockerUnreachable, unsupported_faults
 
 __all__ = [
@@ -21,7 +22,9 @@ __all__ = [
     "ImageMissing",
     "attach_docker_cluster",
     "connect",
+    "docker_clusters",
     "reap_docker",
+    "restart_docker_cluster",
     "start_docker_cluster",
     "unsupported_faults",
 ]

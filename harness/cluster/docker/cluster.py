@@ -17,8 +17,13 @@ file on its volume); other images read the host kernel's clock.
 Everything the backend sends to the engine is built by the pure functions of
 :mod:`harness.cluster.docker.specs`, so it is tested without an engine; connecting,
 images and reaping are :mod:`harness.cluster.docker.engine`.
-Teardown is by label: :func:`reap_docker` removes every container, network and volume
-labelled ``io.rqueue.harness``.
+Teardown is by label: :meth:`DockerCluster.stop` removes the cluster's containers, network
+and volumes (a run's cluster), :meth:`DockerCluster.halt` stops its containers and keeps
+them with their volumes, and :func:`restart_docker_cluster` starts them again on their
+data (``cluster down --dir`` / ``cluster up --dir``). A cluster belongs to the process
+that started it (the label ``io.rqueue.owner``, :mod:`harness.cluster.owners`) unless
+started ``detached`` (``cluster up``); :func:`reap_docker` without a cluster id removes
+only clusters whose owner is gone.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from harness.cluster.base import (
 from harness.cluster.docker.engine import _ensure_image, _image_facts, connect, reap_docker
 from harness.cluster.docker.specs import (
     CLOCK_FILE,
+    LABEL_NODE,
     LOG_LINES,
     PORT_ATTEMPTS,
     SECRET_ENV,
@@ -70,6 +76,8 @@ from harness.cluster.docker.specs import (
     rqlite_image,
     verify_container_pid,
 )
+from harness.cluster.netns import REAP_TAG_ENV
+from harness.cluster.owners import identity
 
 # -- the engine ------------------------------------------------------------------------
 
@@ -321,6 +329,27 @@ class DockerCluster(Cluster):
                 raise ClusterError(f"{' '.join(cmd)} failed on {node_id}: {err}")
 
     # -- lifecycle ------------------------------------------------------------------------
+    def halt(self, grace: float = 10.0) -> None:
+        """Stop every container (SIGTERM, SIGKILL after ``grace`` s) and keep the
+        containers, their network and volumes: :func:`restart_docker_cluster` starts
+        them again on their data. (:meth:`stop` removes them.)"""
+        with self._lock:
+            for nid in self._specs:
+                try:
+                    c = self._container(nid)
+                except ClusterError:
+                    continue  # gone already; restart_docker_cluster names it
+                c.reload()
+                if c.status == "paused":
+                    c.unpause()  # a frozen process cannot handle SIGTERM
+                if c.status in ("running", "paused", "restarting"):
+                    c.stop(timeout=max(1, math.ceil(grace)))
+                self._down.add(nid)
+            self._paused.clear()
+            self._applied.clear()  # the rules died with the namespaces
+            self._partition = None
+            self._clock_pending.clear()
+
     def stop(self) -> None:
         """Keep each node's log in the directory, then remove the cluster (by its label)."""
         if self._directory is not None:
@@ -402,12 +431,14 @@ def start_docker_cluster(
     timeout: float = 60.0,
     image: str | None = None,
     bind_host: str = "127.0.0.1",
+    detached: bool = False,
 ) -> DockerCluster:
     """Create an rqlite cluster in containers and wait (bounded) for a leader.
 
     ``image``: see :func:`rqlite_image`. Pulls the image first when missing (not counted
     in ``timeout``). On any failure the containers, network and volumes made so far are
     removed again; a host port taken before Docker bound it is retried with new ports.
+    The cluster belongs to this process (``detached``: to nobody, as ``cluster up``'s).
     """
     ids = node_ids(nodes)
     image = rqlite_image(image)
@@ -429,7 +460,10 @@ def start_docker_cluster(
     for attempt in range(1, PORT_ATTEMPTS + 1):
         cluster_id = uuid.uuid4().hex[:8]
         ports = _free_ports(nodes, bind_host)
-        specs = container_specs(cluster_id, ids, ports, image, bind_host, secret, embedded)
+        specs = container_specs(
+            cluster_id, ids, ports, image, bind_host, secret, embedded,
+            owner=None if detached else identity(), tag=os.environ.get(REAP_TAG_ENV),
+        )  # fmt: skip
         cluster = DockerCluster(client, cluster_id, specs, directory)
         try:
             _create(client, cluster_id, specs)
@@ -460,9 +494,10 @@ def _create(client: Any, cluster_id: str, specs: Sequence[ContainerSpec]) -> Non
     import docker
 
     net = specs[0].network
-    client.networks.create(net, driver="bridge", labels=labels(cluster_id))
+    shared = {k: v for k, v in specs[0].labels.items() if k != LABEL_NODE}  # owner, tag
+    client.networks.create(net, driver="bridge", labels={**shared, **labels(cluster_id)})
     for spec in specs:
-        client.volumes.create(spec.volume, labels=labels(cluster_id, spec.node_id))
+        client.volumes.create(spec.volume, labels=dict(spec.labels))
     for spec in specs:
         kw = create_kwargs(spec, client.api.api_version)
         try:
@@ -508,4 +543,51 @@ def attach_docker_cluster(directory: Path) -> DockerCluster:
             cluster._paused.add(spec.node_id)
         elif c.status != "running":
             cluster._down.add(spec.node_id)
+    return cluster
+
+
+def restart_docker_cluster(directory: Path, timeout: float = 60.0) -> DockerCluster:
+    """Start the containers of the Docker cluster that ``halt`` stopped in ``directory``
+    again, on their volumes, and wait (``timeout``) for a leader and every node ready.
+    Refuses, saying why, when a container is gone or every one is running already."""
+    cluster = attach_docker_cluster(directory)
+    missing = []
+    for nid, spec in cluster._specs.items():
+        try:
+            cluster._container(nid)
+        except ClusterError:
+            missing.append(spec.name)
+    if missing:
+        volumes = ", ".join(s.volume for s in cluster._specs.values())
+        raise ClusterError(
+            f"{directory} holds Docker cluster {cluster.cluster_id}, but its container"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} no longer exist"
+            f"{'' if len(missing) > 1 else 's'} (removed outside `cluster down --dir`): it "
+            f"cannot start again; its volumes ({volumes}) may still hold the data; "
+            f"`cluster down --dir {directory} --purge` removes what is left"
+        )
+    if not cluster._down and not cluster._paused:
+        raise ClusterError(
+            f"a cluster is already running in {directory}; "
+            f"stop it first (python -m harness cluster down --dir {directory})"
+        )
+    import docker
+
+    with cluster._lock:
+        for nid in sorted(cluster._down):
+            try:
+                cluster._container(nid).start()
+            except docker.errors.APIError as exc:
+                why = " ".join(str(exc.explanation or exc).split())
+                spec = cluster._specs[nid]
+                hint = (
+                    f": its host port {spec.host_port} is taken now; free it and try again"
+                    if is_port_conflict(why)
+                    else ""
+                )
+                raise ClusterError(f"cannot start {spec.name} again ({why}){hint}") from None
+            cluster._down.discard(nid)
+        for nid in sorted(cluster._paused):
+            cluster.resume(nid)
+    cluster.wait_for_leader(timeout)
     return cluster

@@ -2,7 +2,8 @@
 
 One line for each way it can fail: no engine (:class:`DockerUnreachable`), no image and
 no pull (:class:`ImageMissing`). :func:`reap_docker` removes what the harness made, by
-label. :mod:`harness.cluster.docker.cluster` drives the engine through them.
+label: one cluster, or those whose owner is gone. :mod:`harness.cluster.docker.cluster`
+drives the engine through them.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from harness.cluster.docker.specs import (
     IMAGE_LABEL,
     LABEL_CLUSTER,
     LABEL_HARNESS,
+    LABEL_OWNER,
+    LABEL_TAG,
     DockerUnreachable,
     docker_address,
     image_missing_message,
     unreachable_message,
 )
+from harness.cluster.owners import describe_owner, owner_gone
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -90,38 +94,83 @@ def _ensure_image(client: Any, image: str) -> None:
             raise ImageMissing(image_missing_message(image, str(exc.explanation or exc))) from None
 
 
-def reap_docker(client: Any | None = None, cluster_id: str | None = None) -> list[str]:
-    """Remove every harness container, network and volume (or one cluster's).
+def _labels_of(resource: Any) -> dict[str, str]:
+    labels = getattr(resource, "labels", None)
+    if labels is None:  # networks and volumes: in their attributes
+        labels = (getattr(resource, "attrs", None) or {}).get("Labels")
+    return dict(labels or {})
 
-    Used by ``python -m harness cluster down --all --backend docker`` after a crash;
-    also removes what ``docker compose -f docker-compose.cluster.yml up`` made.
-    Returns the names removed; raises :class:`ClusterError` naming any it could not
-    remove, after trying all of them.
+
+def _harness_resources(client: Any, flt: dict) -> list[tuple[str, Any, dict[str, str]]]:
+    """(kind, resource, labels) of every harness container, network and volume that
+    ``flt`` selects, containers first (a network or volume in use cannot go before)."""
+    found = [("container", c, _labels_of(c)) for c in client.containers.list(all=True, filters=flt)]
+    found += [("network", n, _labels_of(n)) for n in client.networks.list(filters=flt)]
+    found += [("volume", v, _labels_of(v)) for v in client.volumes.list(filters=flt)]
+    return found
+
+
+def _filter(cluster_id: str | None, tag: str | None) -> dict:
+    selector = [f"{LABEL_HARNESS}=true"]
+    if cluster_id:
+        selector.append(f"{LABEL_CLUSTER}={cluster_id}")
+    if tag:
+        selector.append(f"{LABEL_TAG}={tag}")
+    return {"label": selector}
+
+
+def reap_docker(
+    client: Any | None = None,
+    cluster_id: str | None = None,
+    *,
+    tag: str | None = None,
+    live_too: bool = False,
+) -> list[str]:
+    """Remove the harness's containers, networks and volumes: one cluster's
+    (``cluster_id``, whatever its state: its owner is stopping it), else those of every
+    cluster whose owner is provably gone (:func:`harness.cluster.owners.owner_gone`), or
+    with ``live_too`` every cluster's (live ones, ``cluster up``'s and the compose
+    file's included). ``tag``: only clusters made under ``RQUEUE_REAP_TAG=tag``.
+
+    Used by a cluster's ``stop()`` and by ``python -m harness cluster down --all
+    --backend docker``. Returns the names removed; raises :class:`ClusterError` naming
+    any it could not remove, after trying all of them.
     """
     import docker
 
     client = connect() if client is None else client
-    selector = f"{LABEL_HARNESS}=true"
-    flt = {"label": [selector] + ([f"{LABEL_CLUSTER}={cluster_id}"] if cluster_id else [])}
     removed: list[str] = []
     failed: list[str] = []
-
-    def remove(name: str, action: Any) -> None:
+    for kind, resource, marks in _harness_resources(client, _filter(cluster_id, tag)):
+        if not (cluster_id or live_too or owner_gone(marks.get(LABEL_OWNER))):
+            continue
         try:
-            action()
+            if kind == "container":
+                resource.remove(force=True, v=True)
+            elif kind == "volume":
+                resource.remove(force=True)
+            else:
+                resource.remove()
         except docker.errors.NotFound:
             pass  # went away on its own meanwhile
         except docker.errors.APIError as exc:
-            failed.append(f"{name}: {exc.explanation or exc}")
-            return
-        removed.append(name)
-
-    for c in client.containers.list(all=True, filters=flt):
-        remove(c.name, lambda c=c: c.remove(force=True, v=True))
-    for n in client.networks.list(filters=flt):
-        remove(n.name, n.remove)
-    for v in client.volumes.list(filters=flt):
-        remove(v.name, lambda v=v: v.remove(force=True))
+            failed.append(f"{resource.name}: {exc.explanation or exc}")
+            continue
+        removed.append(resource.name)
     if failed:
         raise ClusterError("could not remove " + "; ".join(failed))
     return removed
+
+
+def docker_clusters(client: Any | None = None, tag: str | None = None) -> list[dict]:
+    """The harness's clusters on the engine: ``{"cluster", "why", "resources"}`` each
+    (``why``: whose it is), for what ``cluster down --all`` leaves alone."""
+    client = connect() if client is None else client
+    clusters: dict[str, dict] = {}
+    for _kind, resource, marks in _harness_resources(client, _filter(None, tag)):
+        cid = marks.get(LABEL_CLUSTER, "?")
+        entry = clusters.setdefault(
+            cid, {"cluster": cid, "why": describe_owner(marks.get(LABEL_OWNER)), "resources": []}
+        )
+        entry["resources"].append(resource.name)
+    return list(clusters.values())

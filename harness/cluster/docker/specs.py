@@ -23,6 +23,11 @@ LABEL_HARNESS = "io.rqueue.harness"
 LABEL_CLUSTER = "io.rqueue.cluster"
 #: which node a container (or volume) is
 LABEL_NODE = "io.rqueue.node"
+#: the identity of the process in charge of the cluster (harness.cluster.owners); absent
+#: on a cluster nobody owns (``cluster up``, the compose file's)
+LABEL_OWNER = "io.rqueue.owner"
+#: ``$RQUEUE_REAP_TAG`` of the process that made the cluster, when set
+LABEL_TAG = "io.rqueue.reap-tag"
 
 #: the default image: the official one, pinned; docker-compose.cluster.yml pins the same
 DEFAULT_IMAGE = "rqlite/rqlite:10.2.7"
@@ -149,11 +154,20 @@ def healthcheck() -> dict[str, Any]:
     }
 
 
-def labels(cluster_id: str, node_id: str | None = None) -> dict[str, str]:
+def labels(
+    cluster_id: str,
+    node_id: str | None = None,
+    owner: str | None = None,
+    tag: str | None = None,
+) -> dict[str, str]:
     """The labels that mark a resource as the harness's (and whose it is)."""
     out = {LABEL_HARNESS: "true", LABEL_CLUSTER: cluster_id}
     if node_id is not None:
         out[LABEL_NODE] = node_id
+    if owner:
+        out[LABEL_OWNER] = owner
+    if tag:
+        out[LABEL_TAG] = tag
     return out
 
 
@@ -185,9 +199,12 @@ def container_specs(
     bind_host: str = "127.0.0.1",
     environment: Mapping[str, str] | None = None,
     clock_file: bool = False,
+    owner: str | None = None,
+    tag: str | None = None,
 ) -> list[ContainerSpec]:
     """One spec per node: the containers docker-compose.cluster.yml declares
-    (``environment``: the cluster secret, the same for every node)."""
+    (``environment``: the cluster secret, the same for every node; ``owner`` and ``tag``:
+    see :func:`labels`)."""
     if len(host_ports) != len(ids):
         raise ClusterError(f"need {len(ids)} host ports, got {len(host_ports)}")
     prefix = f"rqueue-{cluster_id}"
@@ -201,7 +218,7 @@ def container_specs(
             volume=f"{prefix}-{nid}-data",
             bind_host=bind_host,
             host_port=port,
-            labels=labels(cluster_id, nid),
+            labels=labels(cluster_id, nid, owner, tag),
             environment=dict(environment or {}),
         )
         for nid, port in zip(ids, host_ports, strict=True)
