@@ -283,7 +283,7 @@ class NodeService(LeaderRelay, ClusterEndpoints):
         except ForwardError as exc:
             error: str | None = str(exc)
         else:
-            error = answer_error(status, data)
+            error = answer_error(status, data) or (None if status == 200 else f"HTTP {status}")
         if error is None:
             self.stats.add("remote_executions")
         elif self.api.proxy:

@@ -140,10 +140,14 @@ class LeaderRelay:
 
 
 def answer_error(status: int, data: bytes) -> str | None:
-    """The error of a leader's answer to a forwarded request (None: it has results): a
-    status other than 200 (its text), or a top-level ``"error"``."""
+    """The error of a leader's answer to a forwarded request (None: pass it on): a 503 (its
+    text: the leader could not take it, which rqlite's cluster protocol reports as an
+    error), or a top-level ``"error"``. Another status (a 500 of the answer's encoding) is
+    the answer rqlite's follower would give itself."""
+    if status == 503:
+        return data.decode("utf-8", errors="replace").strip() or "HTTP 503"
     if status != 200:
-        return data.decode("utf-8", errors="replace").strip() or f"HTTP {status}"
+        return None
     if b'"error"' not in data:
         return None
     try:
