@@ -251,3 +251,26 @@ def test_a_none_read_on_a_follower_cut_from_its_leader_is_stale(make_cluster) ->
         wait_until(stale, 5.0, f"a none read on {follower.id} to be stale")
     finally:
         c.resume(lead.id)
+
+
+def test_a_forward_the_leader_does_not_answer_is_a_200_error(make_cluster, server_version) -> None:
+    """A follower that cannot get an answer from its leader (paused here) answers HTTP 200
+    ``{"results": [], "error": ...}`` (rqlite's cluster client failed), v8 saying ``node
+    failed to process Execute on remote node at ADDR: ...`` and naming the leader in
+    ``X-RQLITE-SERVED-BY``, v9+ giving the error as it came, with no such header."""
+    c = make_cluster(nodes=3)
+    lead = c.wait_for_leader(30.0)
+    follower = next(n for n in c.nodes() if n.id != lead.id)
+    lead_raft = call("GET", lead.url, "/status").json["store"]["addr"]
+    c.pause(lead.id)
+    try:
+        r = call("POST", follower.url, "/db/execute?timeout=1s", ["SELECT 1"], timeout=30.0)
+    finally:
+        c.resume(lead.id)
+    assert r.status == 200 and r.json["results"] == [] and r.json["error"], r.text
+    if server_version is not None and server_version < (9, 0, 0):
+        prefix = f"node failed to process Execute on remote node at {lead_raft}: "
+        assert r.json["error"].startswith(prefix), r.json
+        assert r.headers["X-Rqlite-Served-By"] == lead_raft
+    else:
+        assert "X-Rqlite-Served-By" not in r.headers, r.headers

@@ -201,3 +201,26 @@ def test_write_queue_cuts_a_batch_at_its_size() -> None:
         assert done.wait(2.0) and rec.batches == [["A", "B"]]
     finally:
         q.close()
+
+
+@pytest.mark.parametrize(("version", "v8"), [(V8, True), (V10, False)])
+def test_a_failed_forward_is_answered_as_the_version_does(version, v8: bool) -> None:
+    """v8 prefixes the error and names the leader, counting the try and the failure under
+    ``http``; v9+ pass the error on and count the failure only, under ``proxy``."""
+    from harness.node.config import Peer
+    from harness.node.relay import LeaderRelay
+    from harness.node.stats import HttpStats
+
+    relay = LeaderRelay()
+    relay.api, relay.stats = version.api, HttpStats(version)
+    lead = Peer("n2", "127.0.0.1:4012", "127.0.0.1:4011")
+    reply = relay._relay_failed("/db/request", lead, "not leader")
+    counts = {**relay.stats.snapshot(), **(relay.stats.proxy_snapshot() or {})}
+    assert reply.status == 200 and counts["remote_requests_failed"] == 1
+    if v8:
+        text = b"node failed to process Request on remote node at 127.0.0.1:4012: not leader"
+        assert text in reply.body and reply.served_by == "127.0.0.1:4012"
+        assert counts["remote_requests"] == 1
+    else:
+        assert reply.body == b'{"results":[],"error":"not leader"}' and reply.served_by is None
+        assert counts["remote_requests"] == 0
