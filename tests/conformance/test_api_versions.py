@@ -162,8 +162,9 @@ def test_raft_index_and_qualified_columns(follow, version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_associative_execute(follow, version: str) -> None:
-    """``/db/execute?associative``: v9+ answer counts with ``"rows": null`` and RETURNING
-    rows as objects, as ``/db/request`` does; v8's execute ignores the flag."""
+    """``/db/execute?associative`` (and ``blob_array``): v9+ answer counts with ``"rows":
+    null`` and RETURNING rows as objects (BLOBs as arrays of bytes), as ``/db/request``
+    does; v8's execute ignores both flags."""
     url = follow(version)["leader"]
     table = f"t_as_{version.replace('.', '_')}"
     execute(url, [f"CREATE TABLE IF NOT EXISTS {table} (a)"])
@@ -178,6 +179,12 @@ def test_associative_execute(follow, version: str) -> None:
     else:
         assert ret["columns"] == ["a"] and ret["values"] == [[7]]
         assert "rows" not in ins
+    blobs = f"{table}_b"
+    execute(url, [f"CREATE TABLE IF NOT EXISTS {blobs} (b BLOB)"])
+    (got,) = execute(url, [f"INSERT INTO {blobs}(b) VALUES (x'0102') RETURNING b"], "?blob_array")[
+        "results"
+    ]
+    assert got["values"] == ([[[1, 2]]] if _major(version) >= 9 else [["AQI="]])
 
 
 @pytest.mark.parametrize("version", VERSIONS)
