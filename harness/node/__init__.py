@@ -16,7 +16,11 @@ Modules, one job each:
 - :mod:`.database`   the SQLite state machine and rqlite's result shapes
 - :mod:`.dump`       the SQL dump of ``/db/backup?fmt=sql``
 - :mod:`.raft`       the PySyncObj state machine, snapshots, waiting for outcomes
+- :mod:`.rules`      what the followed version decides before a request runs (rewriting
+  per endpoint, the read path per level, refused PRAGMAs, freshness)
 - :mod:`.forward`    forwarding requests from a follower to the leader over HTTP
+- :mod:`.relay`      handing a request to the leader and answering as rqlite does
+- :mod:`.write_queue` queued writes (``/db/execute?queue``)
 - :mod:`.api`        ``/db/execute``, ``/db/query``, ``/db/request``
 - :mod:`.admin`      ``/status``, ``/nodes``, ``/readyz``, ``/leader``, ``/db/backup``,
   ``/db/load``, ``/remove``

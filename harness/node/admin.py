@@ -1,6 +1,8 @@
 """The cluster endpoints of rqlite's API: ``/status``, ``/nodes``, ``/readyz``, ``/leader``,
 ``/db/backup``, ``/db/load``, ``/remove`` and ``/debug/vars`` (shapes checked against
-v8.36.18; the version reported is that of the rqlite release the node follows).
+v8.36.18; what v9 and v10 add read in their ``http/service.go``: ``/readyz``'s ``[+]db
+ok``, ``GET /leader``, the ``proxy`` counters; the version reported is that of the rqlite
+release the node follows).
 
 :class:`ClusterEndpoints` is a mixin of :class:`harness.node.api.NodeService`; it uses the
 service's ``cfg``, ``store``, ``db``, ``clock``, ``started``, ``leader()`` and
@@ -50,6 +52,7 @@ class ClusterEndpoints:
     clock: Any
     started: float
     version: Any  # the RqliteVersion followed
+    api: Any  # its versions.Api
     build_version: str
     stats: Any  # HttpStats
     leader: Callable[[], tuple[str, str, str] | None]
@@ -58,15 +61,28 @@ class ClusterEndpoints:
 
     # -- /readyz /status /nodes /leader -------------------------------------------------------
     def readyz(self, params: QueryParams) -> Reply:
+        """rqlite's ``handleReadyz``: the node, a leader, the store; with ``sync`` also that
+        this node's commit index reached the leader's (``Committed``, bounded by
+        ``timeout``); v10 last runs ``SELECT 1`` (``[+]db ok``)."""
+        plain = "text/plain; charset=utf-8"
         if params.flag("noleader"):
-            return Reply(200, b"[+]node ok", "text/plain; charset=utf-8")
+            return Reply(200, b"[+]node ok", plain)
         if self.leader() is None:
-            return Reply(503, b"[+]node ok\n[+]leader does not exist", "text/plain; charset=utf-8")
+            return Reply(503, b"[+]node ok\n[+]leader does not exist", plain)
         if not self.store.isReady():
-            return Reply(
-                503, b"[+]node ok\n[+]leader ok\n[+]store not ready", "text/plain; charset=utf-8"
-            )
-        return Reply(200, b"[+]node ok\n[+]leader ok\n[+]store ok", "text/plain; charset=utf-8")
+            return Reply(503, b"[+]node ok\n[+]leader ok\n[+]store not ready", plain)
+        text = "[+]node ok\n[+]leader ok\n[+]store ok"
+        if params.flag("sync"):
+            if not self.store.wait_committed(params.duration("timeout", 30.0)):
+                failed = f"{text}\n[+]sync timeout waiting for commit index"
+                return Reply(503, failed.encode(), plain)
+            text += "\n[+]sync ok"
+        if self.api.readyz_db_check:
+            ok = self.db.query([Statement("SELECT 1")], False)[0].get("values") == [[1]]
+            text += "\n[+]db ok" if ok else "\n[+]db not ok"
+            if not ok:
+                return Reply(503, text.encode(), plain)
+        return Reply(200, text.encode(), plain)
 
     def status(self, params: QueryParams) -> Reply:
         st = self.store.raft_stats()
@@ -112,8 +128,16 @@ class ClusterEndpoints:
     def nodes(self, params: QueryParams) -> Reply:
         """Every member, probed over HTTP (``/readyz?noleader``) for reachability, round-trip
         time and version; ``?ver=2`` lists them, otherwise they are keyed by id."""
+        members = sorted(self.cfg.members, key=lambda m: m.node_id)
+        listed = self._probed(members, params.duration("timeout", 1.0))
+        out: Any = (
+            {"nodes": listed} if params.raw.get("ver") == "2" else {e["id"]: e for e in listed}
+        )
+        return json_reply(out, pretty=params.flag("pretty"))
+
+    def _probed(self, members: list[Peer], timeout: float) -> list[dict[str, Any]]:
+        """``members`` as ``/nodes`` describes them, each probed over HTTP."""
         lead = self.leader()
-        timeout = params.duration("timeout", 1.0)
 
         def probe(member: Peer) -> tuple[bool, float, str, str]:
             t0 = time.perf_counter()
@@ -134,7 +158,6 @@ class ClusterEndpoints:
                 if conn is not None:
                     conn.close()
 
-        members = sorted(self.cfg.members, key=lambda m: m.node_id)
         with ThreadPoolExecutor(max_workers=len(members)) as pool:
             probes = list(pool.map(probe, members))
         listed: list[dict[str, Any]] = []
@@ -154,18 +177,16 @@ class ClusterEndpoints:
             if err:
                 entry["error"] = err
             listed.append(entry)
-        out: Any = (
-            {"nodes": listed} if params.raw.get("ver") == "2" else {e["id"]: e for e in listed}
-        )
-        return json_reply(out, pretty=params.flag("pretty"))
+        return listed
 
-    def leader_info(self) -> Reply:
+    def leader_info(self, params: QueryParams) -> Reply:
+        """``GET /leader`` (v9 and later): the leader as ``/nodes`` describes a node."""
         lead = self.leader()
         if lead is None:
             return text_reply(503, "leader not found")
-        return json_reply(
-            {"leader": {"node_id": lead[0], "addr": lead[1], "api_addr": f"http://{lead[2]}"}}
-        )
+        member = next(m for m in self.cfg.members if m.node_id == lead[0])
+        (entry,) = self._probed([member], params.duration("timeout", 1.0))
+        return json_reply(entry, pretty=params.flag("pretty"))
 
     # -- /db/backup /db/load /remove ----------------------------------------------------------
     def backup(self, params: QueryParams, query: str, headers: Any) -> Reply:
@@ -206,6 +227,9 @@ class ClusterEndpoints:
         key order; ``?key=NAME`` keeps one): the command line and the HTTP counters, under
         the names of the rqlite version followed (:mod:`.stats`)."""
         variables = {"cmdline": sys.argv, "http": dict(sorted(self.stats.snapshot().items()))}
+        proxy = self.stats.proxy_snapshot()
+        if proxy is not None:
+            variables["proxy"] = dict(sorted(proxy.items()))
         wanted = params.raw.get("key")
         lines = [
             f"{json.dumps(k)}: {json.dumps(v)}"
@@ -216,17 +240,26 @@ class ClusterEndpoints:
         return Reply(200, body.encode("utf-8"), "application/json; charset=utf-8")
 
     def remove(self, body: bytes) -> Reply:
-        """``DELETE /remove {"id": ...}``: an id that is not a member is a no-op (200)."""
+        """``DELETE /remove {"id": ...}``: the body an object of exactly one string, ``id``
+        (else 400); an id that is not a member is a no-op the leader accepts (200, or 503
+        ``leader not found`` when none is known)."""
+        bad = Reply(400, b"", "text/plain; charset=utf-8")
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            return Reply(400, b"", "text/plain; charset=utf-8")
-        node_id = data.get("id") if isinstance(data, dict) else None
-        if not isinstance(node_id, str):
-            return Reply(400, b"", "text/plain; charset=utf-8")
+            return bad
+        if not isinstance(data, dict) or len(data) != 1 or not isinstance(data.get("id"), str):
+            return bad
+        node_id = data["id"]
         if any(m.node_id == node_id for m in self.cfg.members):
             return text_reply(503, STATIC_MEMBERSHIP.format(id=node_id))
-        return Reply(200, b"", "text/plain; charset=utf-8")
+        lead = self.leader()
+        if lead is None:
+            return text_reply(503, "leader not found")
+        served_by = self.cfg.http_addr if lead[0] == self.cfg.node_id else lead[1]
+        return Reply(
+            200, b"", "text/plain; charset=utf-8", served_by=served_by if self.api.proxy else None
+        )
 
 
 def _is_database(image: bytes) -> bool:

@@ -13,6 +13,11 @@ the same bodies to v8.36.18).
   ``unsupported type X`` with X the number as written or Go's name of its type.
 - ``Content-Type: text/plain`` on ``/db/execute`` and ``/db/query``: the body is one SQL
   string (which may hold several statements).
+- Text as Go's ``encoding/json`` decodes it: bytes that are not UTF-8 inside a JSON string
+  become U+FFFD, one per byte (outside a string they are not JSON), and a ``\\u`` escape
+  of a UTF-16 surrogate that is not half of a pair becomes U+FFFD too (Python's ``json``
+  would keep it, and SQLite could not take it). A ``text/plain`` body reaches rqlite's
+  SQLite as raw bytes; here its bad bytes become U+FFFD.
 - A string argument shaped like a blob literal binds as a BLOB of its bytes (rqlite
   >= 8.31: ``http/request_parser.go``, ``case string``, through ``ParseHex`` in
   ``db/state.go``): after trimming what Go's ``strings.TrimSpace`` trims, ``x'`` or ``X'``,
@@ -22,6 +27,7 @@ the same bodies to v8.36.18).
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from typing import Any, NoReturn
@@ -43,6 +49,19 @@ GO_SPACE = (
     + ("\u2028\u2029\u202f\u205f\u3000")
 )
 _HEX_DIGITS = re.compile(r"(?:[0-9a-fA-F]{2})*")
+#: a ``\\u`` escape of a surrogate somewhere in the body (a cheap test before a walk)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_GO_REPLACE = "rqueue-go-utf8-replace"
+
+
+def _go_replace(exc: UnicodeError) -> tuple[str, int]:
+    """Go's decoding of bytes that are not UTF-8: one U+FFFD per byte."""
+    assert isinstance(exc, UnicodeDecodeError)
+    return "\ufffd" * (exc.end - exc.start), exc.end
+
+
+codecs.register_error(_GO_REPLACE, _go_replace)
 
 
 class _Num(str):
@@ -96,19 +115,30 @@ def parse(
     8.31, :func:`blob_literal`)."""
     if plain_ok and is_text_plain(content_type):
         return [Statement(body.decode("utf-8", errors="replace"))]
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RequestError(INVALID_JSON) from None
+    text = body.decode("utf-8", errors=_GO_REPLACE)  # U+FFFD is not JSON outside a string
     start = _WS.match(text).end()  # type: ignore[union-attr]
     if start == len(text):
         raise RequestError(INVALID_JSON)
     if text[start] == "{":
         raise RequestError(INVALID_REQUEST)
+    lone = _SURROGATE_ESCAPE.search(text) is not None
     try:
-        return _statements(_decode(_FAST, text, start), hex_blobs)
+        return _statements(_go_text(_decode(_FAST, text, start), lone), hex_blobs)
     except _NeedRaw:
-        return _statements(_decode(_RAW, text, start), hex_blobs)
+        return _statements(_go_text(_decode(_RAW, text, start), lone), hex_blobs)
+
+
+def _go_text(data: Any, lone: bool) -> Any:
+    """``data`` with every unpaired surrogate (``lone``: the body escapes one) as U+FFFD."""
+    if not lone:
+        return data
+    if type(data) is str:  # not a number kept as written (_Num)
+        return _SURROGATE.sub("\ufffd", data)
+    if isinstance(data, list):
+        return [_go_text(v, lone) for v in data]
+    if isinstance(data, dict):
+        return {_go_text(k, lone): _go_text(v, lone) for k, v in data.items()}
+    return data
 
 
 def _decode(decoder: json.JSONDecoder, text: str, start: int) -> list:

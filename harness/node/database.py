@@ -2,8 +2,9 @@
 
 Results use rqlite's shapes (``command/encoding/json.go``): a write gives
 ``{"last_insert_id", "rows_affected"}``, a read ``{"columns", "types", "values"}``,
-a failed statement ``{"error"}``. :func:`render` drops empty fields exactly as rqlite's
-``omitempty`` does. The database lives in memory and is rebuilt from the Raft journal
+a failed statement ``{"error"}`` (a failed read, in associative form, ``{"rows": [],
+"error"}``). :func:`render` drops empty fields exactly as rqlite's ``omitempty`` does.
+The database lives in memory and is rebuilt from the Raft journal
 (and the last snapshot) when a node starts.
 """
 
@@ -35,6 +36,7 @@ from .sqlexec import (
 )
 from .statements import Statement
 from .values import rows_result
+from .versions import V10_API, Api
 
 READ_ONLY_VIOLATION = "attempt to change database via query operation"
 _VFS_IDS = itertools.count(1)
@@ -51,8 +53,10 @@ def _rows_from(description: tuple, rows: list) -> Result:
     return rows_result(description, rows)
 
 
-def _error(message: str) -> Result:
-    return {"kind": "error", "error": message}
+def _error(message: str, read: bool = False) -> Result:
+    """A failed statement; ``read``: rqlite reported it as a read's (``QueryRows.Error``),
+    which the associative form writes with ``"rows": []``."""
+    return {"kind": "error", "error": message, "read": read}
 
 
 class _ClockVFS(apsw.VFS):
@@ -70,9 +74,12 @@ class _ClockVFS(apsw.VFS):
 
 class Database:
     """One in-memory SQLite database, serialised by a lock (writes come from the Raft
-    thread, reads from HTTP threads). ``now`` is the clock SQLite's date functions read."""
+    thread, reads from HTTP threads). ``now`` is the clock SQLite's date functions read;
+    ``api`` the rqlite version's behaviour (whether ``EXPLAIN`` reads, how a read that
+    would write fails)."""
 
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, now: Callable[[], float] = time.time, api: Api = V10_API) -> None:
+        self._api = api
         self._vfs = _ClockVFS(f"rqueue-clock-{next(_VFS_IDS)}", now)
         self._conn = self._open()
         self._lock = threading.RLock()
@@ -118,9 +125,11 @@ class Database:
                 except _NotPrepared as exc:  # rqlite: such a statement fails alone, even in a tx
                     res = _error(str(exc))
                 except apsw.Error as exc:
-                    res = _error(str(exc))
+                    # a read of /db/request fails as a read (rqlite: createEQQueryResponse)
+                    read = mixed and not stmt.returning and bool(self._read_only_locked(stmt))
+                    res = _error(str(exc), read)
                     failed = True
-                if timings:
+                if timings and res["kind"] != "error":
                     res["time"] = time.perf_counter() - start
                 results.append(res)
                 if failed and tx:
@@ -139,9 +148,14 @@ class Database:
             deadline.disarm()
         try:
             if mixed:
-                return self._mixed_one(stmt)
+                res = self._mixed_one(stmt)
+                if stmt.returning:
+                    res.pop("tables", None)  # rqlite qualifies the columns of reads only
+                return res
             if stmt.returning:
-                return self._query_one(stmt, read_only=False)
+                res = self._query_one(stmt, read_only=False)
+                res.pop("tables", None)
+                return res
             return self._exec_one(stmt)
         except apsw.InterruptError:
             if not deadline.expired():
@@ -216,7 +230,7 @@ class Database:
             check_named_fit(cursor, bindings)
             read_only = read_only and cursor.is_readonly
             if read_only or stmt.returning:
-                described = cursor.get_description()
+                described = cursor.description_full
             return True
 
         cur.exec_trace = trace
@@ -241,9 +255,12 @@ class Database:
         }
 
     def is_read_only(self, stmt: Statement) -> bool:
-        """Whether the statement (its first, if several) only reads (SQLite's
-        ``sqlite3_stmt_readonly``); one that does not prepare counts as a write, so it goes
-        through the log and fails there."""
+        """Whether rqlite counts the statement (its first, if several) as a read when it
+        decides how to serve a ``/db/request`` (``RORWCount``): SQLite's
+        ``sqlite3_stmt_readonly``, or marked ``EXPLAIN`` by the processing (v9+); one that
+        does not prepare counts as a write, so it goes through the log and fails there."""
+        if stmt.explain:
+            return True
         with self._lock:
             return bool(self._read_only_locked(stmt))
 
@@ -293,24 +310,33 @@ class Database:
                         raise apsw.InterruptError(QUERY_TIMEOUT)
                     res = self._query_one(stmt, read_only=True)
                 except WriteInQuery:
-                    res = _error(READ_ONLY_VIOLATION)
+                    res = _error(READ_ONLY_VIOLATION, read=True)
                 except apsw.InterruptError as exc:
-                    res = _error(QUERY_TIMEOUT if deadline.expired() else str(exc))
+                    res = _error(QUERY_TIMEOUT if deadline.expired() else str(exc), read=True)
+                except apsw.ReadOnlyError as exc:
+                    # v10 reads on a query_only connection and remaps SQLite's refusal
+                    message = READ_ONLY_VIOLATION if self._api.query_only_reads else str(exc)
+                    res = _error(message, read=True)
                 except apsw.Error as exc:
-                    res = _error(str(exc))
-                if timings:
+                    res = _error(str(exc), read=True)
+                if timings and res["kind"] != "error":
                     res["time"] = time.perf_counter() - start
                 results.append(res)
         return results
 
     def _query_one(self, stmt: Statement, read_only: bool) -> Result:
+        # an EXPLAIN passes a read's check when marked (v9), or always on v10's query_only
+        # connection (it writes nothing)
+        explain_ok = read_only and (stmt.explain or self._api.query_only_reads)
         bindings = fast_bindings(stmt)
         if bindings is not SLOW:
             try:
-                return run_rows(self._conn, stmt.sql, bindings, refuse_writes=read_only)
+                return run_rows(
+                    self._conn, stmt.sql, bindings, refuse_writes=read_only, explain_ok=explain_ok
+                )
             except (apsw.BindingsError, KeyError):
                 pass  # the arguments do not fit: nothing ran; rqlite's rules below
-        return query_slow(self._conn, stmt, read_only_conn=read_only)
+        return query_slow(self._conn, stmt, read_only_conn=read_only, explain_ok=explain_ok)
 
     # -- snapshots ---------------------------------------------------------------------
     def serialize(self) -> bytes:
@@ -327,7 +353,10 @@ class Database:
 
 
 def render(result: Result, associative: bool = False, in_request: bool = False) -> dict:
-    """One result as rqlite's JSON: empty fields left out (Go's ``omitempty``)."""
+    """One result as rqlite's JSON (``command/encoding/json.go``): empty fields left out
+    (Go's ``omitempty``), keys in its structs' order. ``associative``: rows as objects,
+    a read's error with ``"rows": []``, and in a request a write's counts with
+    ``"rows": null``."""
     kind = result.get("kind")
     out: dict[str, Any] = {}
     if kind == "rows":
@@ -335,10 +364,9 @@ def render(result: Result, associative: bool = False, in_request: bool = False) 
             cols = result["columns"]
             order = sorted(range(len(cols)), key=cols.__getitem__)
             types = result["types"]
-            out["types"] = {cols[i]: types[i] for i in order} or None
+            if cols:
+                out["types"] = {cols[i]: types[i] for i in order}
             out["rows"] = [{cols[i]: row[i] for i in order} for row in result["values"]]
-            if out["types"] is None:
-                del out["types"]
         else:
             for key in ("columns", "types", "values"):
                 if result.get(key):
@@ -347,10 +375,22 @@ def render(result: Result, associative: bool = False, in_request: bool = False) 
         for key in ("last_insert_id", "rows_affected"):
             if result.get(key):
                 out[key] = result[key]
-        if associative and in_request:
-            out["rows"] = None
     elif kind == "error":
+        if associative and result.get("read"):
+            out["rows"] = []
         out["error"] = result["error"]
     if result.get("time"):
         out["time"] = result["time"]
+    if kind == "exec" and associative and in_request:
+        out["rows"] = None
     return out
+
+
+def qualified(result: Result) -> Result:
+    """``result`` with its columns named ``table.column`` where SQLite knows the column's
+    table (rqlite v10's ``qualify_columns``: ``sqlite3_column_table_name``)."""
+    tables = result.get("tables")
+    if result.get("kind") != "rows" or not tables:
+        return result
+    cols = [f"{t}.{c}" if t else c for c, t in zip(result["columns"], tables, strict=True)]
+    return {**result, "columns": cols}

@@ -23,6 +23,12 @@ import time
 from collections.abc import Callable
 
 FORWARDED_HEADER = "X-Rqueue-Forwarded-By"
+#: which statements (their indexes, comma-separated) the receiving node marked as queries
+#: (rqlite's ``ForceQuery``: a write with ``RETURNING`` its parser found), so the leader
+#: answers them as the receiving node decided; the statements come already processed
+FORCE_QUERY_HEADER = "X-Rqueue-Force-Query"
+#: likewise the statements it marked ``EXPLAIN`` (rqlite's ``SqlExplain``, v9+)
+EXPLAIN_HEADER = "X-Rqueue-Explain"
 #: seconds to open a connection to the leader; a reachable node accepts in well under a
 #: millisecond (the kernel completes the handshake even for a paused process), so a longer
 #: wait means SYNs are being dropped
@@ -97,6 +103,7 @@ class Forwarder:
         body: bytes | None,
         timeout: float | None = None,
         still_leader: Callable[[], bool] | None = None,
+        extra_headers: dict[str, str] | None = None,
     ) -> tuple[int, str, bytes]:
         """Send one request to ``addr`` (HOST:PORT); return (status, content type, body).
 
@@ -105,7 +112,7 @@ class Forwarder:
         once it returns False."""
         conn = self._conn(addr)
         deadline = time.monotonic() + (timeout or self._timeout)
-        headers = {FORWARDED_HEADER: self._node_id}
+        headers = {FORWARDED_HEADER: self._node_id, **(extra_headers or {})}
         if body is not None:
             headers["Content-Type"] = "application/json"
         try:

@@ -27,11 +27,10 @@ from .statements import QueryParams, RequestError
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
-#: rqlite sends these on every answer
+#: rqlite sends these on every answer (``addAllowHeaders``, with no credentials configured:
+#: the node has none; with them rqlite adds ``Authorization`` and ``-Credentials: true``)
 _CORS = (
-    "Access-Control-Allow-Credentials: true\r\n"
-    "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
-    "Access-Control-Allow-Methods: OPTIONS, GET, POST"
+    "Access-Control-Allow-Methods: OPTIONS, GET, POST\r\nAccess-Control-Allow-Headers: Content-Type"
 )
 
 Route = Callable[["Handler", str, QueryParams, str, bytes], Reply]
@@ -59,7 +58,6 @@ _ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("/status", ("GET",), lambda h, m, p, q, b: h.service.status(p)),
     ("/nodes", ("GET",), lambda h, m, p, q, b: h.service.nodes(p)),
     ("/readyz", ("GET",), lambda h, m, p, q, b: h.service.readyz(p)),
-    ("/leader", ("GET",), lambda h, m, p, q, b: h.service.leader_info()),
 ]
 #: exact paths, any method (rqlite serves its expvar page so)
 _EXACT: dict[str, Route] = {"/debug/vars": lambda h, m, p, q, b: h.service.debug_vars(p)}
@@ -175,6 +173,11 @@ class Handler(BaseHTTPRequestHandler):
                 return handle(self, method, params, query, body)
         if path in _EXACT:
             return _EXACT[path](self, method, self._counted(path, query), query, body)
+        if path == "/leader" and self.service.api.leader_endpoint:  # v9+ (v8: 404)
+            params = self._counted(path, query)
+            if method != "GET":  # POST (a stepdown) is not something the node can do
+                return Reply(405, b"", "text/plain; charset=utf-8")
+            return self.service.leader_info(params)
         if path in ("", "/"):
             return Reply(302, b"", "text/html; charset=utf-8", "/status")
         return Reply(404, b"", "text/plain; charset=utf-8")

@@ -26,7 +26,8 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
@@ -34,6 +35,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from .config import NodeConfig
 from .database import Database, Result
 from .raft_transport import LinkTransport
+from .rules import is_stale_read
 from .statements import Statement
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,9 @@ TIMEOUT_MESSAGE = "timed out enqueuing operation"
 LEADERSHIP_LOST = "leadership lost while committing log"
 
 STATE_NAMES = {0: "Follower", 1: "Candidate", 2: "Leader"}
+#: the longest election timeout (:func:`sync_conf`); a follower that has not heard from its
+#: leader for this long no longer names it
+LEADER_SILENCE = 1.6
 #: how often the journal's size is looked at, and the pause after asking for a compaction
 _SIZE_CHECK_PERIOD = 0.5
 _COMPACTION_BACKOFF = 10.0
@@ -64,6 +69,15 @@ class NotApplied(Exception):
 
 class CommitUnknown(Exception):
     """The entry may or may not be applied (now or later)."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """An entry's outcome on the node that proposed it: its results and its log index
+    (rqlite's ``raft_index``)."""
+
+    results: list[Result] | None
+    index: int
 
 
 def sync_conf(data_dir: str, compaction_entries: int, on_state: Any) -> dict[str, Any]:
@@ -78,7 +92,7 @@ def sync_conf(data_dir: str, compaction_entries: int, on_state: Any) -> dict[str
         # no PreVote to stop that deposing a healthy leader; 0.8-1.6 s still fails over
         # well within 3 s
         "raftMinTimeout": 0.8,
-        "raftMaxTimeout": 1.6,
+        "raftMaxTimeout": LEADER_SILENCE,
         "appendEntriesPeriod": 0.1,
         "commandsWaitLeader": False,  # no leader: fail at once (definite), do not queue
         "journalFile": os.path.join(data_dir, "raft.journal"),
@@ -101,10 +115,15 @@ def bind_address(raft_addr: str) -> str:
 class RaftStore(SyncObj):
     """The replicated SQL state machine of one node."""
 
-    def __init__(self, cfg: NodeConfig, db: Database) -> None:
+    def __init__(self, cfg: NodeConfig, db: Database, now: Callable[[], float] = time.time) -> None:
         self._cfg = cfg
         self._db = db
+        self._now = now  # the node's wall clock (offset included), as rqlite's time.Now
         self._last_leader_contact = 0.0
+        # rqlite's fsmUpdateTime and appendedAtTime: when this node last applied an entry
+        # (its clock) and when the leader appended that entry (the leader's clock)
+        self._fsm_update_time: float | None = None
+        self._appended_at: float | None = None
         self._next_size_check = 0.0
         # requests waiting for their entries; failed at once when this node stops leading
         self._waiting: dict[int, tuple[threading.Event, dict[str, Any]]] = {}
@@ -126,9 +145,16 @@ class RaftStore(SyncObj):
 
     # -- the state machine ----------------------------------------------------------------
     @replicated
-    def _apply(self, entry: tuple) -> list[Result] | None:
-        """Apply one committed entry. Never raises: an exception here would make PySyncObj
-        retry the same entry forever."""
+    def _apply(self, entry: tuple) -> tuple[int, list[Result] | None]:
+        """Apply one committed entry; its log index and results. Never raises: an exception
+        here would make PySyncObj retry the same entry forever."""
+        index = self.raftLastApplied + 1  # PySyncObj counts an entry applied after this
+        self._fsm_update_time = self._now()
+        if len(entry) > 6:  # the leader's clock when it appended the entry
+            self._appended_at = entry[6]
+        return index, self._run_entry(entry)
+
+    def _run_entry(self, entry: tuple) -> list[Result] | None:
         kind, origin, wire, tx, timings = entry[:5]
         db_timeout = entry[5] if len(entry) > 5 else 0.0  # rqlite's ?db_timeout, if given
         try:
@@ -157,7 +183,7 @@ class RaftStore(SyncObj):
         timings: bool,
         timeout: float,
         db_timeout: float = 0.0,
-    ) -> list[Result] | None:
+    ) -> Applied:
         """Append one entry and wait for its outcome; see the module docstring."""
         done = threading.Event()
         box: dict[str, Any] = {}
@@ -170,9 +196,8 @@ class RaftStore(SyncObj):
                 box["res"], box["err"] = res, err
                 done.set()
 
-        entry: tuple = (kind, self._cfg.node_id, [s.to_wire() for s in stmts], tx, timings)
-        if db_timeout > 0:
-            entry += (db_timeout,)
+        wire = [s.to_wire() for s in stmts]
+        entry = (kind, self._cfg.node_id, wire, tx, timings, db_timeout, self._now())
         with self._waiting_lock:
             self._waiting[key] = (done, box)
         try:
@@ -186,7 +211,8 @@ class RaftStore(SyncObj):
                 self._waiting.pop(key, None)
         err = box["err"]
         if err == FAIL_REASON.SUCCESS:
-            return box["res"]
+            index, results = box["res"]
+            return Applied(results, index)
         if err in _DEFINITE:
             raise NotApplied(_DEFINITE[err])
         raise CommitUnknown(LEADERSHIP_LOST)
@@ -208,8 +234,11 @@ class RaftStore(SyncObj):
         and log matching would make the two logs equal up to there). Then every answer
         names the same retry point and the leader walks back to the match.
         """
-        if message.get("type") == "append_entries" and "transmission" not in message:
-            self._drop_conflicting_suffix(message)
+        if message.get("type") == "append_entries":
+            if message.get("term", -1) >= self.raftCurrentTerm:
+                self._last_leader_contact = time.monotonic()  # rqlite's LastContact
+            if "transmission" not in message:
+                self._drop_conflicting_suffix(message)
         super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
 
     def _drop_conflicting_suffix(self, message: dict) -> None:
@@ -265,8 +294,7 @@ class RaftStore(SyncObj):
 
     def _on_tick(self) -> None:
         now = time.monotonic()
-        leader = self._getLeader()
-        if leader is not None and (self._isLeader() or self.isNodeConnected(leader)):
+        if self._isLeader():
             self._last_leader_contact = now
         self._compact_if_big(now)
 
@@ -286,16 +314,52 @@ class RaftStore(SyncObj):
             self._next_size_check = now + _COMPACTION_BACKOFF
 
     def leader_raft_addr(self) -> str | None:
+        """The leader's Raft address as this node knows it; None when it knows none, or,
+        on a follower, when no leader was heard from for an election timeout (PySyncObj
+        keeps naming a leader it cannot reach until it can stand for election, which a
+        node cut off from everyone never does; rqlite's Raft forgets it then)."""
         leader = self._getLeader()
-        return leader.address if leader is not None else None
+        if leader is None:
+            return None
+        if not self._isLeader() and self.seconds_since_leader_contact() > LEADER_SILENCE:
+            return None
+        return leader.address
 
     def is_leader(self) -> bool:
         return self._isLeader()
 
     def seconds_since_leader_contact(self) -> float:
+        """Since the last ``append_entries`` (a heartbeat or entries) from a leader of the
+        current term reached this node (rqlite: hashicorp/raft's ``LastContact``)."""
         if self._last_leader_contact == 0.0:
             return float("inf")
         return time.monotonic() - self._last_leader_contact
+
+    def wait_committed(self, timeout: float) -> bool:
+        """rqlite's ``Committed`` (``/readyz?sync``): wait, at most ``timeout``, until this
+        node's commit index reaches the leader's as it is now (at least 1); whether it did."""
+        leader_commit = getattr(self, "_SyncObj__leaderCommitIndex", None)
+        target = max(1, self.raftCommitIndex if self._isLeader() else leader_commit or 0)
+        deadline = time.monotonic() + timeout
+        while self.raftCommitIndex < target:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)  # a poll with a deadline, as rqlite's PollTrue
+        return True
+
+    def is_stale_read(self, freshness: float, strict: bool) -> bool:
+        """rqlite's freshness test of a ``level=none`` read on this node
+        (:func:`harness.node.rules.is_stale_read`)."""
+        return is_stale_read(
+            leader=self._isLeader(),
+            since_contact=self.seconds_since_leader_contact(),
+            freshness=freshness,
+            strict=strict,
+            applied_index=self.raftLastApplied,
+            commit_index=self.raftCommitIndex,
+            fsm_update_time=self._fsm_update_time,
+            appended_at=self._appended_at,
+        )
 
     def state_name(self) -> str:
         # PySyncObj has no public accessor for the state; reading the int is thread-safe

@@ -16,6 +16,7 @@ from .config import NodeConfig, exposure_refusal, parse_args
 from .database import Database
 from .httpd import make_server
 from .raft import RaftStore
+from .versions import get as get_version
 
 log = logging.getLogger("harness.node")
 #: a shorter cluster secret is accepted with a warning
@@ -61,8 +62,8 @@ def run(cfg: NodeConfig) -> int:
         raise SystemExit(f"harness.node: {exc}") from None
     _check_bindable("--raft-addr", cfg.raft_addr)
     _check_bindable("--http-addr", cfg.http_addr)
-    db = Database(now=clock.now)
-    store = RaftStore(cfg, db)
+    db = Database(now=clock.now, api=get_version(cfg.rqlite_version).api)
+    store = RaftStore(cfg, db, clock.now)
     service = NodeService(cfg, store, db, clock)
     httpd = make_server(service)
     stopping = threading.Event()
@@ -87,6 +88,7 @@ def run(cfg: NodeConfig) -> int:
         httpd.serve_forever(poll_interval=0.2)
     finally:
         httpd.server_close()
+        service.close()
         store.destroy()
     return 0
 

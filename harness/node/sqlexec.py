@@ -212,9 +212,12 @@ def execute_slow(conn: apsw.Connection, stmt: Statement) -> dict[str, Any]:
     return {"kind": "exec", "last_insert_id": counts[0], "rows_affected": counts[1]}
 
 
-def query_slow(conn: apsw.Connection, stmt: Statement, read_only_conn: bool) -> dict[str, Any]:
+def query_slow(
+    conn: apsw.Connection, stmt: Statement, read_only_conn: bool, explain_ok: bool = False
+) -> dict[str, Any]:
     """Prepare every statement in ``stmt.sql`` and run the last: its rows. With
-    ``read_only_conn`` (rqlite's query connection) a write fails as it would there."""
+    ``read_only_conn`` (rqlite's query connection) a write fails as it would there (an
+    ``EXPLAIN``, which writes nothing, passes with ``explain_ok``)."""
     args = args_of(stmt)
     pieces = split(stmt.sql)
     start = 0
@@ -222,6 +225,8 @@ def query_slow(conn: apsw.Connection, stmt: Statement, read_only_conn: bool) -> 
         if is_empty(piece):
             continue
         count, names, read_only = param_info(conn, piece)
+        if explain_ok and not read_only and piece.lstrip()[:7].upper() == "EXPLAIN":
+            read_only = True
         if not read_only and read_only_conn:
             if k == 0:
                 raise WriteInQuery()
@@ -232,7 +237,7 @@ def query_slow(conn: apsw.Connection, stmt: Statement, read_only_conn: bool) -> 
                 f"not enough args to execute query: want {count} got {len(args) - start}"
             )
         if k == len(pieces) - 1:
-            return run_rows(conn, piece, _bind(count, names, args, start))
+            return run_rows(conn, piece, _bind(count, names, args, start), explain_ok=explain_ok)
         start += count
     return {"kind": "rows", "columns": [], "types": [], "values": []}
 
@@ -247,19 +252,25 @@ def check_named_fit(cursor: apsw.Cursor, bindings: Any) -> None:
 
 
 def run_rows(
-    conn: apsw.Connection, sql: str, bindings: Any, refuse_writes: bool = False
+    conn: apsw.Connection,
+    sql: str,
+    bindings: Any,
+    refuse_writes: bool = False,
+    explain_ok: bool = False,
 ) -> dict[str, Any]:
     """Run one statement and return its rows result (:class:`WriteInQuery` if it would write
-    and ``refuse_writes``); text that is not valid UTF-8 comes back with U+FFFD in place of
-    the bad bytes, as rqlite's JSON encoder writes it."""
+    and ``refuse_writes``, unless it is an ``EXPLAIN`` and ``explain_ok``); text that is not
+    valid UTF-8 comes back with U+FFFD in place of the bad bytes, as rqlite's JSON encoder
+    writes it."""
     cur = conn.cursor()
     described: list[tuple] = []
 
     def trace(cursor: apsw.Cursor, _sql: str, _bindings: Any) -> bool:
         check_named_fit(cursor, bindings)
-        if refuse_writes and not cursor.is_readonly:
+        writes = not cursor.is_readonly and not (explain_ok and cursor.is_explain)
+        if refuse_writes and writes:
             raise WriteInQuery()
-        described[:] = [cursor.get_description()]
+        described[:] = [cursor.description_full]
         return True
 
     cur.exec_trace = trace

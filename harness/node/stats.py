@@ -1,4 +1,5 @@
-"""rqlite's HTTP counters, served at ``/debug/vars`` under the key ``http``.
+"""rqlite's HTTP counters, served at ``/debug/vars`` under the key ``http`` (and, from v9 on,
+the forwarding counters under ``proxy``).
 
 rqlite's HTTP service (``http/service.go``) keeps them in an expvar map and counts:
 
@@ -6,70 +7,35 @@ rqlite's HTTP service (``http/service.go``) keeps them in an expvar map and coun
   body or a refused login are counted too; a query string rqlite cannot parse is not):
   ``executions`` (``/db/execute``), ``queries`` (``/db/query``), ``requests``
   (``/db/request``), ``backups``, ``loads``, ``num_status``, ``num_readyz``;
-- ``auth_ok`` (``authOK`` before v10) each time a handler checks the caller's permission
-  and it passes, which, with no credentials configured, is once per request to
+- ``auth_ok`` (``authOK`` before v8.37) each time a handler checks the caller's
+  permission and it passes, which, with no credentials configured, is once per request to
   ``/db/*``, ``/status``, ``/nodes``, ``/readyz``, ``/remove`` and ``/debug/vars``;
   ``auth_fail`` (``authFail``) when it fails;
 - ``execute_stmts_rx``, ``query_stmts_rx``, ``request_stmts_rx``: the statements of a
-  request, once its body parsed;
-- ``remote_executions``, ``remote_queries``, ``remote_requests`` for each request handed
-  to the leader (also when that failed, which adds ``remote_*_failed``), ``remote_backups``
-  and ``remote_loads`` when that succeeded; ``leader_not_found`` when no leader was known.
+  request, once its body parsed; ``queued_executions*`` for ``?queue``
+  (:mod:`.write_queue`);
+- the requests handed to the leader: v8 in ``http``, ``remote_executions``,
+  ``remote_queries``, ``remote_requests`` for each (also when that failed, which adds
+  ``remote_*_failed``), ``remote_backups`` and ``remote_loads`` when that succeeded;
+  v9 and v10 in ``proxy`` (``proxy/proxy.go``): ``remote_*`` only when it succeeded,
+  ``remote_*_failed`` when it failed; ``leader_not_found`` when no leader was known.
 
 A request a follower hands to the leader reaches rqlite's leader over its cluster
 protocol, not over HTTP: the leader's HTTP counters do not see it. The embedded node
 forwards over HTTP, so it leaves such requests (:data:`.forward.FORWARDED_HEADER`) out.
 
-Names: v10 names every counter in snake case (``auth_ok``, measured); v8 and v9 call the
-two auth counters ``authOK`` and ``authFail``. The list is that of rqlite v8's
-``http/service.go``; counters of features the node lacks (queued writes, ``/boot``) stay 0.
+Which counters exist is each version's list (:attr:`.versions.Api.counters`, from its
+``ResetStats``); counters of features the node lacks (``/boot``, the UI, TLS) stay 0.
 """
 
 from __future__ import annotations
 
 import threading
 
-from .versions import RqliteVersion
+from .versions import PROXY_COUNTERS, RqliteVersion
 
-#: every counter, by its v10 name
-NAMES = (
-    "leader_not_found",
-    "executions",
-    "execute_stmts_rx",
-    "queued_executions",
-    "queued_executions_ok",
-    "queued_executions_num_stmts_rx",
-    "queued_executions_num_stmts_tx",
-    "queued_executions_no_leader",
-    "queued_executions_not_leader",
-    "queued_executions_leadership_lost",
-    "queued_executions_unknown_error",
-    "queued_executions_failed",
-    "queued_executions_wait",
-    "queries",
-    "query_stmts_rx",
-    "requests",
-    "request_stmts_rx",
-    "remote_executions",
-    "remote_executions_failed",
-    "remote_queries",
-    "remote_queries_failed",
-    "remote_requests",
-    "remote_requests_failed",
-    "remote_backups",
-    "remote_loads",
-    "remote_remove_node",
-    "num_readyz",
-    "num_status",
-    "backups",
-    "loads",
-    "loads_aborted",
-    "boot",
-    "auth_ok",
-    "auth_fail",
-)
-#: what v8 and v9 call the counters v10 renamed
-_BEFORE_V10 = {"auth_ok": "authOK", "auth_fail": "authFail"}
+#: what v8.36 calls the counters v8.37 renamed
+_BEFORE_V8_37 = {"auth_ok": "authOK", "auth_fail": "authFail"}
 #: path prefix -> the counter of requests to it
 PATH_COUNTERS = (
     ("/db/execute", "executions"),
@@ -96,10 +62,13 @@ class HttpStats:
     """The counters of one node, named as its rqlite version names them."""
 
     def __init__(self, version: RqliteVersion) -> None:
+        http = version.api.counters
         self._names = {
-            n: n if version.snake_case_counters else _BEFORE_V10.get(n, n) for n in NAMES
+            n: n if version.snake_case_counters else _BEFORE_V8_37.get(n, n) for n in http
         }
-        self._counts = dict.fromkeys(NAMES, 0)
+        self._proxy = PROXY_COUNTERS if version.api.proxy else ()
+        self._leader_checks = version.api.leader_endpoint  # GET /leader checks permission
+        self._counts = dict.fromkeys((*http, *self._proxy), 0)
         self._lock = threading.Lock()
 
     def add(self, counter: str, n: int = 1) -> None:
@@ -114,10 +83,21 @@ class HttpStats:
                 if path.startswith(prefix):
                     self._counts[counter] += 1
                     break
-            if path == "/debug/vars" or path.startswith(_PERMISSION_PREFIXES):
+            if (
+                path == "/debug/vars"
+                or path.startswith(_PERMISSION_PREFIXES)
+                or (path == "/leader" and self._leader_checks)
+            ):
                 self._counts["auth_ok"] += 1
 
     def snapshot(self) -> dict[str, int]:
-        """Every counter under the version's name."""
+        """Every ``http`` counter under the version's name."""
         with self._lock:
-            return {self._names[n]: v for n, v in self._counts.items()}
+            return {self._names[n]: self._counts[n] for n in self._names}
+
+    def proxy_snapshot(self) -> dict[str, int] | None:
+        """The ``proxy`` counters (v9 and later), None where the version has none."""
+        if not self._proxy:
+            return None
+        with self._lock:
+            return {n: self._counts[n] for n in self._proxy}

@@ -195,16 +195,21 @@ def infinity_sign(obj: Any) -> str | None:
 
 
 def rows_result(description: tuple, rows: list) -> dict[str, Any]:
-    """A rows result (columns, lower-cased declared types, rendered values) from a cursor's
-    description and its rows; untyped columns are named after the first row's values."""
-    columns = [name for name, _ in description]
-    types = [(decl or "").lower() for _, decl in description]
+    """A rows result (columns, lower-cased declared types, rendered values, and each
+    column's table where SQLite knows it) from a cursor's description (apsw's
+    ``description_full``, or ``(name, decltype)`` pairs) and its rows; untyped columns are
+    named after the first row's values."""
+    columns = [d[0] for d in description]
+    types = [(d[1] or "").lower() for d in description]
     convs = [converter(t) for t in types]
     values = [[c(v) for v, c in zip(row, convs, strict=False)] for row in rows]
     if rows and "" in types:
         first = rows[0]  # as SQLite gave it: 1.0 is a REAL even though it is written 1
         types = [t or _value_type(first[i]) for i, t in enumerate(types)]
-    return {"kind": "rows", "columns": columns, "types": types, "values": values}
+    out = {"kind": "rows", "columns": columns, "types": types, "values": values}
+    if description and len(description[0]) > 3:
+        out["tables"] = [d[3] or "" for d in description]
+    return out
 
 
 def _value_type(v: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -61,22 +62,30 @@ def test_a_wrong_method_is_405(urls: dict, method: str, path: str) -> None:
     assert call(method, urls["leader"], path).status == 405
 
 
-def test_answers_carry_rqlites_headers(urls: dict) -> None:
-    """CORS headers on every answer; a follower's forwarded answer names the leader."""
+def test_answers_carry_rqlites_headers(urls: dict, server_version) -> None:
+    """CORS headers on every answer (no credentials configured: ``Content-Type`` only); a
+    follower's forwarded answer names the leader's Raft address. From v9 on (``proxy``) an
+    answer a node gave itself names that node's HTTP address; v8 names only the leader of a
+    forwarded one."""
     lead_raft = call("GET", urls["leader"], "/status").json["store"]["addr"]
-    for method, path, body in [
-        ("GET", "/status", None),
-        ("POST", "/db/execute", ["SELECT 1"]),
-        ("POST", "/db/query", ["SELECT 1"]),
-        ("PUT", "/db/query", None),
+    proxy = server_version is None or server_version >= (9, 0, 0)
+    for method, path, body, served in [
+        ("GET", "/status", None, False),
+        ("POST", "/db/execute", ["SELECT 1"], proxy),
+        ("POST", "/db/query", ["SELECT 1"], proxy),
+        ("PUT", "/db/query", None, False),
     ]:
         direct = call(method, urls["leader"], path, body)
         assert direct.headers["Access-Control-Allow-Methods"] == "OPTIONS, GET, POST"
-        assert "X-Rqlite-Served-By" not in direct.headers
+        assert direct.headers["Access-Control-Allow-Headers"] == "Content-Type"
+        assert "Access-Control-Allow-Credentials" not in direct.headers
+        own = urlsplit(urls["leader"]).netloc
+        assert direct.headers.get("X-Rqlite-Served-By") == (own if served else None), path
     forwarded = call("POST", urls["followers"][0], "/db/execute", ["SELECT 1"])
     assert forwarded.headers["X-Rqlite-Served-By"] == lead_raft
     local = call("GET", urls["followers"][0], "/db/query?level=none&q=SELECT%201")
-    assert "X-Rqlite-Served-By" not in local.headers
+    own = urlsplit(urls["followers"][0]).netloc
+    assert local.headers.get("X-Rqlite-Served-By") == (own if proxy else None)
 
 
 def test_get_query_without_q_runs_nothing(urls: dict) -> None:

@@ -143,10 +143,11 @@ def test_escape_in_a_rewritten_statement_is_a_500_and_applies_nothing(make_clust
     assert "error" not in ok["results"][0]
 
 
-def test_random_is_rewritten_on_execute_only(make_cluster) -> None:
-    """rqlite v8.36.18 rewrites random() on /db/execute; on /db/request only time functions
-    (so a random() sent there is drawn by every node, and a LIKE ... ESCAPE next to it is
-    not re-printed: no 500)."""
+def test_random_on_request_is_rewritten_from_v10_only(make_cluster, server_version) -> None:
+    """random() is rewritten on /db/execute by every version; on /db/request v8 and v9 hand
+    ``norwrandom`` to the processor un-negated (``http/service.go``), so without it a
+    random() sent there is drawn by every node (and a LIKE ... ESCAPE next to it is not
+    re-printed: no 500), while v10 rewrites it (the ESCAPE then fails the request)."""
     c = make_cluster(nodes=3)
     table = f"t_{uuid.uuid4().hex[:8]}"
     lead = c.wait_for_leader(30.0)
@@ -154,14 +155,23 @@ def test_random_is_rewritten_on_execute_only(make_cluster) -> None:
     execute(lead.url, [f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, a)"])
     execute(follower.url, [f"INSERT INTO {table}(id, a) VALUES (1, random())"])
     assert len(set(_values_everywhere(c, table, 1).values())) == 1
+    v10 = server_version is None or server_version >= (10, 0, 0)
+    escape = f"INSERT INTO {table}(id, a) SELECT 3, random() WHERE 'x' LIKE '%!%' ESCAPE '!'"
+    r = call("POST", follower.url, "/db/request", [escape])
+    assert (r.status, r.text.strip()) == ((500, ESCAPE_500) if v10 else (200, r.text.strip()))
+    r = call(
+        "POST", follower.url, "/db/request", [f"INSERT INTO {table}(id, a) VALUES (2, random())"]
+    )
+    assert r.status == 200, r.text
+    drawn = set(_values_everywhere(c, table, 2).values())
+    assert len(drawn) == (1 if v10 else len(c.nodes()))
+    # the inversion: v8 and v9 rewrite random() on /db/request only with norwrandom
     r = call(
         "POST",
         follower.url,
-        "/db/request",
-        [
-            f"INSERT INTO {table}(id, a) VALUES (2, random())",
-            f"INSERT INTO {table}(id, a) SELECT 3, random() WHERE 'x' LIKE '%!%' ESCAPE '!'",
-        ],
+        "/db/request?norwrandom",
+        [f"INSERT INTO {table}(id, a) VALUES (4, random())"],
     )
     assert r.status == 200, r.text
-    assert len(set(_values_everywhere(c, table, 2).values())) == len(c.nodes())
+    drawn = set(_values_everywhere(c, table, 4).values())
+    assert len(drawn) == (len(c.nodes()) if v10 else 1)

@@ -207,6 +207,24 @@ def _cached_plan(sql: str, rewrite_random: bool, rewrite_time: bool, v: RqliteVe
     return _plan(sql, rewrite_random, rewrite_time, v)
 
 
+#: rqlite's processor parses a statement only when its lower-cased text holds one of these
+#: (``command/sql/processor.go``: ``ContainsTime``, ``ContainsRandom``,
+#: ``ContainsReturning``; v9+ also ``ContainsExplain``); else it is left as sent, unmarked,
+#: so ``julianday ('now')`` (a space before the parenthesis) alone is never rewritten
+_TIME_MARKS = ("time(", "date(", "julianday(", "unixepoch(", "timediff(")
+_RANDOM_MARKS = ("random(", "randomblob(")
+
+
+def _looked_at(sql: str, rewrite_random: bool, rewrite_time: bool, v: RqliteVersion) -> bool:
+    low = sql.lower()
+    return (
+        (rewrite_time and any(m in low for m in _TIME_MARKS))
+        or (rewrite_random and any(m in low for m in _RANDOM_MARKS))
+        or "returning " in low
+        or (v.api.explain_reads and "explain " in low)
+    )
+
+
 def _plan(sql: str, rewrite_random: bool, rewrite_time: bool, v: RqliteVersion) -> Plan:
     if not rewrite_random and not rewrite_time and "returning" not in sql.lower():
         return Plan((sql,), False, False, None)
@@ -333,6 +351,8 @@ def process(
     it; None for named ones) the values may come back as ``bound`` values instead of
     literals, where that is observably the same. Raises :class:`RewriteError` where
     rqlite answers HTTP 500."""
+    if not _looked_at(sql, rewrite_random, rewrite_time, get_version(version)):
+        return Processed(sql, None)
     p = plan(sql, rewrite_random, rewrite_time, version)
     if p.unchanged and p.error is None:
         return Processed(sql, p.returning)
