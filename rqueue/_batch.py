@@ -32,6 +32,7 @@ from urllib.parse import urlencode
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
 from ._models import Fuse, HttpCall, Result, Stmt
+from ._text import wire
 from ._wire import Outcome, classify_response
 
 #: most calls in one merged request, and most statements
@@ -211,17 +212,20 @@ def merge(calls: Sequence[HttpCall]) -> HttpCall:
     if len(calls) == 1:
         return calls[0]
     first = calls[0]
-    if any(c.query != first.query for c in calls):
-        raise ValueError("merge: calls with different query parameters cannot be merged")
+    if any(c.query != first.query or c.text_as_bytes != first.text_as_bytes for c in calls):
+        raise ValueError("merge: calls with different query parameters or wire forms")
     path = "/db/request" if any(c.path == "/db/request" for c in calls) else "/db/execute"
     stamps = [c.statements[0] for c in calls if c.stamped]
     head: tuple[Stmt, ...] = (stamps[0],) if stamps else ()
     what = f"{len(calls)} merged calls"
+    as_bytes = first.text_as_bytes
     fuser = first.fuser
     fusing = fuser is not None and all(c.fuser is fuser for c in calls)
     if not fusing or not any(s.fuse for c in calls for s in _own(c)):
         statements = head + tuple(s for c in calls for s in _own(c))
-        return HttpCall(path, statements, first.query, what=what, stamped=bool(stamps))
+        return HttpCall(
+            path, statements, first.query, what=what, stamped=bool(stamps), text_as_bytes=as_bytes
+        )
     out = list(head)
     places: list[list[tuple[int, Fuse | None]]] = []
     kinds: dict[tuple[int, int], list[tuple[list[tuple[int, Fuse | None]], int, Fuse]]] = {}
@@ -242,7 +246,15 @@ def merge(calls: Sequence[HttpCall]) -> HttpCall:
         for mine, i, f in items:
             mine[i] = (at, f)
     layout = tuple(tuple(m) for m in places)
-    return HttpCall(path, tuple(out), first.query, what=what, stamped=bool(stamps), layout=layout)
+    return HttpCall(
+        path,
+        tuple(out),
+        first.query,
+        what=what,
+        stamped=bool(stamps),
+        layout=layout,
+        text_as_bytes=as_bytes,
+    )
 
 
 def _rank(fuse: Fuse) -> tuple[int, int]:
@@ -414,9 +426,10 @@ def fragment(call: HttpCall) -> str:
     """``call``'s statements but its time stamp, as the items of a JSON list (no brackets).
 
     Always ``[sql, *params]``: merged fragments must share one form (rqlite < 8.24.8
-    refuses a body that mixes plain and parameterized statements).
+    refuses a body that mixes plain and parameterized statements); through
+    :func:`rqueue._text.wire`, as :meth:`HttpCall.body` does.
     """
-    return json.dumps([[s.sql, *s.params] for s in _own(call)])[1:-1]
+    return json.dumps([wire(s, call.text_as_bytes) for s in _own(call)])[1:-1]
 
 
 def merged_body(batch: Sequence[Waiting]) -> bytes:
@@ -426,7 +439,7 @@ def merged_body(batch: Sequence[Waiting]) -> bytes:
     stamped = next((w.call for w in batch if w.call.stamped), None)
     if stamped is not None:
         first = stamped.statements[0]
-        parts.insert(0, json.dumps([first.sql, *first.params]))
+        parts.insert(0, json.dumps(wire(first, stamped.text_as_bytes)))
     return ("[" + ",".join(p for p in parts if p) + "]").encode()
 
 

@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, before anything is sent (None: nothing)."""
+    from ._text import check as unicode_text
     from ._validate import MAX_LIMIT
 
     def seconds(name: str, value: float, *, allow_zero: bool = False) -> str | None:
@@ -169,6 +170,13 @@ def check(args: argparse.Namespace) -> str | None:
             return "--count needs --watch (without --watch, stats reads once)"
         if args.count is not None and args.count < 1:
             return f"--count: must be >= 1, got {args.count}"
+    for attr in ("group", "event", "dedup_id"):  # argv may carry lone surrogates
+        value = getattr(args, attr, None)
+        if value is not None:
+            try:
+                unicode_text("JSON" if attr == "event" else attr.replace("_", "-"), value)
+            except ValueError as exc:
+                return str(exc)
     if args.command == "publish":
         try:
             json.loads(args.event)

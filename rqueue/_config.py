@@ -102,6 +102,8 @@ class Settings:
     def core(self, detected: ServerInfo, statements_class: type[Statements]) -> QueueCore:
         """The queue's core for this server (or the version given as ``assume_version``)."""
         server = ServerInfo.from_version(self.assume_version) if self.assume_version else detected
+        # how strings bind is the server's own parsing, whatever protocol is assumed
+        text_as_bytes = detected.hex_blob_params and statements_class.text_as_bytes
         use_server = self.server_clock
         if use_server is None:
             use_server = server.time_rewriting
@@ -130,6 +132,7 @@ class Settings:
             leader_clock=leader_clock,
             on_dead_letter=self.on_dead_letter,
             queue=self.queue,
+            text_as_bytes=text_as_bytes,
         )
 
 

@@ -91,6 +91,7 @@ class QueueCore:
         leader_clock: LeaderClock | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
         queue: str | None = None,
+        text_as_bytes: bool = True,
     ) -> None:
         if read_consistency not in ("strong", "linearizable"):
             raise ValueError(
@@ -114,6 +115,8 @@ class QueueCore:
         self.on_dead_letter = on_dead_letter
         #: the queue's names: every statement sent is qualified by them (rqueue._queues)
         self.naming = _queues.Naming(queue)
+        #: text rqlite could take for a blob literal goes as bytes (rqueue._text)
+        self.text_as_bytes = text_as_bytes
         #: merged requests fuse claims and acks where the server's parser returns the rows
         #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`)
         statements.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
@@ -129,7 +132,9 @@ class QueueCore:
     def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall:
         query = (("level", self.read_consistency),)
         stmts = self.naming.stmts(stmts)
-        return HttpCall("/db/query", stmts, query, idempotent=True, what=what)
+        return HttpCall(
+            "/db/query", stmts, query, idempotent=True, what=what, text_as_bytes=self.text_as_bytes
+        )
 
     def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> HttpCall:
         """A write whose answer carries rows: a ``RETURNING`` write's, or a read's.
@@ -149,6 +154,7 @@ class QueueCore:
     ) -> HttpCall:
         """A write call; it starts with the time stamp when its statements read it."""
         s, stmts = self.statements, self.naming.stmts(stmts)
+        kw["text_as_bytes"] = self.text_as_bytes
         if kw.get("mergeable"):
             kw["fuser"] = self.naming.fuser(s.fuser)
         if s.needs_stamp(stmts):

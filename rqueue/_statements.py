@@ -103,6 +103,10 @@ class Statements(PublishStatements):
     from ``clock()`` on this worker (old rqlite without time rewriting).
     """
 
+    #: send text that rqlite (>= 8.31) could take for a blob literal as its bytes, cast
+    #: back to text (:mod:`rqueue._text`); a mutant subject turns it off
+    text_as_bytes: bool = True
+
     def __init__(
         self,
         *,

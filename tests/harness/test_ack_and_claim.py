@@ -220,6 +220,7 @@ NEXT = {
     "mutant-lifo": ("b", "a"),  # newest first
     "mutant-ack-wrong-row": ("a", "a"),  # b deleted instead, a released and leased again
     "mutant-subquery-now": ("a", "b"),  # right on one node; replicas may disagree
+    "mutant-blob-text": ("a", "b"),  # ordinary text: as rqueue
 }
 
 
