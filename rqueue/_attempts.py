@@ -141,8 +141,11 @@ class Attempts:
             self.endpoints.failed(url)
             return None
         if verdict.outcome is Outcome.UNKNOWN:
-            self.endpoints.failed(url)
-            raise OutcomeUnknown(f"{self.call.what}: outcome unknown: {self.last_failure}")
+            unknown = OutcomeUnknown(f"{self.call.what}: outcome unknown: {self.last_failure}")
+            unknown.statement_failed = verdict.statement_failed
+            if not verdict.statement_failed:  # a statement's error is not the node's fault
+                self.endpoints.failed(url)
+            raise unknown
         if verdict.auth_failed:
             raise Unavailable(f"{self.call.what}: {self.last_failure}")
         raise StatementError(f"{self.call.what}: {self.last_failure}")

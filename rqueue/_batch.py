@@ -33,7 +33,7 @@ from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
 from ._models import Fuse, HttpCall, Result, Stmt
 from ._text import wire
-from ._wire import Outcome, classify_response
+from ._wire import Outcome, Verdict, classify_response
 
 #: most calls in one merged request, and most statements
 MAX_CALLS = 64
@@ -69,9 +69,12 @@ class Failed:
 
 @dataclass(frozen=True)
 class Alone:
-    """The merged exchange certainly did not apply the call: send it alone."""
+    """The merged exchange certainly did not apply the call: send it alone.
+
+    ``poisoned``: a statement failed, so merging pauses (see :class:`Failed`)."""
 
     reason: str
+    poisoned: bool = False
 
 
 Settled = Done | Failed | Alone
@@ -175,7 +178,7 @@ class Coalescer:
         """A flight ended: give each call of ``batch`` but ``own`` its outcome, pause after a
         failed statement, and return whom to wake, in order: the next batch's sender first
         (the next request is on the critical path), then the settled callers."""
-        if any(isinstance(s, Failed) and s.poisoned for s in settled):
+        if any(isinstance(s, Failed | Alone) and s.poisoned for s in settled):
             self.pause(now)
         following = self.finished()
         wake = [following[0]] if following is not None else []
@@ -369,7 +372,7 @@ def answered(
     if verdict.outcome is Outcome.RETRY:
         endpoints.failed(url)
         return [Alone(failure) for _ in calls]
-    if verdict.outcome is Outcome.UNKNOWN:
+    if verdict.outcome is Outcome.UNKNOWN and not verdict.statement_failed:
         endpoints.failed(url)
         return [
             Failed(OutcomeUnknown(f"{_named(c, n)}: outcome unknown: {failure}")) for c in calls
@@ -377,14 +380,26 @@ def answered(
     if verdict.auth_failed:
         return [Failed(Unavailable(f"{c.what}: {failure}")) for c in calls]
     if n == 1:
-        return [Failed(StatementError(f"{calls[0].what}: {failure}"))]
-    if status != 200:
-        return [Alone(failure) for _ in calls]  # the body was refused: nothing ran
-    # A statement failed inside the merged transaction; which calls it took down with it
-    # is rqlite's business (a statement that does not prepare fails alone): each call's
-    # operation looks its own outcome up.
+        return [Failed(_alone_error(calls[0], verdict, failure))]
+    if verdict.outcome is Outcome.FAILED:
+        # nothing ran (a body refused, or a statement's error that rolled everything
+        # back): each call goes alone, and one whose statement keeps failing fails with
+        # its own error (merging pauses meanwhile)
+        return [Alone(failure, poisoned=status == 200) for _ in calls]
+    # A statement failed where rqlite may have committed the others (/db/request commits
+    # around a statement that fails to prepare): each call's operation looks its own
+    # outcome up, and may go alone again (the culprit's statement may not be its own).
     why = f"outcome unknown: a statement of the merged request failed: {failure}"
     return [Failed(OutcomeUnknown(f"{_named(c, n)}: {why}"), poisoned=True) for c in calls]
+
+
+def _alone_error(call: HttpCall, verdict: Verdict, failure: str) -> RqueueError:
+    """The error of a call that was alone in its merged exchange, as sent alone."""
+    if verdict.outcome is Outcome.FAILED:
+        return StatementError(f"{call.what}: {failure}")
+    unknown = OutcomeUnknown(f"{call.what}: outcome unknown: {failure}")
+    unknown.statement_failed = True
+    return unknown
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,14 @@ class Unavailable(RqueueError):
 
 
 class OutcomeUnknown(RqueueError):
-    """The operation may or may not have taken effect."""
+    """The operation may or may not have taken effect.
+
+    ``statement_failed`` is True when the node answered with a statement's error on
+    ``/db/request``, where rqlite commits the request's other statements around one that
+    fails to prepare: the same request would fail alike, so rqueue does not send it again.
+    """
+
+    statement_failed: bool = False
 
 
 class LeaseLost(RqueueError):
