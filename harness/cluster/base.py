@@ -105,8 +105,20 @@ class Cluster(abc.ABC):
         """Make the node's wall clock read ``seconds`` ahead (negative: behind)."""
         raise ClusterError(f"the {self.engine} backend cannot skew a node's clock")
 
+    def set_time_zone(self, node_id: str, tzif: bytes | None) -> None:
+        """Give the node the local time zone in ``tzif`` (a TZif file's bytes, e.g. from
+        :mod:`harness.zonefile`; None: back to UTC) and restart it so that it reads it,
+        waiting until it answers again. rqlite and the embedded node rewrite ``'now'`` in
+        their local time (docs/embedded-node.md). Optional: see ``supports_time_zones``."""
+        raise ClusterError(f"the {self.engine} backend cannot set a node's time zone")
+
     @property
     def supports_partitions(self) -> bool:
+        return False
+
+    @property
+    def supports_time_zones(self) -> bool:
+        """Whether :meth:`set_time_zone` works on this backend."""
         return False
 
     # -- reading one replica --------------------------------------------------------------

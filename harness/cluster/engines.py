@@ -51,6 +51,9 @@ class NodeSpec:
     dir: str
     pid: int | None = None
     state: str = "new"  # new | running | paused | killed | stopped
+    #: the node's ``TZ``: ``"UTC"`` (default), the path of its zone file, or None (the
+    #: caller's own ``TZ``, or none: then ``/etc/localtime``)
+    tz: str | None = "UTC"
 
     @property
     def http_addr(self) -> str:
@@ -75,6 +78,11 @@ class NodeSpec:
     @property
     def clock_file(self) -> Path:
         return Path(self.dir) / "clock-offset"
+
+    @property
+    def zone_file(self) -> Path:
+        """The node's own time zone file (``set_time_zone``), rewritten in place."""
+        return Path(self.dir) / "zone.tzif"
 
 
 # -- argv building (pure) ------------------------------------------------------------------

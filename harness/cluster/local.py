@@ -19,7 +19,11 @@ leave them running. Everything about a cluster is kept in ``DIR/cluster.json``;
 
 Node processes inherit the caller's environment, so ``RQUEUE_CLUSTER_SECRET`` (the cluster
 secret that authenticates Raft, see docs/embedded-node.md) reaches every embedded node when
-the caller sets it; loopback clusters, these included, need none.
+the caller sets it; loopback clusters, these included, need none. ``TZ`` is the exception:
+every node runs with ``TZ=UTC`` whatever the machine's zone (``time_zone=None`` keeps the
+caller's), because rqlite and the embedded node rewrite ``'now'`` in local time;
+:meth:`LocalCluster.set_time_zone` gives one node a zone file of its own
+(``DIR/<id>/zone.tzif``).
 
 Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` raises
 :class:`ClusterError`. With ``netns=True`` (root only) each node runs in its own network
@@ -48,6 +52,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import harness
+from harness import zonefile
 from harness.cluster import partition as partition_rules
 from harness.cluster.base import (
     Cluster,
@@ -55,6 +60,7 @@ from harness.cluster.base import (
     NodeInfo,
     NodeStatus,
     agreed_leader,
+    probe_node,
     probe_nodes,
 )
 from harness.cluster.engines import (
@@ -142,12 +148,14 @@ class LocalCluster(Cluster):
         timeout: float = 30.0,
         base_port: int | None = None,
         rqlited_settings: dict[str, str] | None = None,
+        time_zone: str | None = "UTC",
     ) -> LocalCluster:
         """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready.
 
         ``base_port``: fixed loopback ports (see the module docstring) instead of free ones.
         ``rqlited_settings``: engine ``rqlited`` only, see
-        :data:`harness.cluster.engines.RQLITED_SETTINGS`.
+        :data:`harness.cluster.engines.RQLITED_SETTINGS`. ``time_zone``: every node's
+        ``TZ`` (default ``UTC``; None: the caller's own).
         """
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
             raise ClusterError(f"nodes must be a positive integer, got {nodes!r}")
@@ -194,7 +202,7 @@ class LocalCluster(Cluster):
             try:
                 return cls._start_once(
                     nodes, directory, engine, binary, version, faketime, netns, timeout, ports,
-                    rqlited_settings,
+                    rqlited_settings, time_zone,
                 )  # fmt: skip
             except NodeDied as exc:
                 # a free port can be taken by another process before the node binds it
@@ -218,6 +226,7 @@ class LocalCluster(Cluster):
         timeout: float,
         fixed: list[int] | None = None,
         rqlited_settings: dict[str, str] | None = None,
+        time_zone: str | None = "UTC",
     ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
@@ -235,6 +244,7 @@ class LocalCluster(Cluster):
             ]
         for s in specs:
             s.dir = str(directory / s.id)
+            s.tz = time_zone
         cluster = cls(
             directory,
             engine,
@@ -359,6 +369,8 @@ class LocalCluster(Cluster):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         if self.engine == "rqlited" and self._faketime:
             env.update(faketime_env(spec.clock_file, self._faketime))
+        if spec.tz is not None:
+            env["TZ"] = spec.tz
         return env
 
     def _launch(self, spec: NodeSpec) -> None:
@@ -626,6 +638,54 @@ class LocalCluster(Cluster):
         tmp = spec.clock_file.with_suffix(".tmp")
         tmp.write_text(text + "\n")
         os.replace(tmp, spec.clock_file)
+
+    @property
+    def supports_time_zones(self) -> bool:
+        return True
+
+    def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float = 30.0) -> None:
+        """Run the node in the zone of the TZif file ``tzif`` (None: ``TZ=UTC`` again).
+
+        The bytes go to ``DIR/<id>/zone.tzif`` (rewritten in place, see
+        :mod:`harness.zonefile`) and the node restarts with ``TZ=<that file>`` (both
+        engines read ``TZ`` once, at start): SIGTERM, SIGKILL after 5 s, start on its data,
+        then wait (``timeout``) until it answers ``/readyz`` again. A paused node comes back
+        running; a killed node keeps the zone for its :meth:`restart`.
+        """
+        if tzif is not None and (not isinstance(tzif, bytes) or tzif[:4] != b"TZif"):
+            raise ClusterError(
+                f"a time zone is a TZif file's bytes (b'TZif...'), got {repr(tzif)[:40]}"
+            )
+        with self._lock:
+            spec = self._spec(node_id)
+            if spec.state in ("new", "stopped"):
+                raise ClusterError(f"cannot set node {node_id}'s time zone: it is {spec.state}")
+            if tzif is not None:
+                zonefile.write(spec.zone_file, tzif)
+            spec.tz = "UTC" if tzif is None else str(spec.zone_file)
+            self._save()
+            if spec.state == "killed":
+                return
+            if self._alive(spec):
+                send_signal(spec.pid, signal.SIGTERM)
+                send_signal(spec.pid, signal.SIGCONT)  # a paused node must run to exit
+                if not self._wait_gone(spec, 5.0):
+                    send_signal(spec.pid, signal.SIGKILL)
+                    if not self._wait_gone(spec, 5.0):
+                        raise ClusterError(f"node {node_id} (pid {spec.pid}) survived SIGKILL")
+            self._launch(spec)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_processes()
+            status = probe_node(spec.url, timeout=1.0)
+            if status.error is None and status.ready:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"waited {timeout:.1f}s for node {node_id} to answer /readyz after its "
+                    f"restart with TZ={spec.tz}; it said: {status.summary()}"
+                )
+            time.sleep(POLL)
 
     # -- lifecycle ------------------------------------------------------------------------
     def stop(self, grace: float = 2.0) -> None:

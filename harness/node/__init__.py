@@ -6,6 +6,8 @@ Modules, one job each:
 - :mod:`.config`     command-line flags -> :class:`NodeConfig`
 - :mod:`.versions`   the rqlite releases the node can follow (``--rqlite-version``)
 - :mod:`.clock`      the node's wall clock, with an offset read from a file
+- :mod:`.localzone`  the local time zone rqlite's rewritten ``'now'`` is read in, found by
+  Go's rules from ``TZ`` and ``/etc/localtime``; :mod:`.tzif` reads a zone file as Go does
 - :mod:`.sql`        the model of rqlite's SQL: its parser and printer, and its rewriting of
   RANDOM()/randomblob()/time functions, decided as it does
 - :mod:`.statements` statements and query parameters

@@ -132,6 +132,7 @@ class NodeService(ClusterEndpoints):
                 rewrite_random=rw_random,
                 rewrite_time=rw_time,
                 now=self.clock.now,
+                utc_offset=self.clock.zone.offset,
                 positional=None if s.named else len(s.positional),
                 version=self.version,
             )

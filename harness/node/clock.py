@@ -1,4 +1,5 @@
-"""The node's wall clock: real time plus an offset read from a file (for clock-skew faults)."""
+"""The node's wall clock: real time plus an offset read from a file (for clock-skew faults),
+and the local time zone its rewritten ``'now'`` is read in (:mod:`.localzone`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import logging
 import os
 import threading
 import time
+
+from .localzone import LocalZone
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +36,14 @@ class OffsetClock:
     A missing file means offset 0. A malformed file is an error at start-up; later on the
     previous offset is kept and the problem is logged, so a half-written file cannot stop
     the node.
+
+    ``zone``: the node's local time zone (default UTC), decided once at start; rqlite's
+    rewriting reads this clock in it (``zone.offset``), SQLite's own clock reads UTC.
     """
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, zone: LocalZone | None = None) -> None:
         self._path = path
+        self.zone = zone if zone is not None else LocalZone.utc()
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._offset = 0.0

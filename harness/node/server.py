@@ -7,6 +7,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 from pysyncobj.encryptor import HAS_CRYPTO
 
@@ -15,6 +16,7 @@ from .clock import OffsetClock, OffsetClockError
 from .config import NodeConfig, exposure_refusal, parse_args
 from .database import Database
 from .httpd import make_server
+from .localzone import resolve
 from .raft import RaftStore
 
 log = logging.getLogger("harness.node")
@@ -55,10 +57,12 @@ def run(cfg: NodeConfig) -> int:
             "the cluster secret is shorter than %d bytes: use a long random one",
             MIN_SECRET_BYTES,
         )
+    zone = resolve()  # once, from this process's TZ, as Go's time package does
     try:
-        clock = OffsetClock(str(cfg.clock_offset_file) if cfg.clock_offset_file else None)
+        clock = OffsetClock(str(cfg.clock_offset_file) if cfg.clock_offset_file else None, zone)
     except OffsetClockError as exc:
         raise SystemExit(f"harness.node: {exc}") from None
+    log.info("node %s: %s", cfg.node_id, zone.describe(time.time() + clock.offset))
     _check_bindable("--raft-addr", cfg.raft_addr)
     _check_bindable("--http-addr", cfg.http_addr)
     db = Database(now=clock.now)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import zonefile
 from harness.cluster import local
 from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.external import ExternalCluster
@@ -107,6 +108,50 @@ def test_started_nodes_carry_the_marker(cluster) -> None:
     env = process_environ(cluster.nodes()[0].pid)
     assert env is not None and env["RQUEUE_CLUSTER_DIR"] == str(cluster.directory)
     assert env.get("RQUEUE_REAP_TAG") == os.environ.get("RQUEUE_REAP_TAG")
+
+
+def test_nodes_run_in_utc_whatever_the_callers_zone(cluster) -> None:
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("external cluster")
+    for node in cluster.nodes():
+        env = process_environ(node.pid)
+        assert env is not None and env.get("TZ") == "UTC", node
+
+
+def _local_minus_utc(url: str, node_id: str) -> float:
+    """A write through ``url``: its rewritten 'now' minus SQLite's own (UTC), seconds."""
+    execute(url, [["INSERT INTO tz(node, d) VALUES (?, julianday('now') - julianday())", node_id]])
+    got = rows(url, f"SELECT d FROM tz WHERE node = '{node_id}' ORDER BY rowid DESC LIMIT 1")
+    return got[0][0] * 86400.0
+
+
+def test_set_time_zone_restarts_one_node_in_its_own_zone(make_cluster) -> None:
+    c = make_cluster(3)
+    assert c.supports_time_zones
+    execute(c.urls[0], ["CREATE TABLE tz (node TEXT, d REAL)"])
+    old_pid = c.node("n2").pid
+    c.set_time_zone("n2", zonefile.fixed(19800))  # returns once n2 answers again
+    n2 = c.node("n2")
+    zone = c.directory / "n2" / "zone.tzif"
+    assert n2.pid != old_pid and process_environ(n2.pid)["TZ"] == str(zone)
+    assert probe_node(n2.url).ready and c.wait_for_leader(30)
+    # each node rewrites the writes it receives in its own zone: they now disagree
+    assert abs(_local_minus_utc(n2.url, "n2") - 19800) < 2.0
+    assert abs(_local_minus_utc(c.node("n1").url, "n1")) < 2.0
+    inode = zone.stat().st_ino
+    c.set_time_zone("n2", zonefile.fixed(-3600))
+    assert zone.stat().st_ino == inode  # rewritten in place (a bind mount would see it)
+    assert abs(_local_minus_utc(c.node("n2").url, "n2") + 3600) < 2.0
+    c.set_time_zone("n2", None)
+    assert process_environ(c.node("n2").pid)["TZ"] == "UTC"
+    assert abs(_local_minus_utc(c.node("n2").url, "n2")) < 2.0
+    c.kill("n3")  # a killed node keeps its zone for its restart
+    c.set_time_zone("n3", zonefile.fixed(7200))
+    c.restart("n3")
+    c.wait_for_leader(30)
+    assert abs(_local_minus_utc(c.node("n3").url, "n3") - 7200) < 2.0
+    with pytest.raises(ClusterError, match="TZif file's bytes"):
+        c.set_time_zone("n1", b"Europe/Berlin")
 
 
 def test_external_cluster_sees_the_same_leader(cluster) -> None:

@@ -10,8 +10,9 @@ On the node that receives a request, rqlite parses each statement with its own S
 - ``date``/``time``/``datetime``/``julianday``/``unixepoch`` with at least one argument,
   whose first argument is ``'now'`` (any case) or an identifier ``now`` (quoted or not);
   ``strftime`` with at least two arguments, its second; ``timediff`` with at least two,
-  either of its first two: that argument becomes the Julian day of the request's clock,
-  printed with six decimals;
+  either of its first two: that argument becomes the Julian day of the request's clock
+  in the node's local time zone (not UTC: rqlite takes the calendar fields of Go's
+  ``time.Now()``, local time), printed with six decimals;
 - ``random(...)`` becomes a random 63-bit integer and ``randomblob(N)`` (``N`` an integer
   literal) a blob literal of ``max(N, 1)`` random bytes, except inside an ``ORDER BY``
   term.
@@ -36,7 +37,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from ..versions import RqliteVersion
 from ..versions import get as get_version
@@ -82,9 +83,9 @@ class Plan:
 
 
 def julian_day(t: datetime) -> float:
-    """rqlite's Julian day of ``t`` (UTC fields; naive means UTC), same float arithmetic."""
-    if t.tzinfo is not None:
-        t = t.astimezone(UTC)
+    """rqlite's Julian day of ``t``, same float arithmetic, from ``t``'s own calendar
+    fields: an aware ``t`` in its own zone, as Go's ``Time`` carries its location (rqlite
+    reads ``time.Now()``, local time: see :mod:`harness.node.localzone`); naive as is."""
     year, month = t.year, t.month
     if month <= 2:
         year -= 1
@@ -96,15 +97,20 @@ def julian_day(t: datetime) -> float:
     return float(whole) + t.day + b - 1524.5 + frac
 
 
-def julian_day_epoch(epoch_seconds: float) -> float:
-    """:func:`julian_day` of a Unix time (the node's hot path: no datetime built)."""
+def julian_day_epoch(epoch_seconds: float, utc_offset: Callable[[int], int] | None = None) -> float:
+    """:func:`julian_day` of a Unix time in the zone whose offset at each Unix second is
+    ``utc_offset(second)`` (None: UTC); the node's hot path: no datetime built."""
     sec = math.floor(epoch_seconds)
-    return julian_day_ns(sec * 1_000_000_000 + round((epoch_seconds - sec) * 1e9))
+    ns = round((epoch_seconds - sec) * 1e9)
+    if utc_offset is not None:
+        sec += utc_offset(sec)
+    return julian_day_ns(sec * 1_000_000_000 + ns)
 
 
 def julian_day_ns(epoch_ns: int) -> float:
-    """:func:`julian_day` of a Unix time in nanoseconds: the whole days sum exactly, the
-    fraction of the day is computed as rqlite computes it, so the float is the same."""
+    """:func:`julian_day` of a Unix time in nanoseconds (of local time: UTC plus the
+    offset): the whole days sum exactly, the fraction of the day is computed as rqlite
+    computes it, so the float is the same."""
     sec, ns = divmod(epoch_ns, 1_000_000_000)
     days, of_day = divmod(sec, 86400)
     hour, rest = divmod(of_day, 3600)
@@ -283,7 +289,8 @@ def rqlite_process(
     sql: str, now: datetime, rand: int, version: str | RqliteVersion | None = None
 ) -> str:
     """``sql`` as rqlite ``version`` (default: v10.2.7, see :mod:`harness.node.versions`)
-    puts it in its Raft log, its clock reading ``now`` and its random source giving
+    puts it in its Raft log, its clock reading ``now`` (in ``now``'s own zone, as rqlite
+    reads its local time) and its random source giving
     ``rand`` (blob bytes are drawn from ``rand`` too, big-endian and repeated: rqlite takes
     them from a separate source). Raises :class:`RewriteError` where rqlite answers HTTP 500."""
     seed = (rand & (2**64 - 1)).to_bytes(8, "big")
@@ -324,15 +331,17 @@ def process(
     rewrite_random: bool = True,
     rewrite_time: bool = True,
     now: Callable[[], float] | None = None,
+    utc_offset: Callable[[int], int] | None = None,
     positional: int | None = None,
     version: str | RqliteVersion | None = None,
 ) -> Processed:
     """What the node does with one statement of a request: rqlite's processing (of
     ``version``) with the node's clock (``now``: epoch seconds, read once per statement)
-    and a random source. With ``positional`` (how many positional parameters came with
-    it; None for named ones) the values may come back as ``bound`` values instead of
-    literals, where that is observably the same. Raises :class:`RewriteError` where
-    rqlite answers HTTP 500."""
+    in its local zone (``utc_offset``: seconds east of UTC at a Unix second, None for UTC,
+    see :mod:`harness.node.localzone`) and a random source. With ``positional`` (how many
+    positional parameters came with it; None for named ones) the values may come back as
+    ``bound`` values instead of literals, where that is observably the same. Raises
+    :class:`RewriteError` where rqlite answers HTTP 500."""
     p = plan(sql, rewrite_random, rewrite_time, version)
     if p.unchanged and p.error is None:
         return Processed(sql, p.returning)
@@ -341,7 +350,7 @@ def process(
 
     def now_jd() -> float:
         if not jd:
-            jd.append(float(f"{julian_day_epoch(clock()):f}"))  # the value rqlite prints
+            jd.append(float(f"{julian_day_epoch(clock(), utc_offset):f}"))  # as rqlite prints
         return jd[0]
 
     if p.bound_sql is not None and positional == p.own_params:
