@@ -8,16 +8,20 @@ These methods raise rqueue's exceptions when the call is settled badly.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._batch import request_target
 from ._endpoints import Endpoints
-from ._exceptions import OutcomeUnknown, StatementError, Unavailable
+from ._exceptions import OutcomeUnknown, ProtocolError, StatementError, Unavailable, ZoneRefused
 from ._models import HttpCall, Result
 from ._version import ServerInfo, version_from_status
 from ._wire import Outcome, classify_response
+from ._zone import MEASURE, ZoneGuard, is_guard_failure
 
 #: connect timeout: a node that does not accept a connection this fast is skipped
 CONNECT_TIMEOUT = 2.0
@@ -29,6 +33,11 @@ PROBE_TIMEOUT = 0.5
 #: a probe answer that means "this server has no /readyz we may use": trust the node
 PROBE_UNSUPPORTED = frozenset({401, 403, 404, 405})
 _FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
+#: times one call is sent again after the stamp's guard refused its time (each after the
+#: node's check): a node checked just now that still refuses is not tried again
+MAX_GUARD_FIRED = 2
+#: the time zone check, as a call (for classifying its answer)
+CHECK_CALL = HttpCall("/db/query", (MEASURE,), idempotent=True, what="time zone check")
 
 
 class SendError(Exception):
@@ -69,6 +78,7 @@ class Attempts:
         request_timeout: float,
         monotonic: Callable[[], float] = time.monotonic,
         limit: float | None = None,
+        zone: ZoneGuard | None = None,
     ) -> None:
         self.call = call
         self.endpoints = endpoints
@@ -78,12 +88,25 @@ class Attempts:
         self.limit = limit
         self._rounds = 0
         self.last_failure = "no attempt made"
+        #: the stamp's guard (rqueue._zone), for a timed call (one that starts with it)
+        self.zone = zone if call.stamped else None
+        self._target: tuple[str, bytes] | None = None
+        self._guard_fired = 0
 
     def remaining(self) -> float:
         return self.deadline - self._monotonic()
 
     def next(self) -> tuple[str, float]:
-        """The node to try and the timeout for this try; Unavailable when time is up."""
+        """The node to try and the timeout for this try; Unavailable when time is up,
+        :class:`ZoneRefused` when every node is refused for a timed call."""
+        if self.zone is not None:
+            everyone = self.zone.all_refused(self.endpoints.urls)
+            if everyone is not None:
+                raise ZoneRefused(everyone)
+            for _ in self.endpoints.urls:  # past the refused nodes
+                if not self.zone.refused(self.endpoints.current):
+                    break
+                self.endpoints.skip(self.endpoints.current)
         left = self.remaining()
         if left <= 0:
             limit = f" of {self.limit:g} s" if self.limit is not None else ""
@@ -110,6 +133,47 @@ class Attempts:
         self.not_sent(url, f"not ready (GET /readyz answered HTTP {status}: {snippet})")
         return False
 
+    # -- a node's time zone (rqueue._zone): checked before its first timed call ---------
+    def zone_check_due(self, url: str) -> bool:
+        """Whether ``url`` must pass the time zone check before this call goes there."""
+        return self.zone is not None and self.zone.check_due(url)
+
+    def zone_check(self) -> tuple[str, bytes]:
+        """The check's request: a strong read of the node's rewritten time and its UTC."""
+        return "/db/query?level=strong", json.dumps([MEASURE.sql]).encode()
+
+    def zone_answered(self, url: str, status: int, text: str) -> bool:
+        """The check's answer: True, the call may go to ``url``; False, try another node
+        (refused, with the one line logged, or the check failed: nothing was sent)."""
+        assert self.zone is not None
+        verdict = classify_response(CHECK_CALL, status, text)
+        if verdict.outcome is not Outcome.OK or not verdict.results[0].rows:
+            self.not_sent(url, f"time zone check failed: {verdict.reason or 'no row'}")
+            return False
+        try:
+            line = self.zone.measured(url, verdict.results[0].rows)
+        except ProtocolError as exc:
+            self.not_sent(url, str(exc))
+            return False
+        if line is None:
+            return True
+        self.last_failure = line
+        self.endpoints.skip(url)
+        return False
+
+    def target(self) -> tuple[str, bytes]:
+        """The path and body of this try: a timed call's stamp carries the reference of
+        the moment (the guard's, rqueue._zone); others are built once."""
+        if self.zone is not None:
+            stamp = self.zone.stamp()
+            self.call = dataclasses.replace(
+                self.call, statements=(stamp, *self.call.statements[1:])
+            )
+            return request_target(self.call)
+        if self._target is None:
+            self._target = request_target(self.call)
+        return self._target
+
     def pause(self) -> float:
         """Seconds to wait before the next try: a backoff after each failed round."""
         if not self.endpoints.round_done():
@@ -135,8 +199,16 @@ class Attempts:
         verdict = classify_response(self.call, status, text)
         if verdict.outcome is Outcome.OK:
             self.endpoints.succeeded(url)
+            if self.zone is not None:
+                self.zone.observed(verdict.results[0])
             return verdict.results
         self.last_failure = f"{url}: {verdict.reason}"
+        if self.zone is not None and is_guard_failure(verdict.reason):
+            # the stamp refused its own time: nothing applied; check the node again
+            self._guard_fired += 1
+            if self._guard_fired <= MAX_GUARD_FIRED:
+                self.zone.forget(url)
+                return None
         if verdict.outcome is Outcome.RETRY:
             self.endpoints.failed(url)
             return None

@@ -23,6 +23,7 @@ exchange means for each call. The sync and async transports wait and send.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailabl
 from ._models import Fuse, HttpCall, Result, Stmt
 from ._text import wire
 from ._wire import Outcome, Verdict, classify_response
+from ._zone import ZoneGuard, is_guard_failure
 
 #: most calls in one merged request, and most statements
 MAX_CALLS = 64
@@ -358,17 +360,26 @@ def answered(
     status: int,
     text: str,
     endpoints: Endpoints,
+    zone: ZoneGuard | None = None,
 ) -> list[Settled]:
     """What a node's answer to the ``merged`` request means for each of ``calls``."""
     verdict = classify_response(merged, status, text)
     n = len(calls)
+    zone = zone if merged.stamped else None
     if verdict.outcome is Outcome.OK:
         endpoints.succeeded(url)
+        if zone is not None:
+            zone.observed(verdict.results[0])
         return [
             Done(r) if isinstance(r, tuple) else Failed(r)
             for r in split_results(calls, merged, verdict.results)
         ]
     failure = f"{url}: {verdict.reason}"
+    if zone is not None and is_guard_failure(verdict.reason):
+        # the stamp refused the node's time: nothing applied; each call goes alone, and
+        # the node is checked again before its next timed call
+        zone.forget(url)
+        return [Alone(failure) for _ in calls]
     if verdict.outcome is Outcome.RETRY:
         endpoints.failed(url)
         return [Alone(failure) for _ in calls]
@@ -414,27 +425,42 @@ class Exchange:
     timeout: float
     path: str
     body: bytes
+    zone: ZoneGuard | None = None
 
     def failed(self, reason: str, sent: bool) -> list[Settled]:
         return send_failed(self.calls, self.url, reason, sent, self.endpoints)
 
     def answered(self, status: int, text: str) -> list[Settled]:
-        return answered(self.calls, self.merged, self.url, status, text, self.endpoints)
+        return answered(self.calls, self.merged, self.url, status, text, self.endpoints, self.zone)
 
 
 def exchange(
-    batch: Sequence[Waiting], endpoints: Endpoints, request_timeout: float, time_left: float
+    batch: Sequence[Waiting],
+    endpoints: Endpoints,
+    request_timeout: float,
+    time_left: float,
+    zone: ZoneGuard | None = None,
 ) -> Exchange | list[Settled]:
     """The try of ``batch`` at the node that answered last; or, when there is no such node
-    (the last call failed: failover needs probing) or no time, every call alone."""
+    (the last call failed: failover needs probing; or its time zone is to be checked
+    again, see rqueue._zone) or no time, every call alone."""
     calls = [w.call for w in batch]
     url = endpoints.current
     timeout = min(request_timeout, time_left)
     if not endpoints.trusted(url) or timeout <= 0:
         return [Alone("no node to send a merged request to") for _ in calls]
     merged = merge(calls)
-    body = merged_body(batch) if merged.layout is None else json.dumps(merged.body()).encode()
-    return Exchange(calls, merged, endpoints, url, timeout, request_path(merged), body)
+    stamp = None
+    if zone is not None and merged.stamped:
+        if zone.check_due(url) or zone.refused(url):
+            return [Alone(f"{url}: its time zone is to be checked") for _ in calls]
+        stamp = zone.stamp()  # the reference of the moment
+        merged = dataclasses.replace(merged, statements=(stamp, *merged.statements[1:]))
+    if merged.layout is None:
+        body = merged_body(batch, stamp)
+    else:
+        body = json.dumps(merged.body()).encode()
+    return Exchange(calls, merged, endpoints, url, timeout, request_path(merged), body, zone)
 
 
 def fragment(call: HttpCall) -> str:
@@ -447,13 +473,14 @@ def fragment(call: HttpCall) -> str:
     return json.dumps([wire(s, call.text_as_bytes) for s in _own(call)])[1:-1]
 
 
-def merged_body(batch: Sequence[Waiting]) -> bytes:
+def merged_body(batch: Sequence[Waiting], stamp: Stmt | None = None) -> bytes:
     """The JSON body of the merged request of ``batch``: one time stamp first if any call
-    is stamped (see :func:`merge`), then its calls' statements, in order."""
+    is stamped (see :func:`merge`; ``stamp``, or the first stamped call's), then its
+    calls' statements, in order."""
     parts = [w.fragment or fragment(w.call) for w in batch]
     stamped = next((w.call for w in batch if w.call.stamped), None)
     if stamped is not None:
-        first = stamped.statements[0]
+        first = stamp or stamped.statements[0]
         parts.insert(0, json.dumps(wire(first, stamped.text_as_bytes)))
     return ("[" + ",".join(p for p in parts if p) + "]").encode()
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import logging
 import math
 import os
 import sys
@@ -413,6 +414,9 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return USAGE
+    # every failure ends in the command's own "error:" line (a node refused for its time
+    # zone, rqueue._zone, too): the library's log would repeat it
+    logging.getLogger("rqueue").addHandler(logging.NullHandler())
     try:
         t = connect(args)
     except (RqueueError, ValueError, TypeError) as exc:

@@ -14,6 +14,7 @@ from ._endpoints import Credentials, Endpoints, parse_urls
 from ._models import DeadLetter, HttpCall, Lease
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
+from ._zone import ZoneGuard
 
 #: the call used for ``GET /status`` in error messages
 STATUS_CALL = HttpCall("/status", (), idempotent=True, what="connect")
@@ -123,6 +124,9 @@ class Settings:
         )
         statements.max_deliveries = self.max_deliveries
         statements.max_age = self.max_age
+        # the server's stamp is guarded against nodes whose rewritten time is off UTC
+        zone = ZoneGuard() if use_server and statements_class.zone_guard else None
+        statements.zone = zone
         return QueueCore(
             statements,
             server,
@@ -133,6 +137,7 @@ class Settings:
             on_dead_letter=self.on_dead_letter,
             queue=self.queue,
             text_as_bytes=text_as_bytes,
+            zone=zone,
         )
 
 

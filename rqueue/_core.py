@@ -44,6 +44,7 @@ from ._exceptions import (
 from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
 from ._statements import Statements, batch_chunks
 from ._version import ServerInfo
+from ._zone import MEASURE, ZoneGuard
 
 log = logging.getLogger("rqueue")
 T = TypeVar("T")
@@ -91,6 +92,7 @@ class QueueCore:
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
         queue: str | None = None,
         text_as_bytes: bool = True,
+        zone: ZoneGuard | None = None,
     ) -> None:
         if read_consistency not in ("strong", "linearizable"):
             raise ValueError(
@@ -116,6 +118,9 @@ class QueueCore:
         self.naming = _queues.Naming(queue)
         #: text rqlite could take for a blob literal goes as bytes (rqueue._text)
         self.text_as_bytes = text_as_bytes
+        #: the stamp's guard against nodes off UTC, its reference and the nodes' checks
+        #: (rqueue._zone; None: no server stamp, or a mutant without it)
+        self.zone = zone
         #: merged requests fuse claims and acks where the server's parser returns the rows
         #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`)
         statements.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
@@ -164,8 +169,12 @@ class QueueCore:
 
     # -- the lease clock (servers that cannot stamp time) ------------------------------
     def with_clock(self, op: Op[T]) -> Op[T]:
-        """Run ``op`` after reading the leader's clock, when that is due."""
+        """Run ``op`` after reading the leader's clock, when that is due; with the server's
+        stamp, after reading SQLite's UTC once (the stamp's guard's first reference)."""
         clock = self.leader_clock
+        if self.zone is not None and self.zone.reference() is None:
+            (res,) = yield self.read([MEASURE], "read the server's UTC")
+            self.zone.calibrate_from(res.rows)
         if clock is None:
             return (yield from op)
         if clock.due():

@@ -4,7 +4,9 @@
 
     RqueueError                     base of everything below
     ├── Unavailable                 failed: certainly NOT applied (connection refused,
-    │                               503 "leader not found", no node answered)
+    │   │                           503 "leader not found", no node answered)
+    │   └── ZoneRefused             every node rewrites 'now' off UTC (its local time
+    │                               zone is not UTC): none may take a timed call
     ├── OutcomeUnknown              unknown: may or may not have been applied (timeout,
     │                               connection dropped after sending, HTTP 200 with a
     │                               top-level "error" such as "leadership lost while
@@ -40,6 +42,12 @@ class RqueueError(Exception):
 
 class Unavailable(RqueueError):
     """The operation certainly did not take effect: no node could take it."""
+
+
+class ZoneRefused(Unavailable):
+    """Every node rewrites ``'now'`` off UTC (its local time zone is not UTC), so none may
+    stamp a timed call (rqueue._zone); certainly not applied. The message is one line
+    naming the nodes, their offsets and the cure."""
 
 
 class OutcomeUnknown(RqueueError):

@@ -19,6 +19,11 @@ them and assert that the checker catches each bug:
                            id, dedup id, worker id or error shaped ``x'41'`` as a BLOB
                            of those bytes → a delivered group id that differs from the
                            published one (``corrupted``), and leases never settled
+``mutant-zone-blind``      stamps leases with the receiving node's rewritten 'now' as it
+                           comes, without the guard against a node off UTC and without
+                           checking or refusing such nodes: after a daylight-saving
+                           jump every live lease looks expired → ``duplicate-group-lease``
+                           (and early delivery); for the ``timezone`` fault
 
 Not registered by name (run it as ``harness.subjects.mutants:EARLY_DEAD_LETTER``):
 
@@ -236,6 +241,22 @@ BLOB_TEXT = _mutant(
     BlobTextStatements,
     "rqueue sending text shaped x'41' as it is, bound as a BLOB by rqlite >= 8.31 "
     "(expect corrupted: a delivered group id that is not the published one)",
+)
+
+
+class ZoneBlindStatements(Statements):
+    """rqueue's statements with the stamp unguarded, and no time zone checks of the nodes
+    (:mod:`rqueue._zone`): a node whose rewritten ``'now'`` is off UTC stamps every
+    lease with its local time."""
+
+    zone_guard = False
+
+
+ZONE_BLIND = _mutant(
+    "mutant-zone-blind",
+    ZoneBlindStatements,
+    "rqueue without the stamp's guard against nodes off UTC and without their checks "
+    "(expect duplicate-group-lease after a daylight-saving jump: the timezone fault)",
 )
 
 

@@ -221,6 +221,7 @@ NEXT = {
     "mutant-ack-wrong-row": ("a", "a"),  # b deleted instead, a released and leased again
     "mutant-subquery-now": ("a", "b"),  # right on one node; replicas may disagree
     "mutant-blob-text": ("a", "b"),  # ordinary text: as rqueue
+    "mutant-zone-blind": ("a", "b"),  # nodes in UTC: as rqueue
 }
 
 
