@@ -65,7 +65,7 @@ BOUND = 300.0
 RECHECK_AFTER = 30.0
 #: the guard's refusal: SQLite's error for a text row id of an INTEGER PRIMARY KEY
 GUARD_ERROR = "datatype mismatch"
-_GUARD_ID = "'rqueue: the stamp is off the reference (node time off UTC?)'"
+_GUARD_ID = "'rqueue: the stamp is off the reference: node time off UTC'"
 #: the stamp, guarded: the receiving node's rewritten time, written only within BOUND of
 #: the reference (the one parameter); returns it and the applying node's UTC
 GUARDED_STAMP = (
