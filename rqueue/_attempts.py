@@ -8,14 +8,13 @@ These methods raise rqueue's exceptions when the call is settled badly.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._batch import request_target
+from ._batch import request_path, request_target
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, ProtocolError, StatementError, Unavailable, ZoneRefused
 from ._models import HttpCall, Result
@@ -165,11 +164,8 @@ class Attempts:
         """The path and body of this try: a timed call's stamp carries the reference of
         the moment (the guard's, rqueue._zone); others are built once."""
         if self.zone is not None:
-            stamp = self.zone.stamp()
-            self.call = dataclasses.replace(
-                self.call, statements=(stamp, *self.call.statements[1:])
-            )
-            return request_target(self.call)
+            body = self.call.body(self.zone.stamp())
+            return request_path(self.call), json.dumps(body).encode()
         if self._target is None:
             self._target = request_target(self.call)
         return self._target

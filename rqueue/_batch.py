@@ -23,7 +23,6 @@ exchange means for each call. The sync and async transports wait and send.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -455,11 +454,10 @@ def exchange(
         if zone.check_due(url) or zone.refused(url):
             return [Alone(f"{url}: its time zone is to be checked") for _ in calls]
         stamp = zone.stamp()  # the reference of the moment
-        merged = dataclasses.replace(merged, statements=(stamp, *merged.statements[1:]))
     if merged.layout is None:
         body = merged_body(batch, stamp)
     else:
-        body = json.dumps(merged.body()).encode()
+        body = json.dumps(merged.body(stamp)).encode()
     return Exchange(calls, merged, endpoints, url, timeout, request_path(merged), body, zone)
 
 

@@ -96,13 +96,15 @@ class HttpCall:
     #: such text goes as its bytes, cast back to text (:func:`rqueue._text.wire`)
     text_as_bytes: bool = True
 
-    def body(self) -> list[str | list[Any]]:
+    def body(self, stamp: Stmt | None = None) -> list[str | list[Any]]:
         """The JSON body; all statements in one form (rqlite < 8.24.8 refuses a mix). Every
         statement sent goes through :func:`rqueue._text.wire` here or in
-        :func:`rqueue._batch.fragment`."""
-        if any(s.params for s in self.statements):
-            return [wire(s, self.text_as_bytes) for s in self.statements]
-        return [s.sql for s in self.statements]
+        :func:`rqueue._batch.fragment`. ``stamp``: the time stamp to send in place of the
+        first statement's (a stamped call's, with the reference of the moment)."""
+        stmts = self.statements if stamp is None else (stamp, *self.statements[1:])
+        if any(s.params for s in stmts):
+            return [wire(s, self.text_as_bytes) for s in stmts]
+        return [s.sql for s in stmts]
 
     def for_caller(self, results: tuple[Result, ...]) -> tuple[Result, ...]:
         """The results the operation that made this call expects."""
