@@ -30,6 +30,8 @@ def calls(group: str, worker: str, error: str) -> dict[str, HttpCall]:
     core = Settings.build("http://n:4001", max_deliveries=5).core(
         ServerInfo.from_version("v10.2.7"), __import__("rqueue").Statements
     )
+    if core.zone is not None:  # the stamp's reference, as a transport has it once open
+        core.zone.calibrate(time.time())
     lease = Lease(7, group, '{"n": 1}', f"{worker}:0123456789abcdef0123456789abcdef")
     ops = {
         "claim": core.claim(worker, 30.0, 0),
@@ -37,7 +39,9 @@ def calls(group: str, worker: str, error: str) -> dict[str, HttpCall]:
         "publish+dedup": core.publish(group, '{"n": 1}', 0, "order-1234"),
         "nack+error": core.nack(lease, 0.0, error),
     }
-    return {name: next(op) for name, op in ops.items()}
+    out = {name: next(op) for name, op in ops.items()}
+    assert all(c.stamped for c in out.values()), "each operation's own request"
+    return out
 
 
 def before(call: HttpCall) -> tuple[str, bytes]:
