@@ -18,6 +18,7 @@ from ._exceptions import (
     StatementError,
     TransportClosed,
     Unavailable,
+    ZoneRefused,
 )
 from ._models import DeadLetter, Lease, QueuedMessage, Stats
 from ._queues import QueueInfo
@@ -47,6 +48,7 @@ __all__ = [
     "TransportClosed",
     "Unavailable",
     "Worker",
+    "ZoneRefused",
 ]
 
 _LAZY = {
@@ -65,6 +67,7 @@ for _public in (
     StatementError,
     TransportClosed,
     Unavailable,
+    ZoneRefused,
     DeadLetter,
     Lease,
     QueuedMessage,

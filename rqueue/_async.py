@@ -28,6 +28,7 @@ from ._exceptions import RqueueError, TransportClosed
 from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
+from ._zone import ZoneGuard
 
 
 class AsyncSession(Protocol):
@@ -131,14 +132,19 @@ class AsyncAdmin:
         """Send ``call`` by itself, failing over between nodes as :class:`Attempts`
         decides; a node failed over to is asked ``/readyz`` first."""
         s = self._settings
-        attempts = Attempts(call, self._endpoints, deadline, s.request_timeout, limit=s.timeout)
-        path, body = _batch.request_target(call)
+        attempts = Attempts(
+            call, self._endpoints, deadline, s.request_timeout, limit=s.timeout, zone=self._zone
+        )
         while True:
             url, timeout = attempts.next()
             probe = attempts.probe(url)
             if probe is not None and not await self._probe(attempts, url, probe):
                 await _pause(attempts)
                 continue
+            if attempts.zone_check_due(url) and not await self._check_zone(attempts, url, timeout):
+                await _pause(attempts)
+                continue
+            path, body = attempts.target()
             try:
                 reply = await self._session.request("POST", url, path, body, timeout)
             except SendError as exc:
@@ -151,6 +157,20 @@ class AsyncAdmin:
                 if results is not None:
                     return results
             await _pause(attempts)
+
+    async def _check_zone(self, attempts: Attempts, url: str, timeout: float) -> bool:
+        """Measure the time zone of a node before its first timed call (rqueue._zone)."""
+        path, body = attempts.zone_check()
+        try:
+            reply = await self._session.request("POST", url, path, body, timeout)
+        except SendError as exc:
+            attempts.not_sent(url, f"time zone check: {exc}")
+            return False
+        return attempts.zone_answered(url, reply.status, reply.text)
+
+    @property
+    def _zone(self) -> ZoneGuard | None:
+        return self._core.zone
 
     async def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
         """Ask a node we fail over to whether it is ready, before sending it the call."""
@@ -433,7 +453,11 @@ class AsyncTransport(AsyncAdmin):
     ) -> list[_batch.Settled]:
         """One try of ``batch``'s calls as one request, to the node that answered last."""
         ex = _batch.exchange(
-            batch, self._endpoints, self._settings.request_timeout, deadline - time.monotonic()
+            batch,
+            self._endpoints,
+            self._settings.request_timeout,
+            deadline - time.monotonic(),
+            self._zone,
         )
         if isinstance(ex, list):
             return ex

@@ -8,16 +8,19 @@ These methods raise rqueue's exceptions when the call is settled badly.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._batch import request_path, request_target
 from ._endpoints import Endpoints
-from ._exceptions import OutcomeUnknown, StatementError, Unavailable
+from ._exceptions import OutcomeUnknown, ProtocolError, StatementError, Unavailable, ZoneRefused
 from ._models import HttpCall, Result
 from ._version import ServerInfo, version_from_status
 from ._wire import Outcome, classify_response
+from ._zone import MEASURE, ZoneGuard, is_guard_failure
 
 #: connect timeout: a node that does not accept a connection this fast is skipped
 CONNECT_TIMEOUT = 2.0
@@ -29,6 +32,11 @@ PROBE_TIMEOUT = 0.5
 #: a probe answer that means "this server has no /readyz we may use": trust the node
 PROBE_UNSUPPORTED = frozenset({401, 403, 404, 405})
 _FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
+#: times one call is sent again after the stamp's guard refused its time (each after the
+#: node's check): a node checked just now that still refuses is not tried again
+MAX_GUARD_FIRED = 2
+#: the time zone check, as a call (for classifying its answer)
+CHECK_CALL = HttpCall("/db/query", (MEASURE,), idempotent=True, what="time zone check")
 
 
 class SendError(Exception):
@@ -69,6 +77,7 @@ class Attempts:
         request_timeout: float,
         monotonic: Callable[[], float] = time.monotonic,
         limit: float | None = None,
+        zone: ZoneGuard | None = None,
     ) -> None:
         self.call = call
         self.endpoints = endpoints
@@ -78,12 +87,25 @@ class Attempts:
         self.limit = limit
         self._rounds = 0
         self.last_failure = "no attempt made"
+        #: the stamp's guard (rqueue._zone), for a timed call (one that starts with it)
+        self.zone = zone if call.stamped else None
+        self._target: tuple[str, bytes] | None = None
+        self._guard_fired = 0
 
     def remaining(self) -> float:
         return self.deadline - self._monotonic()
 
     def next(self) -> tuple[str, float]:
-        """The node to try and the timeout for this try; Unavailable when time is up."""
+        """The node to try and the timeout for this try; Unavailable when time is up,
+        :class:`ZoneRefused` when every node is refused for a timed call."""
+        if self.zone is not None:
+            everyone = self.zone.all_refused(self.endpoints.urls)
+            if everyone is not None:
+                raise ZoneRefused(everyone)
+            for _ in self.endpoints.urls:  # past the refused nodes
+                if not self.zone.refused(self.endpoints.current):
+                    break
+                self.endpoints.skip(self.endpoints.current)
         left = self.remaining()
         if left <= 0:
             limit = f" of {self.limit:g} s" if self.limit is not None else ""
@@ -110,6 +132,44 @@ class Attempts:
         self.not_sent(url, f"not ready (GET /readyz answered HTTP {status}: {snippet})")
         return False
 
+    # -- a node's time zone (rqueue._zone): checked before its first timed call ---------
+    def zone_check_due(self, url: str) -> bool:
+        """Whether ``url`` must pass the time zone check before this call goes there."""
+        return self.zone is not None and self.zone.check_due(url)
+
+    def zone_check(self) -> tuple[str, bytes]:
+        """The check's request: a strong read of the node's rewritten time and its UTC."""
+        return "/db/query?level=strong", json.dumps([MEASURE.sql]).encode()
+
+    def zone_answered(self, url: str, status: int, text: str) -> bool:
+        """The check's answer: True, the call may go to ``url``; False, try another node
+        (refused, with the one line logged, or the check failed: nothing was sent)."""
+        assert self.zone is not None
+        verdict = classify_response(CHECK_CALL, status, text)
+        if verdict.outcome is not Outcome.OK or not verdict.results[0].rows:
+            self.not_sent(url, f"time zone check failed: {verdict.reason or 'no row'}")
+            return False
+        try:
+            line = self.zone.measured(url, verdict.results[0].rows)
+        except ProtocolError as exc:
+            self.not_sent(url, str(exc))
+            return False
+        if line is None:
+            return True
+        self.last_failure = line
+        self.endpoints.skip(url)
+        return False
+
+    def target(self) -> tuple[str, bytes]:
+        """The path and body of this try: a timed call's stamp carries the reference of
+        the moment (the guard's, rqueue._zone); others are built once."""
+        if self.zone is not None:
+            body = self.call.body(self.zone.stamp())
+            return request_path(self.call), json.dumps(body).encode()
+        if self._target is None:
+            self._target = request_target(self.call)
+        return self._target
+
     def pause(self) -> float:
         """Seconds to wait before the next try: a backoff after each failed round."""
         if not self.endpoints.round_done():
@@ -135,14 +195,25 @@ class Attempts:
         verdict = classify_response(self.call, status, text)
         if verdict.outcome is Outcome.OK:
             self.endpoints.succeeded(url)
+            if self.zone is not None:
+                self.zone.observed(verdict.results[0])
             return verdict.results
         self.last_failure = f"{url}: {verdict.reason}"
+        if self.zone is not None and is_guard_failure(verdict.reason):
+            # the stamp refused its own time: nothing applied; check the node again
+            self._guard_fired += 1
+            if self._guard_fired <= MAX_GUARD_FIRED:
+                self.zone.forget(url)
+                return None
         if verdict.outcome is Outcome.RETRY:
             self.endpoints.failed(url)
             return None
         if verdict.outcome is Outcome.UNKNOWN:
-            self.endpoints.failed(url)
-            raise OutcomeUnknown(f"{self.call.what}: outcome unknown: {self.last_failure}")
+            unknown = OutcomeUnknown(f"{self.call.what}: outcome unknown: {self.last_failure}")
+            unknown.statement_failed = verdict.statement_failed
+            if not verdict.statement_failed:  # a statement's error is not the node's fault
+                self.endpoints.failed(url)
+            raise unknown
         if verdict.auth_failed:
             raise Unavailable(f"{self.call.what}: {self.last_failure}")
         raise StatementError(f"{self.call.what}: {self.last_failure}")

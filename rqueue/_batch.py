@@ -32,7 +32,9 @@ from urllib.parse import urlencode
 from ._endpoints import Endpoints
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
 from ._models import Fuse, HttpCall, Result, Stmt
-from ._wire import Outcome, classify_response
+from ._text import wire
+from ._wire import Outcome, Verdict, classify_response
+from ._zone import ZoneGuard, is_guard_failure
 
 #: most calls in one merged request, and most statements
 MAX_CALLS = 64
@@ -68,9 +70,12 @@ class Failed:
 
 @dataclass(frozen=True)
 class Alone:
-    """The merged exchange certainly did not apply the call: send it alone."""
+    """The merged exchange certainly did not apply the call: send it alone.
+
+    ``poisoned``: a statement failed, so merging pauses (see :class:`Failed`)."""
 
     reason: str
+    poisoned: bool = False
 
 
 Settled = Done | Failed | Alone
@@ -174,7 +179,7 @@ class Coalescer:
         """A flight ended: give each call of ``batch`` but ``own`` its outcome, pause after a
         failed statement, and return whom to wake, in order: the next batch's sender first
         (the next request is on the critical path), then the settled callers."""
-        if any(isinstance(s, Failed) and s.poisoned for s in settled):
+        if any(isinstance(s, Failed | Alone) and s.poisoned for s in settled):
             self.pause(now)
         following = self.finished()
         wake = [following[0]] if following is not None else []
@@ -211,17 +216,20 @@ def merge(calls: Sequence[HttpCall]) -> HttpCall:
     if len(calls) == 1:
         return calls[0]
     first = calls[0]
-    if any(c.query != first.query for c in calls):
-        raise ValueError("merge: calls with different query parameters cannot be merged")
+    if any(c.query != first.query or c.text_as_bytes != first.text_as_bytes for c in calls):
+        raise ValueError("merge: calls with different query parameters or wire forms")
     path = "/db/request" if any(c.path == "/db/request" for c in calls) else "/db/execute"
     stamps = [c.statements[0] for c in calls if c.stamped]
     head: tuple[Stmt, ...] = (stamps[0],) if stamps else ()
     what = f"{len(calls)} merged calls"
+    as_bytes = first.text_as_bytes
     fuser = first.fuser
     fusing = fuser is not None and all(c.fuser is fuser for c in calls)
     if not fusing or not any(s.fuse for c in calls for s in _own(c)):
         statements = head + tuple(s for c in calls for s in _own(c))
-        return HttpCall(path, statements, first.query, what=what, stamped=bool(stamps))
+        return HttpCall(
+            path, statements, first.query, what=what, stamped=bool(stamps), text_as_bytes=as_bytes
+        )
     out = list(head)
     places: list[list[tuple[int, Fuse | None]]] = []
     kinds: dict[tuple[int, int], list[tuple[list[tuple[int, Fuse | None]], int, Fuse]]] = {}
@@ -242,7 +250,15 @@ def merge(calls: Sequence[HttpCall]) -> HttpCall:
         for mine, i, f in items:
             mine[i] = (at, f)
     layout = tuple(tuple(m) for m in places)
-    return HttpCall(path, tuple(out), first.query, what=what, stamped=bool(stamps), layout=layout)
+    return HttpCall(
+        path,
+        tuple(out),
+        first.query,
+        what=what,
+        stamped=bool(stamps),
+        layout=layout,
+        text_as_bytes=as_bytes,
+    )
 
 
 def _rank(fuse: Fuse) -> tuple[int, int]:
@@ -343,21 +359,30 @@ def answered(
     status: int,
     text: str,
     endpoints: Endpoints,
+    zone: ZoneGuard | None = None,
 ) -> list[Settled]:
     """What a node's answer to the ``merged`` request means for each of ``calls``."""
     verdict = classify_response(merged, status, text)
     n = len(calls)
+    zone = zone if merged.stamped else None
     if verdict.outcome is Outcome.OK:
         endpoints.succeeded(url)
+        if zone is not None:
+            zone.observed(verdict.results[0])
         return [
             Done(r) if isinstance(r, tuple) else Failed(r)
             for r in split_results(calls, merged, verdict.results)
         ]
     failure = f"{url}: {verdict.reason}"
+    if zone is not None and is_guard_failure(verdict.reason):
+        # the stamp refused the node's time: nothing applied; each call goes alone, and
+        # the node is checked again before its next timed call
+        zone.forget(url)
+        return [Alone(failure) for _ in calls]
     if verdict.outcome is Outcome.RETRY:
         endpoints.failed(url)
         return [Alone(failure) for _ in calls]
-    if verdict.outcome is Outcome.UNKNOWN:
+    if verdict.outcome is Outcome.UNKNOWN and not verdict.statement_failed:
         endpoints.failed(url)
         return [
             Failed(OutcomeUnknown(f"{_named(c, n)}: outcome unknown: {failure}")) for c in calls
@@ -365,14 +390,26 @@ def answered(
     if verdict.auth_failed:
         return [Failed(Unavailable(f"{c.what}: {failure}")) for c in calls]
     if n == 1:
-        return [Failed(StatementError(f"{calls[0].what}: {failure}"))]
-    if status != 200:
-        return [Alone(failure) for _ in calls]  # the body was refused: nothing ran
-    # A statement failed inside the merged transaction; which calls it took down with it
-    # is rqlite's business (a statement that does not prepare fails alone): each call's
-    # operation looks its own outcome up.
+        return [Failed(_alone_error(calls[0], verdict, failure))]
+    if verdict.outcome is Outcome.FAILED:
+        # nothing ran (a body refused, or a statement's error that rolled everything
+        # back): each call goes alone, and one whose statement keeps failing fails with
+        # its own error (merging pauses meanwhile)
+        return [Alone(failure, poisoned=status == 200) for _ in calls]
+    # A statement failed where rqlite may have committed the others (/db/request commits
+    # around a statement that fails to prepare): each call's operation looks its own
+    # outcome up, and may go alone again (the culprit's statement may not be its own).
     why = f"outcome unknown: a statement of the merged request failed: {failure}"
     return [Failed(OutcomeUnknown(f"{_named(c, n)}: {why}"), poisoned=True) for c in calls]
+
+
+def _alone_error(call: HttpCall, verdict: Verdict, failure: str) -> RqueueError:
+    """The error of a call that was alone in its merged exchange, as sent alone."""
+    if verdict.outcome is Outcome.FAILED:
+        return StatementError(f"{call.what}: {failure}")
+    unknown = OutcomeUnknown(f"{call.what}: outcome unknown: {failure}")
+    unknown.statement_failed = True
+    return unknown
 
 
 @dataclass(frozen=True)
@@ -387,46 +424,62 @@ class Exchange:
     timeout: float
     path: str
     body: bytes
+    zone: ZoneGuard | None = None
 
     def failed(self, reason: str, sent: bool) -> list[Settled]:
         return send_failed(self.calls, self.url, reason, sent, self.endpoints)
 
     def answered(self, status: int, text: str) -> list[Settled]:
-        return answered(self.calls, self.merged, self.url, status, text, self.endpoints)
+        return answered(self.calls, self.merged, self.url, status, text, self.endpoints, self.zone)
 
 
 def exchange(
-    batch: Sequence[Waiting], endpoints: Endpoints, request_timeout: float, time_left: float
+    batch: Sequence[Waiting],
+    endpoints: Endpoints,
+    request_timeout: float,
+    time_left: float,
+    zone: ZoneGuard | None = None,
 ) -> Exchange | list[Settled]:
     """The try of ``batch`` at the node that answered last; or, when there is no such node
-    (the last call failed: failover needs probing) or no time, every call alone."""
+    (the last call failed: failover needs probing; or its time zone is to be checked
+    again, see rqueue._zone) or no time, every call alone."""
     calls = [w.call for w in batch]
     url = endpoints.current
     timeout = min(request_timeout, time_left)
     if not endpoints.trusted(url) or timeout <= 0:
         return [Alone("no node to send a merged request to") for _ in calls]
     merged = merge(calls)
-    body = merged_body(batch) if merged.layout is None else json.dumps(merged.body()).encode()
-    return Exchange(calls, merged, endpoints, url, timeout, request_path(merged), body)
+    stamp = None
+    if zone is not None and merged.stamped:
+        if zone.check_due(url) or zone.refused(url):
+            return [Alone(f"{url}: its time zone is to be checked") for _ in calls]
+        stamp = zone.stamp()  # the reference of the moment
+    if merged.layout is None:
+        body = merged_body(batch, stamp)
+    else:
+        body = json.dumps(merged.body(stamp)).encode()
+    return Exchange(calls, merged, endpoints, url, timeout, request_path(merged), body, zone)
 
 
 def fragment(call: HttpCall) -> str:
     """``call``'s statements but its time stamp, as the items of a JSON list (no brackets).
 
     Always ``[sql, *params]``: merged fragments must share one form (rqlite < 8.24.8
-    refuses a body that mixes plain and parameterized statements).
+    refuses a body that mixes plain and parameterized statements); through
+    :func:`rqueue._text.wire`, as :meth:`HttpCall.body` does.
     """
-    return json.dumps([[s.sql, *s.params] for s in _own(call)])[1:-1]
+    return json.dumps([wire(s, call.text_as_bytes) for s in _own(call)])[1:-1]
 
 
-def merged_body(batch: Sequence[Waiting]) -> bytes:
+def merged_body(batch: Sequence[Waiting], stamp: Stmt | None = None) -> bytes:
     """The JSON body of the merged request of ``batch``: one time stamp first if any call
-    is stamped (see :func:`merge`), then its calls' statements, in order."""
+    is stamped (see :func:`merge`; ``stamp``, or the first stamped call's), then its
+    calls' statements, in order."""
     parts = [w.fragment or fragment(w.call) for w in batch]
     stamped = next((w.call for w in batch if w.call.stamped), None)
     if stamped is not None:
-        first = stamped.statements[0]
-        parts.insert(0, json.dumps([first.sql, *first.params]))
+        first = stamp or stamped.statements[0]
+        parts.insert(0, json.dumps(wire(first, stamped.text_as_bytes)))
     return ("[" + ",".join(p for p in parts if p) + "]").encode()
 
 

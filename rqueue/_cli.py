@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import logging
 import math
 import os
 import sys
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, before anything is sent (None: nothing)."""
+    from ._text import check as unicode_text
     from ._validate import MAX_LIMIT
 
     def seconds(name: str, value: float, *, allow_zero: bool = False) -> str | None:
@@ -169,6 +171,13 @@ def check(args: argparse.Namespace) -> str | None:
             return "--count needs --watch (without --watch, stats reads once)"
         if args.count is not None and args.count < 1:
             return f"--count: must be >= 1, got {args.count}"
+    for attr in ("group", "event", "dedup_id"):  # argv may carry lone surrogates
+        value = getattr(args, attr, None)
+        if value is not None:
+            try:
+                unicode_text("JSON" if attr == "event" else attr.replace("_", "-"), value)
+            except ValueError as exc:
+                return str(exc)
     if args.command == "publish":
         try:
             json.loads(args.event)
@@ -405,6 +414,9 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return USAGE
+    # every failure ends in the command's own "error:" line (a node refused for its time
+    # zone, rqueue._zone, too): the library's log would repeat it
+    logging.getLogger("rqueue").addHandler(logging.NullHandler())
     try:
         t = connect(args)
     except (RqueueError, ValueError, TypeError) as exc:

@@ -159,6 +159,7 @@ class CliQueue(_sync.Admin):
         group_id, priority, dedup_id, delay = _validate.publish_args(
             group_id, priority, dedup_id, delay
         )
+        event = _validate.event(event)
         publish = functools.partial(self._core.publish, group_id, event, priority, dedup_id, delay)
         try:
             return self._drive(publish())

@@ -28,8 +28,10 @@ from ._models import Result, Stmt
 
 log = logging.getLogger("rqueue")
 
-#: the server's wall clock in epoch seconds (SQLite's ``'now'``: millisecond resolution)
-SERVER_TIME_READ = Stmt("SELECT (julianday('now') - 2440587.5) * 86400.0 AS now")
+#: the server's wall clock in epoch seconds: SQLite's own UTC (millisecond resolution;
+#: ``julianday()`` without ``'now'``, which rqlite >= 8.33 would rewrite in the receiving
+#: node's local time in a strong read)
+SERVER_TIME_READ = Stmt("SELECT (julianday() - 2440587.5) * 86400.0 AS now")
 #: how often a transport re-reads the leader's clock when nothing went wrong
 DEFAULT_RESYNC_EVERY = 10.0
 #: reads tried per sync when a round trip is too slow to place the server's reading

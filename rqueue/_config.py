@@ -14,6 +14,7 @@ from ._endpoints import Credentials, Endpoints, parse_urls
 from ._models import DeadLetter, HttpCall, Lease
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import TIME_REWRITING, ServerInfo
+from ._zone import ZoneGuard
 
 #: the call used for ``GET /status`` in error messages
 STATUS_CALL = HttpCall("/status", (), idempotent=True, what="connect")
@@ -102,6 +103,8 @@ class Settings:
     def core(self, detected: ServerInfo, statements_class: type[Statements]) -> QueueCore:
         """The queue's core for this server (or the version given as ``assume_version``)."""
         server = ServerInfo.from_version(self.assume_version) if self.assume_version else detected
+        # how strings bind is the server's own parsing, whatever protocol is assumed
+        text_as_bytes = detected.hex_blob_params and statements_class.text_as_bytes
         use_server = self.server_clock
         if use_server is None:
             use_server = server.time_rewriting
@@ -121,6 +124,9 @@ class Settings:
         )
         statements.max_deliveries = self.max_deliveries
         statements.max_age = self.max_age
+        # the server's stamp is guarded against nodes whose rewritten time is off UTC
+        zone = ZoneGuard() if use_server and statements_class.zone_guard else None
+        statements.zone = zone
         return QueueCore(
             statements,
             server,
@@ -130,6 +136,8 @@ class Settings:
             leader_clock=leader_clock,
             on_dead_letter=self.on_dead_letter,
             queue=self.queue,
+            text_as_bytes=text_as_bytes,
+            zone=zone,
         )
 
 

@@ -29,22 +29,22 @@ import dataclasses
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from . import _dlq, _queues, _schema
 from ._clock import MAX_SAMPLES, LeaderClock
+from ._decisions import after_ack, decide_after_unknown, insert_id, lease_lost, with_expiry
 from ._exceptions import (
-    LeaseLost,
     OutcomeUnknown,
     ProtocolError,
-    RqueueError,
     StatementError,
     Unavailable,
 )
 from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
 from ._statements import Statements, batch_chunks
 from ._version import ServerInfo
+from ._zone import MEASURE, ZoneGuard
 
 log = logging.getLogger("rqueue")
 T = TypeVar("T")
@@ -91,6 +91,8 @@ class QueueCore:
         leader_clock: LeaderClock | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
         queue: str | None = None,
+        text_as_bytes: bool = True,
+        zone: ZoneGuard | None = None,
     ) -> None:
         if read_consistency not in ("strong", "linearizable"):
             raise ValueError(
@@ -114,6 +116,11 @@ class QueueCore:
         self.on_dead_letter = on_dead_letter
         #: the queue's names: every statement sent is qualified by them (rqueue._queues)
         self.naming = _queues.Naming(queue)
+        #: text rqlite could take for a blob literal goes as bytes (rqueue._text)
+        self.text_as_bytes = text_as_bytes
+        #: the stamp's guard against nodes off UTC, its reference and the nodes' checks
+        #: (rqueue._zone; None: no server stamp, or a mutant without it)
+        self.zone = zone
         #: merged requests fuse claims and acks where the server's parser returns the rows
         #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`)
         statements.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
@@ -129,7 +136,9 @@ class QueueCore:
     def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall:
         query = (("level", self.read_consistency),)
         stmts = self.naming.stmts(stmts)
-        return HttpCall("/db/query", stmts, query, idempotent=True, what=what)
+        return HttpCall(
+            "/db/query", stmts, query, idempotent=True, what=what, text_as_bytes=self.text_as_bytes
+        )
 
     def request(self, stmts: Sequence[Stmt], what: str, *, mergeable: bool = False) -> HttpCall:
         """A write whose answer carries rows: a ``RETURNING`` write's, or a read's.
@@ -149,6 +158,7 @@ class QueueCore:
     ) -> HttpCall:
         """A write call; it starts with the time stamp when its statements read it."""
         s, stmts = self.statements, self.naming.stmts(stmts)
+        kw["text_as_bytes"] = self.text_as_bytes
         if kw.get("mergeable"):
             kw["fuser"] = self.naming.fuser(s.fuser)
         if s.needs_stamp(stmts):
@@ -159,8 +169,12 @@ class QueueCore:
 
     # -- the lease clock (servers that cannot stamp time) ------------------------------
     def with_clock(self, op: Op[T]) -> Op[T]:
-        """Run ``op`` after reading the leader's clock, when that is due."""
+        """Run ``op`` after reading the leader's clock, when that is due; with the server's
+        stamp, after reading SQLite's UTC once (the stamp's guard's first reference)."""
         clock = self.leader_clock
+        if self.zone is not None and self.zone.reference() is None:
+            (res,) = yield self.read([MEASURE], "read the server's UTC")
+            self.zone.calibrate_from(res.rows)
         if clock is None:
             return (yield from op)
         if clock.due():
@@ -217,7 +231,7 @@ class QueueCore:
             return (yield from self._publish_dedup(group_id, event, priority, dedup_id, delay))
         stmts = self.statements.publish(group_id, event, priority, delay)
         results = yield self.write(stmts, "publish")
-        return _insert_id(results[0])
+        return insert_id(results[0])
 
     def _publish_dedup(
         self, group_id: str, event: str, priority: int, dedup_id: str, delay: float
@@ -239,6 +253,8 @@ class QueueCore:
                     (found,) = yield self.read([s.dedup_seq(dedup_id)], "publish")
                     row = found.rows
             except OutcomeUnknown as exc:
+                if exc.statement_failed:
+                    raise  # it would fail alike
                 unknown = unknown or exc
                 continue  # safe: the dedup id makes a repeat a no-op
             except (Unavailable, StatementError) as exc:
@@ -262,7 +278,7 @@ class QueueCore:
         results = yield self.write(stmts, f"publish_many({len(items)})")
         seqs: list[int] = []
         for at, n in firsts:  # a chunk's seqs are consecutive, ending at its INSERT's id
-            last = _insert_id(results[at])
+            last = insert_id(results[at])
             seqs.extend(range(last - n + 1, last + 1))
         return seqs
 
@@ -322,14 +338,15 @@ class QueueCore:
         ``answered(results)`` once a request is answered. After an unknown outcome
         ``look_up(unknown)`` looks the claim's tokens up: found, the claim applied and
         that is the value; not found (None or empty), nothing was leased, and the same
-        tokens are sent again (a token already in use leases nothing). Once an outcome
-        was unknown, a definite failure after it is :class:`OutcomeUnknown` too."""
+        tokens are sent again (a token already in use leases nothing), unless a statement
+        failed (``statement_failed``: it would fail alike). Once an outcome was unknown, a
+        definite failure after it is :class:`OutcomeUnknown` too."""
         unknown: OutcomeUnknown | None = None
         while True:
             try:
                 results = yield call()
             except OutcomeUnknown as exc:
-                unknown = unknown or exc
+                unknown, last = unknown or exc, exc
             except (Unavailable, StatementError) as exc:
                 if unknown is not None:
                     raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
@@ -339,6 +356,8 @@ class QueueCore:
             found = yield from look_up(unknown)
             if found:
                 return found
+            if last.statement_failed:
+                raise last
 
     def _claim_three_requests(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
@@ -442,7 +461,7 @@ class QueueCore:
         if not self.server.one_request_claim:
             yield from self.ack(lease)
             claim = self._claim_three_requests(token, visibility, min_priority, dead)
-            found = yield from _after_ack(claim)
+            found = yield from after_ack(claim)
             self.report_dead(dead)
             return found
         stmts = self.statements.ack_and_claim(lease, token, visibility, min_priority)
@@ -464,7 +483,7 @@ class QueueCore:
                 exc.acked = True
                 raise
         claim = self._claim_one_request(token, visibility, min_priority, dead)
-        found = yield from _after_ack(claim)
+        found = yield from after_ack(claim)
         self.report_dead(dead)
         return found
 
@@ -484,13 +503,13 @@ class QueueCore:
             stmt = s.extend(lease, visibility)
         applied = yield from self._fenced(lease, [stmt], "extend")
         if applied.columns:
-            return _with_expiry(lease, applied)
+            return with_expiry(lease, applied)
         try:
             (res,) = yield self.read([s.extended_read_back(lease)], "extend: read back")
         except (Unavailable, StatementError, OutcomeUnknown) as exc:
             log.warning("extend: applied to message %s, expiry not read: %s", lease.seq, exc)
             return dataclasses.replace(lease, expires_at=None)
-        return _with_expiry(lease, res)
+        return with_expiry(lease, res)
 
     def _fenced(
         self,
@@ -531,56 +550,3 @@ class QueueCore:
             if decision == "lost":
                 raise lease_lost(what, lease)
             raise OutcomeUnknown(f"{unknown}; the message's state does not settle it")
-
-
-def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -> str:
-    """After an unknown outcome, what a row lookup proves: "retry", "lost" or "unknown".
-
-    ``rows`` is the lookup's result: ``[(locked_by, live)]`` or empty (row deleted).
-    The unknown attempt may still be applied *after* the lookup (it can sit unread in a
-    paused leader's socket, then be proposed when that node wakes up), with the ``now``
-    it was stamped with when the lease was live. So "lost" needs a row that such a late
-    attempt can no longer match: one leased to another token (or released).
-    """
-    found = list(rows)
-    if not found:
-        return "unknown"  # deleted: by our ack, or by whoever held it after us
-    locked_by, live = found[0][0], bool(found[0][1])
-    if locked_by == token:
-        # live: the write did not apply yet; trying again is safe (a repeat is a no-op
-        # once either applies). Lapsed: a late attempt may still apply, so unknown.
-        return "retry" if live else "unknown"
-    if what == "ack":
-        return "lost"  # held by another token or released: our delete can never match
-    return "unknown"
-
-
-def lease_lost(what: str, lease: Lease, also: str = "") -> LeaseLost:
-    return LeaseLost(
-        f"{what}: message {lease.seq} of group {lease.group_id!r} is no longer leased to "
-        f"this token; nothing was changed{also}"
-    )
-
-
-def _after_ack(op: Op[T]) -> Op[T]:
-    """Run ``op`` (a claim after an applied ack): its errors say the ack applied."""
-    try:
-        return (yield from op)
-    except RqueueError as exc:
-        exc.acked = True
-        raise
-
-
-def _with_expiry(lease: Lease, res: Result) -> Lease:
-    """``lease`` with the ``lock_expiry`` read in ``res`` (None when the row is not there)."""
-    try:
-        expiry = res.rows[0][0] if res.rows else None
-        return dataclasses.replace(lease, expires_at=None if expiry is None else float(expiry))
-    except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"extend: unreadable lock_expiry {res.rows!r}: {exc}") from exc
-
-
-def _insert_id(res: Result) -> int:
-    if res.last_insert_id is None:
-        raise ProtocolError("publish: rqlite did not report the new row's id")
-    return res.last_insert_id

@@ -117,6 +117,15 @@ class Endpoints:
             if self.urls[self._index] == url:
                 self._index = (self._index + 1) % len(self.urls)
 
+    def skip(self, url: str) -> None:
+        """Move past ``url`` without counting a failure (refused for a call's kind: its
+        time zone, see rqueue._zone), and stop trusting it."""
+        with self._lock:
+            if self._good == url:
+                self._good = None
+            if self.urls[self._index] == url:
+                self._index = (self._index + 1) % len(self.urls)
+
     def trusted(self, url: str) -> bool:
         """Whether ``url`` answered the last successful call (no probe needed)."""
         return self._good == url

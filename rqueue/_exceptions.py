@@ -4,7 +4,9 @@
 
     RqueueError                     base of everything below
     ├── Unavailable                 failed: certainly NOT applied (connection refused,
-    │                               503 "leader not found", no node answered)
+    │   │                           503 "leader not found", no node answered)
+    │   └── ZoneRefused             every node rewrites 'now' off UTC (its local time
+    │                               zone is not UTC): none may take a timed call
     ├── OutcomeUnknown              unknown: may or may not have been applied (timeout,
     │                               connection dropped after sending, HTTP 200 with a
     │                               top-level "error" such as "leadership lost while
@@ -42,8 +44,21 @@ class Unavailable(RqueueError):
     """The operation certainly did not take effect: no node could take it."""
 
 
+class ZoneRefused(Unavailable):
+    """Every node rewrites ``'now'`` off UTC (its local time zone is not UTC), so none may
+    stamp a timed call (rqueue._zone); certainly not applied. The message is one line
+    naming the nodes, their offsets and the cure."""
+
+
 class OutcomeUnknown(RqueueError):
-    """The operation may or may not have taken effect."""
+    """The operation may or may not have taken effect.
+
+    ``statement_failed`` is True when the node answered with a statement's error on
+    ``/db/request``, where rqlite commits the request's other statements around one that
+    fails to prepare: the same request would fail alike, so rqueue does not send it again.
+    """
+
+    statement_failed: bool = False
 
 
 class LeaseLost(RqueueError):

@@ -10,7 +10,7 @@ by both twins as the single operations are, and safe under faults the same way:
 * ``ack_many`` acks every lease in one request, each fenced by its own token, and tells
   each outcome apart (acked, :class:`LeaseLost`, :class:`OutcomeUnknown`): after an
   unknown outcome it looks every undecided lease up and retries only those still live
-  (:func:`~rqueue._core.decide_after_unknown`, as a single ``ack`` does).
+  (:func:`~rqueue._decisions.decide_after_unknown`, as a single ``ack`` does).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import _dlq
-from ._core import QueueCore, decide_after_unknown, lease_lost, new_token
+from ._core import QueueCore, new_token
+from ._decisions import decide_after_unknown, lease_lost
 from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
 from ._models import Claim, DeadLetter, Lease, Op, Result, Stmt
 from ._statements import LEASE_RETURNING

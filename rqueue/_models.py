@@ -6,6 +6,8 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ._text import wire
+
 T = TypeVar("T")
 
 
@@ -61,9 +63,10 @@ class Stmt:
     params: tuple[Any, ...] = ()
     fuse: Fuse | None = field(default=None, compare=False, repr=False)
 
-    def to_json(self) -> str | list[Any]:
-        """The statement in rqlite's wire form: ``"sql"`` or ``["sql", *params]``."""
-        return [self.sql, *self.params] if self.params else self.sql
+    def to_json(self, text_as_bytes: bool = True) -> str | list[Any]:
+        """The statement in rqlite's wire form: ``"sql"`` or ``["sql", *params]`` (a text
+        parameter rqlite could take for a blob literal as bytes: :func:`rqueue._text.wire`)."""
+        return wire(self, text_as_bytes) if self.params else self.sql
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,19 @@ class HttpCall:
     fuser: Any = field(default=None, compare=False, repr=False)
     #: of a merged call: where each call's statements went (see :func:`rqueue._batch.merge`)
     layout: Any = field(default=None, compare=False, repr=False)
+    #: the server binds a string shaped like a blob literal as a BLOB (rqlite >= 8.31):
+    #: such text goes as its bytes, cast back to text (:func:`rqueue._text.wire`)
+    text_as_bytes: bool = True
 
-    def body(self) -> list[str | list[Any]]:
-        """The JSON body; all statements in one form (rqlite < 8.24.8 refuses a mix)."""
-        if any(s.params for s in self.statements):
-            return [[s.sql, *s.params] for s in self.statements]
-        return [s.sql for s in self.statements]
+    def body(self, stamp: Stmt | None = None) -> list[str | list[Any]]:
+        """The JSON body; all statements in one form (rqlite < 8.24.8 refuses a mix). Every
+        statement sent goes through :func:`rqueue._text.wire` here or in
+        :func:`rqueue._batch.fragment`. ``stamp``: the time stamp to send in place of the
+        first statement's (a stamped call's, with the reference of the moment)."""
+        stmts = self.statements if stamp is None else (stamp, *self.statements[1:])
+        if any(s.params for s in stmts):
+            return [wire(s, self.text_as_bytes) for s in stmts]
+        return [s.sql for s in stmts]
 
     def for_caller(self, results: tuple[Result, ...]) -> tuple[Result, ...]:
         """The results the operation that made this call expects."""

@@ -32,7 +32,7 @@ from ._publish import (
     batch_chunks,
     batch_params,
 )
-from ._render import CLOCK_REF, NOW, SERVER_CLOCK_STEP, SERVER_NOW, STAMP
+from ._render import CLOCK_REF, NOW, SERVER_CLOCK_STEP, SERVER_NOW, SERVER_UTC, STAMP
 
 __all__ = [
     "BATCH_ITEMS",
@@ -46,6 +46,7 @@ __all__ = [
     "RETENTION_SCAN",
     "SERVER_CLOCK_STEP",
     "SERVER_NOW",
+    "SERVER_UTC",
     "STAMP",
     "Statements",
     "batch_chunks",
@@ -102,6 +103,13 @@ class Statements(PublishStatements):
     ``server_clock`` True: lease times come from the server (``SERVER_NOW``); False:
     from ``clock()`` on this worker (old rqlite without time rewriting).
     """
+
+    #: send text that rqlite (>= 8.31) could take for a blob literal as its bytes, cast
+    #: back to text (:mod:`rqueue._text`); a mutant subject turns it off
+    text_as_bytes: bool = True
+    #: guard the stamp against nodes whose rewritten time is off UTC, and check and
+    #: refuse such nodes (:mod:`rqueue._zone`); a mutant subject turns it off
+    zone_guard: bool = True
 
     def __init__(
         self,

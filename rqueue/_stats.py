@@ -27,18 +27,18 @@ from typing import Any
 
 from ._exceptions import ProtocolError
 from ._models import QueuedMessage, Result, Stats, Stmt
-from ._statements import PARKED, SERVER_NOW
+from ._statements import PARKED, SERVER_UTC
 
 COUNTS = Stmt("SELECT kind, priority, n FROM rqueue_counts")
 IN_FLIGHT = Stmt(
     "SELECT locked_by = ? AS parked, priority, count(*) AS n FROM groups "
-    f"WHERE locked_by IS NOT NULL AND lock_expiry >= {SERVER_NOW} GROUP BY 1, 2",
+    f"WHERE locked_by IS NOT NULL AND lock_expiry >= {SERVER_UTC} GROUP BY 1, 2",
     (PARKED,),
 )
 OLDEST_READY = Stmt(
-    f"SELECT {SERVER_NOW} - m.enqueued_at AS age FROM messages m WHERE NOT EXISTS ("
+    f"SELECT {SERVER_UTC} - m.enqueued_at AS age FROM messages m WHERE NOT EXISTS ("
     "SELECT 1 FROM groups g WHERE g.group_id = m.group_id AND g.head_seq = m.seq "
-    f"AND g.locked_by IS NOT NULL AND g.lock_expiry >= {SERVER_NOW}) ORDER BY m.seq LIMIT 1"
+    f"AND g.locked_by IS NOT NULL AND g.lock_expiry >= {SERVER_UTC}) ORDER BY m.seq LIMIT 1"
 )
 STATEMENTS = (COUNTS, IN_FLIGHT, OLDEST_READY)
 
@@ -88,14 +88,14 @@ def peek(group_id: str, limit: int) -> Stmt:
     held = "g.head_seq = m.seq"
     return Stmt(
         "SELECT m.seq AS seq, m.group_id AS group_id, m.event AS event, CASE "
-        f"WHEN NOT {held} OR g.locked_by IS NULL OR g.lock_expiry < {SERVER_NOW} "
-        f"THEN CASE WHEN m.deliver_at > {SERVER_NOW} THEN 'delayed' ELSE 'ready' END "
+        f"WHEN NOT {held} OR g.locked_by IS NULL OR g.lock_expiry < {SERVER_UTC} "
+        f"THEN CASE WHEN m.deliver_at > {SERVER_UTC} THEN 'delayed' ELSE 'ready' END "
         "WHEN g.locked_by = ? THEN 'parked' ELSE 'leased' END AS state, "
         f"CASE WHEN {held} THEN g.deliveries ELSE 0 END AS deliveries, m.last_error AS "
         f"last_error, CASE WHEN {held} THEN g.lock_expiry END AS lock_expiry, "
         "m.deliver_at AS deliver_at, "
         f"CASE WHEN {held} THEN g.locked_by END AS locked_by, "
-        f"CASE WHEN {held} THEN g.lock_expiry - {SERVER_NOW} END AS expires_in "
+        f"CASE WHEN {held} THEN g.lock_expiry - {SERVER_UTC} END AS expires_in "
         "FROM messages m LEFT JOIN groups g ON g.group_id = m.group_id "
         "WHERE m.group_id = ? ORDER BY m.seq LIMIT ?",
         (PARKED, group_id, limit),

@@ -29,6 +29,7 @@ from ._exceptions import RqueueError, TransportClosed
 from ._models import DeadLetter, HttpCall, Lease, Op, QueuedMessage, Result, Stats
 from ._statements import DEFAULT_CLOCK_TOLERANCE, Statements
 from ._version import ServerInfo
+from ._zone import ZoneGuard
 
 
 class Session(Protocol):
@@ -130,14 +131,19 @@ class Admin:
         """Send ``call`` by itself, failing over between nodes as :class:`Attempts`
         decides; a node failed over to is asked ``/readyz`` first."""
         s = self._settings
-        attempts = Attempts(call, self._endpoints, deadline, s.request_timeout, limit=s.timeout)
-        path, body = _batch.request_target(call)
+        attempts = Attempts(
+            call, self._endpoints, deadline, s.request_timeout, limit=s.timeout, zone=self._zone
+        )
         while True:
             url, timeout = attempts.next()
             probe = attempts.probe(url)
             if probe is not None and not self._probe(attempts, url, probe):
                 _pause(attempts)
                 continue
+            if attempts.zone_check_due(url) and not self._check_zone(attempts, url, timeout):
+                _pause(attempts)
+                continue
+            path, body = attempts.target()
             try:
                 reply = self._session.request("POST", url, path, body, timeout)
             except SendError as exc:
@@ -150,6 +156,20 @@ class Admin:
                 if results is not None:
                     return results
             _pause(attempts)
+
+    def _check_zone(self, attempts: Attempts, url: str, timeout: float) -> bool:
+        """Measure the time zone of a node before its first timed call (rqueue._zone)."""
+        path, body = attempts.zone_check()
+        try:
+            reply = self._session.request("POST", url, path, body, timeout)
+        except SendError as exc:
+            attempts.not_sent(url, f"time zone check: {exc}")
+            return False
+        return attempts.zone_answered(url, reply.status, reply.text)
+
+    @property
+    def _zone(self) -> ZoneGuard | None:
+        return self._core.zone
 
     def _probe(self, attempts: Attempts, url: str, timeout: float) -> bool:
         """Ask a node we fail over to whether it is ready, before sending it the call."""
@@ -430,7 +450,11 @@ class Transport(Admin):
     def _send_merged(self, batch: list[_batch.Waiting], deadline: float) -> list[_batch.Settled]:
         """One try of ``batch``'s calls as one request, to the node that answered last."""
         ex = _batch.exchange(
-            batch, self._endpoints, self._settings.request_timeout, deadline - time.monotonic()
+            batch,
+            self._endpoints,
+            self._settings.request_timeout,
+            deadline - time.monotonic(),
+            self._zone,
         )
         if isinstance(ex, list):
             return ex

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from ._models import Lease
+from ._text import check as unicode_text
 
 MIN_PRIORITY, MAX_PRIORITY = 0, 4
 #: most rows one ``dead_letters`` or ``peek`` call returns
@@ -18,7 +19,7 @@ def text(name: str, value: Any) -> str:
         raise TypeError(f"{name}: expected a non-empty str, got {type(value).__name__}")
     if not value:
         raise ValueError(f"{name}: must not be empty")
-    return value
+    return unicode_text(name, value)
 
 
 def priority(name: str, value: Any) -> int:
@@ -68,7 +69,7 @@ def event(value: Any) -> str:
             json.loads(value, parse_constant=_refuse_constant)
         except ValueError as exc:
             raise ValueError(f"event: a str event must be JSON text ({exc})") from None
-        return value
+        return unicode_text("event", value)
     try:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -99,7 +100,7 @@ def error_text(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise TypeError(f"error: expected a str, got {type(value).__name__}")
-    return value[:4000]
+    return unicode_text("error", value[:4000])
 
 
 def max_deliveries(value: Any) -> int | None:

@@ -17,6 +17,9 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 ONE_REQUEST_CLAIM = (8, 23, 0)
 #: /db/query?level=linearizable
 LINEARIZABLE_READS = (8, 32, 0)
+#: a string argument shaped like a blob literal (``x'41'``) binds as a BLOB, and an array
+#: of byte values as a BLOB (``http/request_parser.go``: ``db.ParseHex``, ``[]interface{}``)
+HEX_BLOB_PARAMS = (8, 31, 0)
 #: time functions in writes are rewritten to literals on the receiving node
 TIME_REWRITING = (8, 33, 0)
 
@@ -85,6 +88,13 @@ class ServerInfo:
     @property
     def linearizable_reads(self) -> bool:
         return self._at_least(LINEARIZABLE_READS)
+
+    @property
+    def hex_blob_params(self) -> bool:
+        """Whether the server binds a string shaped ``x'…'`` as a BLOB; an unknown version
+        counts as one that does (rqueue then sends such text as bytes, which a server that
+        does not refuses with HTTP 400 instead of storing other text)."""
+        return self.number is None or self.number >= HEX_BLOB_PARAMS
 
     @property
     def time_rewriting(self) -> bool:

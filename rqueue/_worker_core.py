@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 from ._exceptions import LeaseLost, RqueueError
 from ._models import Lease
+from ._text import check as unicode_text
 
 log = logging.getLogger("rqueue.worker")
 T = TypeVar("T")
@@ -77,6 +78,7 @@ class Options:
             raise ValueError(f"min_priority: must be an integer, got {self.min_priority!r}")
         if not isinstance(self.worker_id, str):
             raise ValueError(f"worker_id: must be a string, got {self.worker_id!r}")
+        unicode_text("worker_id", self.worker_id)
         if not self.worker_id:
             object.__setattr__(self, "worker_id", f"{socket.gethostname()}:{os.getpid()}")
 

@@ -49,6 +49,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "mutant-lifo": ("harness.subjects.mutants", "LIFO"),
     "mutant-ack-wrong-row": ("harness.subjects.mutants", "ACK_WRONG_ROW"),
     "mutant-subquery-now": ("harness.subjects.mutants", "SUBQUERY_NOW"),
+    "mutant-blob-text": ("harness.subjects.mutants", "BLOB_TEXT"),
+    "mutant-zone-blind": ("harness.subjects.mutants", "ZONE_BLIND"),
 }
 SUBJECT_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 MUTANT_NAMES: tuple[str, ...] = tuple(n for n in _REGISTRY if n.startswith("mutant-"))

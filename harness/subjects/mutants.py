@@ -1,9 +1,9 @@
 """Mutant subjects: rqueue with one statement builder broken on purpose.
 
 Each mutant subclasses rqueue's :class:`~rqueue.Statements`, overrides exactly one
-builder, and plugs it into subclasses of both transports through their
-``statements_class`` hook. The harness's own tests run them and assert that the checker
-catches each bug:
+builder (or one switch of how statements are sent), and plugs it into subclasses of
+both transports through their ``statements_class`` hook. The harness's own tests run
+them and assert that the checker catches each bug:
 
 ``mutant-no-exclusivity``  claim ignores whether the group has a message in flight
                            → ``duplicate-group-lease`` (and FIFO violations)
@@ -15,6 +15,15 @@ catches each bug:
                            rqlite (>= 8.33) does not rewrite to a literal: each replica
                            evaluates its own clock when it applies the entry (and again
                            on replay) → ``replica-divergence`` on real rqlite
+``mutant-blob-text``       sends every text as it is, so rqlite (>= 8.31) binds a group
+                           id, dedup id, worker id or error shaped ``x'41'`` as a BLOB
+                           of those bytes → a delivered group id that differs from the
+                           published one (``corrupted``), and leases never settled
+``mutant-zone-blind``      stamps leases with the receiving node's rewritten 'now' as it
+                           comes, without the guard against a node off UTC and without
+                           checking or refusing such nodes: after a daylight-saving
+                           jump every live lease looks expired → ``duplicate-group-lease``
+                           (and early delivery); for the ``timezone`` fault
 
 Not registered by name (run it as ``harness.subjects.mutants:EARLY_DEAD_LETTER``):
 
@@ -216,6 +225,38 @@ SUBQUERY_NOW = _mutant(
     SubqueryNowStatements,
     "rqueue whose claim reads the server clock in a subquery rqlite does not rewrite "
     "(expect replica-divergence on real rqlite)",
+)
+
+
+class BlobTextStatements(Statements):
+    """rqueue's statements, sent without turning text that looks like a blob literal into
+    bytes (:mod:`rqueue._text`): rqlite >= 8.31 (and the embedded node) binds a string
+    parameter shaped ``x'…'`` as a BLOB of the hex bytes."""
+
+    text_as_bytes = False
+
+
+BLOB_TEXT = _mutant(
+    "mutant-blob-text",
+    BlobTextStatements,
+    "rqueue sending text shaped x'41' as it is, bound as a BLOB by rqlite >= 8.31 "
+    "(expect corrupted: a delivered group id that is not the published one)",
+)
+
+
+class ZoneBlindStatements(Statements):
+    """rqueue's statements with the stamp unguarded, and no time zone checks of the nodes
+    (:mod:`rqueue._zone`): a node whose rewritten ``'now'`` is off UTC stamps every
+    lease with its local time."""
+
+    zone_guard = False
+
+
+ZONE_BLIND = _mutant(
+    "mutant-zone-blind",
+    ZoneBlindStatements,
+    "rqueue without the stamp's guard against nodes off UTC and without their checks "
+    "(expect duplicate-group-lease after a daylight-saving jump: the timezone fault)",
 )
 
 

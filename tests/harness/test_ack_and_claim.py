@@ -220,6 +220,8 @@ NEXT = {
     "mutant-lifo": ("b", "a"),  # newest first
     "mutant-ack-wrong-row": ("a", "a"),  # b deleted instead, a released and leased again
     "mutant-subquery-now": ("a", "b"),  # right on one node; replicas may disagree
+    "mutant-blob-text": ("a", "b"),  # ordinary text: as rqueue
+    "mutant-zone-blind": ("a", "b"),  # nodes in UTC: as rqueue
 }
 
 

@@ -62,6 +62,8 @@ def test_registry_names_every_subject():
         "mutant-lifo",
         "mutant-ack-wrong-row",
         "mutant-subquery-now",
+        "mutant-blob-text",
+        "mutant-zone-blind",
     }
     for name in SUBJECT_NAMES:
         assert get_subject(name).name == name

@@ -1,7 +1,8 @@
 """Test doubles for the pure and HTTP-level unit tests (never for integration tests).
 
 - :class:`SqliteExecutor` answers rqlite calls from one in-memory SQLite database, as a
-  single rqlite node would (a transaction per request, results in rqlite's JSON).
+  single rqlite node would (a transaction per request, results in rqlite's JSON; a
+  string shaped ``x'hex'`` or an array of bytes binds as a BLOB, as since rqlite 8.31).
 - :func:`drive` runs a core operation generator against an executor, through the real
   response classifier: the core's SQL and decisions, with no network.
 - :class:`FakeNode` is a real HTTP server on 127.0.0.1 speaking rqlite's API over an
@@ -20,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from harness.node.body import blob_literal
 from rqueue._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
 from rqueue._models import HttpCall
 from rqueue._wire import Outcome, classify_response
@@ -43,6 +45,7 @@ class SqliteExecutor:
             failed = False
             for stmt in body:
                 sql, params = (stmt, []) if isinstance(stmt, str) else (stmt[0], stmt[1:])
+                params = [_bind(p) for p in params]
                 try:
                     cur = self.conn.execute(sql, params)
                     rows = cur.fetchall()
@@ -55,7 +58,7 @@ class SqliteExecutor:
                 if cur.description:
                     res: dict[str, Any] = {"columns": [d[0] for d in cur.description]}
                     if rows:
-                        res["values"] = [list(r) for r in rows]
+                        res["values"] = [[_read(v) for v in r] for r in rows]
                     if path != "/db/query":
                         res["rows_affected"] = max(cur.rowcount, 0)
                     results.append(res)
@@ -70,6 +73,23 @@ class SqliteExecutor:
     def sql(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with self.lock:
             return self.conn.execute(sql, params).fetchall()
+
+
+def _bind(param: Any) -> Any:
+    """A JSON parameter as rqlite >= 8.31 binds it: an array of byte values, or a string
+    shaped like a blob literal (``x'41'``), as a BLOB."""
+    if isinstance(param, list):
+        return bytes(param)
+    if isinstance(param, str):
+        blob = blob_literal(param)
+        return param if blob is None else blob
+    return param
+
+
+def _read(value: Any) -> Any:
+    """A value as rqlite renders it from a text column: a BLOB as text (U+FFFD for
+    invalid UTF-8; rqueue reads no other BLOBs)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def drive(op: Generator[HttpCall, Any, Any], executor: SqliteExecutor) -> Any:

@@ -497,14 +497,30 @@ def test_a_failed_statement_of_one_call_is_a_statement_error() -> None:
     assert e.current == A and e.trusted(A)  # the node did its job
 
 
-def test_a_failed_statement_in_a_merged_request_poisons_every_call() -> None:
+def test_a_rolled_back_merged_request_sends_every_call_alone_and_pauses() -> None:
+    """A statement failed while running: rqlite rolled everything back and the results
+    stop at it. Nothing applied: each call goes alone (the culprit then fails alone)."""
     calls, e = three(), endpoints()
     out = answered(calls, merge(calls), A, 200, statement_failed(), e)
+    assert all(isinstance(s, Alone) and s.poisoned and "UNIQUE" in s.reason for s in out)
+    co = Coalescer()
+    own = Waiting(calls[0], 0.0)
+    co.conclude([own, Waiting(calls[1], 0.0), Waiting(calls[2], 0.0)], out, own, now=5.0)
+    assert not co.accepting(5.5) and co.accepting(6.0)
+
+
+def test_a_prepare_failure_in_a_merged_request_poisons_every_call() -> None:
+    """On /db/request a statement that fails to prepare gets an error entry and the others
+    commit: every call's outcome is unknown, and each looks itself up."""
+    calls, e = three(), endpoints()
+    results = [{"rows_affected": 1}, {"error": "no such table: nope"}, *[{}] * 4]
+    out = answered(calls, merge(calls), A, 200, json.dumps({"results": results}), e)
     errors = unknowns(out)
     assert all(s.poisoned for s in out)
     for c, err in zip(calls, errors, strict=True):
         assert str(err).startswith(f"{c.what} (merged with 2 other calls)")
-        assert "UNIQUE" in str(err)
+        assert "no such table" in str(err) and "may have committed" in str(err)
+        assert not err.statement_failed  # its own statements may be fine: it may go alone
 
 
 def test_http_400_sends_merged_calls_alone_but_fails_a_single_one() -> None:

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from rqueue import Lease, LeaseLost, OutcomeUnknown, ProtocolError, Statements, Unavailable
-from rqueue._core import QueueCore, decide_after_unknown
+from rqueue._core import QueueCore
+from rqueue._decisions import decide_after_unknown
 from rqueue._models import HttpCall, Result
 from rqueue._statements import LEASE_RETURNING
 from rqueue._version import ServerInfo
@@ -329,3 +330,39 @@ def test_ack_and_claim_on_an_old_server_with_a_lost_lease_claims_nothing() -> No
     with pytest.raises(LeaseLost) as caught:
         s.send(Result(rows_affected=0), Result(), Result())
     assert not caught.value.acked
+
+
+# -- a statement's error where rqlite may have committed the rest (rqueue._wire) -----------
+def failed_statement(text: str = "no such table: rqueue_dead") -> OutcomeUnknown:
+    exc = OutcomeUnknown(f"claim: outcome unknown: statement 1 failed: {text}")
+    exc.statement_failed = True
+    return exc
+
+
+def test_claim_after_a_failed_statement_returns_the_lease_it_may_have_taken() -> None:
+    s = Script(core().claim("w", 30.0, 0))
+    token = token_of(s.call)
+    s.throw(failed_statement())
+    assert s.call.path == "/db/query"  # the token looked up
+    s.send(Result(READ_BACK, ((5, "g", "{}", 99.0),)))
+    assert s.done and s.value == Lease(5, "g", "{}", token)
+
+
+def test_claim_after_a_failed_statement_is_not_sent_again() -> None:
+    """The same request would fail alike: one lookup, then the error, not a resend."""
+    s = Script(core().claim("w", 30.0, 0))
+    s.throw(failed_statement())
+    with pytest.raises(OutcomeUnknown, match="no such table") as info:
+        s.send(Result(READ_BACK, ()))
+    assert info.value.statement_failed and len(s.calls) == 2
+
+
+def test_dedup_publish_after_a_failed_statement_is_not_sent_again() -> None:
+    s = Script(core().publish("g", "{}", 0, "d-1"))
+    assert s.call.path == "/db/request"
+    with pytest.raises(OutcomeUnknown, match="no such table"):
+        s.throw(failed_statement())
+    assert len(s.calls) == 1
+    s = Script(core().publish("g", "{}", 0, "d-1"))  # a lost answer is still retried
+    s.throw(OutcomeUnknown("timeout"))
+    assert len(s.calls) == 2 and s.call.path == "/db/request"

@@ -179,3 +179,21 @@ def test_every_write_on_groups_reads_time_only_from_the_stamp() -> None:
     on_groups = [s for s in writes(ex) if re.search(r"\bgroups\b", s)]
     assert on_groups
     assert all(not TIME_OR_RANDOM.search(s) for s in on_groups)
+
+
+@pytest.mark.parametrize("version", ["v10.2.7", "v9.4.5", "v8.36.18"])
+def test_the_guarded_stamp_leaves_nothing_to_the_replicas_clock(version: str) -> None:
+    """The transports' stamp (guarded against nodes off UTC, rqueue._zone): what enters
+    the log holds no 'now'; its ``julianday()`` (SQLite's UTC) is only in its RETURNING,
+    which changes no row."""
+    from rqueue._config import Settings
+    from rqueue._zone import GUARDED_STAMP
+
+    ex = SqliteExecutor()
+    every_operation(
+        Settings.build("http://n:4001").core(ServerInfo.from_version(version), Statements), ex
+    )
+    sent = writes(ex)
+    assert GUARDED_STAMP in sent and nondeterministic(version, sent) == []
+    logged = rqlite_process(GUARDED_STAMP, NOW, RAND, version)
+    assert TIME_OR_RANDOM.findall(logged.split("RETURNING")[0]) == [("julianday", "")] * 2

@@ -6,7 +6,7 @@ import pytest
 
 from rqueue import Lease, Statements
 from rqueue._models import Claim
-from rqueue._statements import CLOCK_REF, NOW, SERVER_NOW
+from rqueue._statements import CLOCK_REF, NOW, SERVER_NOW, SERVER_UTC
 
 HOSTILE = "g'); DROP TABLE messages; --"
 
@@ -46,9 +46,10 @@ def test_server_clock_writes_read_the_stamp_and_reads_the_node_clock() -> None:
     assert stmt.params == (9.0, "g", 1, "t")
     assert s.needs_stamp([stmt]) and s.stamp() is not None
     assert SERVER_NOW in s.stamp().sql
-    # a read: not replicated, the answering node's clock
+    # a read: not replicated, the answering node's clock, in UTC (not the rewritten 'now')
     lookup = s.lookup(Lease(1, "g", "{}", "t"))
-    assert SERVER_NOW in lookup.sql and not s.needs_stamp([lookup])
+    assert SERVER_UTC in lookup.sql and SERVER_NOW not in lookup.sql
+    assert not s.needs_stamp([lookup])
 
 
 def test_worker_clock_binds_one_reading_per_statement() -> None:

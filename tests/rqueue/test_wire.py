@@ -63,6 +63,65 @@ def test_statement_error_that_stopped_a_transaction_is_definite() -> None:
     assert classify_response(three, 200, json.dumps(body)).outcome is Outcome.FAILED
 
 
+# -- a statement's error, by endpoint (rqlite db/db.go: executeWithConn, RequestWithContext) --
+OK, ERR = {"rows_affected": 1}, {"error": "no such table: rqueue_dead"}
+ROWS = {"columns": ["seq"], "values": [[1]]}
+
+
+def request(n: int, stamped: bool = False, path: str = "/db/request") -> HttpCall:
+    return HttpCall(path, tuple(Stmt(f"S{i}") for i in range(n)), stamped=stamped)
+
+
+@pytest.mark.parametrize(
+    ("call", "results", "outcome"),
+    [
+        # /db/execute: the first error rolls back and ends the results
+        (request(3, path="/db/execute"), [OK, ERR], Outcome.FAILED),
+        (request(3, path="/db/execute"), [OK, OK, ERR], Outcome.FAILED),
+        (request(3, path="/db/execute"), [ERR, OK, OK], Outcome.UNKNOWN),  # not rqlite's way
+        # /db/request, failed while running: rolled back, the results stop at it
+        (request(4), [OK, ERR], Outcome.FAILED),
+        (request(4), [ERR], Outcome.FAILED),
+        # /db/request, failed to prepare: the others ran on and committed
+        (request(4), [OK, ERR, OK, ROWS], Outcome.UNKNOWN),
+        (request(4), [ERR, ERR, OK, ERR], Outcome.UNKNOWN),
+        # the last statement's error with every result there: prepare (the rest
+        # committed) or run (rolled back) cannot be told apart
+        (request(4), [OK, OK, OK, ERR], Outcome.UNKNOWN),
+        (request(1), [ERR], Outcome.FAILED),
+        # nothing of the operation ran: every statement failed, or all but the stamp
+        (request(3), [ERR, ERR, ERR], Outcome.FAILED),
+        (request(3, stamped=True), [OK, ERR, ERR], Outcome.FAILED),
+        (request(3, stamped=True), [OK, OK, ERR], Outcome.UNKNOWN),
+        # reads write nothing
+        (request(2, path="/db/query"), [ROWS, ERR], Outcome.FAILED),
+    ],
+)
+def test_a_statement_error_is_definite_only_where_rqlite_applied_nothing(
+    call: HttpCall, results: list, outcome: Outcome
+) -> None:
+    v = classify_response(call, 200, json.dumps({"results": results}))
+    assert v.outcome is outcome and "no such table: rqueue_dead" in v.reason
+    assert v.statement_failed is (outcome is Outcome.UNKNOWN)
+    if outcome is Outcome.UNKNOWN and call.path == "/db/request":
+        assert "may have committed the request's other statements" in v.reason
+
+
+def test_a_statement_error_that_may_have_committed_is_not_sent_again() -> None:
+    """Attempts raises OutcomeUnknown marked ``statement_failed`` (and does not blame the
+    node); the claim's loop looks its token up once and raises instead of resending."""
+    from rqueue._attempts import Attempts
+    from rqueue._endpoints import Endpoints
+    from rqueue._exceptions import OutcomeUnknown
+
+    e = Endpoints(["http://a:1", "http://b:2"])
+    e.succeeded("http://a:1")
+    tries = Attempts(request(3), e, deadline=float("inf"), request_timeout=1.0)
+    with pytest.raises(OutcomeUnknown, match="may have committed") as info:
+        tries.answered("http://a:1", 200, json.dumps({"results": [ERR, OK, OK]}))
+    assert info.value.statement_failed and e.trusted("http://a:1")
+
+
 def test_auth_refusal_is_flagged() -> None:
     assert classify_response(WRITE, 401, "").auth_failed
 
