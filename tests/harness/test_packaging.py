@@ -73,7 +73,12 @@ def test_the_installed_wheel_lists_and_loads_its_scenarios(installed: Path, tmp_
     assert Path(where.stdout.strip()).is_relative_to(installed.parent.parent), where.stdout
     listed = _run([str(installed), "-m", "harness", "list"], elsewhere, 120)
     assert listed.returncode == 0, listed.stderr
-    names = {line.split()[0] for line in listed.stdout.splitlines() if "nodes" in line}
+    # a scenario's line: its name, then "N nodes" (a subject's description may say "nodes")
+    names = {
+        words[0]
+        for words in map(str.split, listed.stdout.splitlines())
+        if len(words) > 2 and words[1].isdigit() and words[2] == "nodes"
+    }
     assert names == {p.stem for p in SCENARIO_DIR.glob("*.toml")}
     # a user's own scenario file still loads by its path, beside the shipped ones
     mine = elsewhere / "mine.toml"
