@@ -43,9 +43,26 @@ def test_every_scenario_runs_with_the_docker_backend(wf: dict) -> None:
     assert run["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.scenarios.outputs.matrix) }}"
     assert wf["jobs"]["scenarios"]["outputs"]["matrix"] == "${{ steps.list.outputs.matrix }}"
     script = step(run, "Run the scenario")["run"]
-    assert 'args=(run "$SCENARIO" --backend "$BACKEND" --out results)' in script
+    assert 'args=(run "$SCENARIO" --backend docker --image "$IMAGE" --out results)' in script
+    assert 'for kind in $DROP; do args+=(--skip-fault "$kind"); done' in script
     assert re.search(r'sudo .*"\$\(command -v python\)" -m harness "\$\{args\[@\]\}"', script)
-    assert run["env"] == {"SCENARIO": "${{ matrix.scenario }}", "BACKEND": "${{ matrix.backend }}"}
+    assert run["env"] == {
+        "SCENARIO": "${{ matrix.scenario }}",
+        "IMAGE": "${{ matrix.image }}",
+        "DROP": "${{ matrix.drop }}",
+    }
+
+
+def test_the_schedule_runs_the_official_image_too(wf: dict) -> None:
+    """Real rqlite every night: the schedule's images are the project's and the official
+    one; a manual dispatch runs the input's image (the project's by default)."""
+    images = wf["env"]["IMAGES"]
+    assert "github.event_name == 'schedule'" in images
+    assert "'rqueue/node:local rqlite/rqlite:10.2.7'" in images
+    assert "inputs.image || 'rqueue/node:local'" in images
+    findings = wf["jobs"]["findings"]
+    assert "repro_rqlite_now_localtime.py --image" in step(findings, "local time")["run"]
+    assert "repro_rqlite_now_subquery.py" in step(findings, "scalar subquery")["run"]
 
 
 def test_run_folders_are_uploaded_and_clusters_torn_down(wf: dict) -> None:
@@ -57,13 +74,13 @@ def test_run_folders_are_uploaded_and_clusters_torn_down(wf: dict) -> None:
     assert "${{ matrix.scenario }}" in upload["with"]["name"]  # one artifact per scenario
     down = step(run, "Tear down")
     assert down["if"] == "always()"
-    assert '-m harness cluster down --all --backend "$BACKEND"' in down["run"]
+    tagged = '-m harness cluster down --all --backend docker --tag "nightly-${{ github.run_id }}"'
+    assert tagged in down["run"]  # only this run's leftovers, never another's cluster
     backend = wf["jobs"]["backend"]
     assert "-m harness image build" in step(backend, "Node image")["run"]
     assert "-m pytest -q -m chaos tests/docker" in step(backend, "Live backend")["run"]
     assert "-m harness image build" in step(run, "Node image")["run"]
-    assert wf["env"]["IMAGE"] == "${{ inputs.image || 'rqueue/node:local' }}"
-    assert "cluster down --all --backend docker" in step(backend, "Tear down")["run"]
+    assert tagged in step(backend, "Tear down")["run"]
 
 
 def _list_script(wf: dict) -> str:
@@ -92,7 +109,7 @@ def _run_list(
     (tmp_path / "harness-list.txt").write_text(
         "\n".join(f"{n}   some description" for n in listed) + "\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "IMAGE": image}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IMAGES": image}
     return subprocess.run(
         [sys.executable, "-c", _list_script(wf)],
         cwd=tmp_path,
@@ -103,25 +120,22 @@ def _run_list(
     )
 
 
-def test_matrix_lists_every_scenario_with_a_backend_that_can_run_it(
-    wf: dict, tmp_path: Path
-) -> None:
-    res = _run_list(wf, tmp_path, sorted(FAKE_SCENARIOS))
+def test_matrix_lists_every_scenario_on_every_image(wf: dict, tmp_path: Path) -> None:
+    images = "rqueue/node:local rqlite/rqlite:10.2.7"
+    res = _run_list(wf, tmp_path, sorted(FAKE_SCENARIOS), image=images)
     assert res.returncode == 0, res.stderr
     out = res.stdout.strip()
     assert out.startswith("matrix=")
+    node, official = "rqueue/node:local", "rqlite/rqlite:10.2.7"
     assert json.loads(out.removeprefix("matrix=")) == [
-        {"scenario": "clock-skew", "backend": "local"},  # the official image: host clock
-        {"scenario": "leader-failover", "backend": "docker"},
-        {"scenario": "steady", "backend": "docker"},
+        {"scenario": "clock-skew", "image": node, "drop": ""},  # its nodes read a clock file
+        {"scenario": "leader-failover", "image": node, "drop": ""},
+        {"scenario": "steady", "image": node, "drop": ""},
+        # the official image's nodes share the host's clock: that one fault is left out
+        {"scenario": "clock-skew", "image": official, "drop": "clock-skew-node"},
+        {"scenario": "leader-failover", "image": official, "drop": ""},
+        {"scenario": "steady", "image": official, "drop": ""},
     ]
-
-
-def test_with_the_node_image_every_scenario_runs_on_docker(wf: dict, tmp_path: Path) -> None:
-    res = _run_list(wf, tmp_path, sorted(FAKE_SCENARIOS), image="rqueue/node:local")
-    assert res.returncode == 0, res.stderr
-    backends = {e["backend"] for e in json.loads(res.stdout.strip().removeprefix("matrix="))}
-    assert backends == {"docker"}  # its nodes read a clock offset file
 
 
 def test_matrix_step_fails_when_a_scenario_is_not_listed(wf: dict, tmp_path: Path) -> None:
@@ -160,8 +174,8 @@ def test_run_step_exits_with_the_harness_status(
     env = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SCENARIO": "leader-failover",
-        "BACKEND": "docker",
-        "IMAGE": "rqueue/node:local",
+        "IMAGE": "rqlite/rqlite:10.2.7",
+        "DROP": "clock-skew-node",
         "RUN_TIME": "20",
         "FAKE_RC": str(rc),
         "ARGS_FILE": str(tmp_path / "args"),
@@ -172,6 +186,9 @@ def test_run_step_exits_with_the_harness_status(
     assert res.returncode == rc
     assert (tmp_path / "args").read_text().split() == [
         "-m", "harness", "run", "leader-failover", "--backend", "docker",
-        "--out", "results", "--image", "rqueue/node:local", "--time", "20",
+        "--image", "rqlite/rqlite:10.2.7", "--out", "results", "--time", "20",
+        "--skip-fault", "clock-skew-node",
     ]  # fmt: skip
-    assert summary.read_text().strip() == f"| leader-failover | docker | {verdict} |"
+    assert summary.read_text().strip() == (
+        f"| leader-failover | rqlite/rqlite:10.2.7 | faults dropped: clock-skew-node | {verdict} |"
+    )
