@@ -468,7 +468,7 @@ def fragment(call: HttpCall) -> str:
     refuses a body that mixes plain and parameterized statements); through
     :func:`rqueue._text.wire`, as :meth:`HttpCall.body` does.
     """
-    return json.dumps([wire(s, call.text_as_bytes) for s in _own(call)])[1:-1]
+    return json.dumps([wire(s.sql, s.params, call.text_as_bytes) for s in _own(call)])[1:-1]
 
 
 def merged_body(batch: Sequence[Waiting], stamp: Stmt | None = None) -> bytes:
@@ -479,7 +479,7 @@ def merged_body(batch: Sequence[Waiting], stamp: Stmt | None = None) -> bytes:
     stamped = next((w.call for w in batch if w.call.stamped), None)
     if stamped is not None:
         first = stamp or stamped.statements[0]
-        parts.insert(0, json.dumps(wire(first, stamped.text_as_bytes)))
+        parts.insert(0, json.dumps(wire(first.sql, first.params, stamped.text_as_bytes)))
     return ("[" + ",".join(p for p in parts if p) + "]").encode()
 
 

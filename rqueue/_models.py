@@ -66,7 +66,7 @@ class Stmt:
     def to_json(self, text_as_bytes: bool = True) -> str | list[Any]:
         """The statement in rqlite's wire form: ``"sql"`` or ``["sql", *params]`` (a text
         parameter rqlite could take for a blob literal as bytes: :func:`rqueue._text.wire`)."""
-        return wire(self, text_as_bytes) if self.params else self.sql
+        return wire(self.sql, self.params, text_as_bytes) if self.params else self.sql
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class HttpCall:
         first statement's (a stamped call's, with the reference of the moment)."""
         stmts = self.statements if stamp is None else (stamp, *self.statements[1:])
         if any(s.params for s in stmts):
-            return [wire(s, self.text_as_bytes) for s in stmts]
+            return [wire(s.sql, s.params, self.text_as_bytes) for s in stmts]
         return [s.sql for s in stmts]
 
     def for_caller(self, results: tuple[Result, ...]) -> tuple[Result, ...]:

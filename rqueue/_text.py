@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._models import Stmt
+from collections.abc import Sequence
+from typing import Any
 
 #: a placeholder, past string literals, quoted names and comments (rqueue writes only
 #: ``?``; a numbered one, ``?NNN``, is refused by :func:`placeholders`)
@@ -75,31 +73,30 @@ def placeholders(sql: str) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
-def wire(stmt: Stmt, text_as_bytes: bool) -> list[Any]:
-    """``stmt`` as rqlite takes it, ``[sql, *params]``; with ``text_as_bytes`` a text
-    parameter rqlite might take for a blob literal goes as its UTF-8 bytes, read back
-    as text by ``CAST(? AS TEXT)``."""
-    params = stmt.params
+def wire(text: str, params: Sequence[Any], text_as_bytes: bool) -> list[Any]:
+    """A statement (its SQL ``text`` and ``params``) as rqlite takes it, ``[sql,
+    *params]``; with ``text_as_bytes`` a text parameter rqlite might take for a blob
+    literal goes as its UTF-8 bytes, read back as text by ``CAST(? AS TEXT)``."""
     if text_as_bytes:
         for p in params:
             if isinstance(p, str) and "'" in p and may_bind_as_blob(p):
-                return _as_bytes(stmt)
-    return [stmt.sql, *params]
+                return _as_bytes(text, params)
+    return [text, *params]
 
 
-def _as_bytes(stmt: Stmt) -> list[Any]:
-    spans = placeholders(stmt.sql)
-    if len(spans) != len(stmt.params):
-        raise AssertionError(f"{len(spans)} placeholders but {len(stmt.params)} params: {stmt.sql}")
+def _as_bytes(text: str, given: Sequence[Any]) -> list[Any]:
+    spans = placeholders(text)
+    if len(spans) != len(given):
+        raise AssertionError(f"{len(spans)} placeholders but {len(given)} params: {text}")
     sql, params, at = [], [], 0
-    for (start, end), p in zip(spans, stmt.params, strict=True):
+    for (start, end), p in zip(spans, given, strict=True):
         if isinstance(p, str) and may_bind_as_blob(p):
-            sql.append(stmt.sql[at:start] + CAST)
+            sql.append(text[at:start] + CAST)
             params.append(list(p.encode("utf-8")))
             at = end
         else:
             params.append(p)
-    sql.append(stmt.sql[at:])
+    sql.append(text[at:])
     return ["".join(sql), *params]
 
 

@@ -73,7 +73,7 @@ def test_go_space_is_python_space() -> None:
 
 def test_ordinary_text_goes_out_unchanged() -> None:
     stmt = Stmt("UPDATE t SET a = ? WHERE b = ? AND c = 'x''41''?'", ("it's", 4))
-    assert wire(stmt, True) == [stmt.sql, "it's", 4]
+    assert wire(stmt.sql, stmt.params, True) == [stmt.sql, "it's", 4]
     call = HttpCall("/db/execute", (stmt, Stmt("SELECT 1")))
     assert call.body() == [[stmt.sql, "it's", 4], ["SELECT 1"]]
 
@@ -81,16 +81,16 @@ def test_ordinary_text_goes_out_unchanged() -> None:
 def test_blob_shaped_text_goes_as_bytes_cast_back() -> None:
     sql = "INSERT INTO t (a, b, c) VALUES (?, '?', ? /* ? */, \"?\", ?) -- ?"
     assert len(placeholders(sql)) == 3
-    out = wire(Stmt(sql, ("x'41'", 7, " X''")), True)
+    out = wire(sql, ("x'41'", 7, " X''"), True)
     assert out == [
         f"INSERT INTO t (a, b, c) VALUES ({CAST}, '?', ? /* ? */, \"?\", {CAST}) -- ?",
         [120, 39, 52, 49, 39],
         7,
         [32, 88, 39, 39],
     ]
-    assert wire(Stmt(sql, ("x'41'", 7, " X''")), False) == [sql, "x'41'", 7, " X''"]
+    assert wire(sql, ("x'41'", 7, " X''"), False) == [sql, "x'41'", 7, " X''"]
     with pytest.raises(AssertionError, match="plain"):
-        wire(Stmt("SELECT ?1", ("x'41'",)), True)
+        wire("SELECT ?1", ("x'41'",), True)
 
 
 def test_every_body_goes_through_the_wire_form() -> None:
