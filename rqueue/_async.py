@@ -221,12 +221,16 @@ class AsyncTransport(AsyncAdmin):
         queue: str | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
         max_age: float | None = None,
+        create: bool = False,
     ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
         ``queue``: the name of one of the database's queues (each with its own groups,
-        FIFO and dead letters; created on first use); None or ``"default"``: the queue of
-        the tables without a prefix, the one of earlier releases.
+        FIFO and dead letters); None or ``"default"``: the queue of the tables without a
+        prefix, the one of earlier releases, created when absent. A named queue is created
+        on purpose: with ``create=True`` (or ``python -m rqueue queues create NAME``);
+        without, one that does not exist raises :class:`~rqueue.QueueNotFound` naming it,
+        so a misspelt name never becomes a new, empty queue.
 
         Retries for at most ``timeout`` seconds in all until a node answers and the
         cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
@@ -265,6 +269,8 @@ class AsyncTransport(AsyncAdmin):
             on_dead_letter=on_dead_letter,
             max_age=max_age,
         )
+        if not isinstance(create, bool):
+            raise TypeError(f"create: expected a bool, got {type(create).__name__}")
         session = cls._session_class(settings)
         try:
             endpoints = settings.endpoints()
@@ -273,7 +279,7 @@ class AsyncTransport(AsyncAdmin):
             core = settings.core(server, cls.statements_class)
             self = cls(settings, session, core)
             self._endpoints = endpoints
-            await self._drive(core.open(), deadline)
+            await self._drive(core.open(create=create), deadline)
         except BaseException:
             await session.aclose()
             raise
