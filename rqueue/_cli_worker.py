@@ -93,10 +93,11 @@ def _problem(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace, url_env: str) -> int:
     """Check everything, connect, work until a signal; the exit status."""
-    problem = _problem(args)
+    from ._cli_check import connection
+
+    # the nodes given and well formed, a CA file that is there, a password for --user
+    problem = _problem(args) or connection(args, prompt=False)
     url = args.url or os.environ.get(url_env)
-    if problem is None and not url:
-        problem = f"no nodes: give --url or set {url_env}"
     if problem is None:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the handler's module is found
         try:
@@ -105,13 +106,6 @@ def run(args: argparse.Namespace, url_env: str) -> int:
             auth = _auth(args)
         except ValueError as exc:
             problem = str(exc)
-    if problem is None:
-        try:
-            from ._config import Settings
-
-            Settings.build(url)  # the URLs' form, before anything is sent
-        except (ValueError, TypeError) as exc:
-            problem = f"--url: {exc}"
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return USAGE

@@ -67,7 +67,7 @@ def test_a_bad_url_or_none_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli("worker", "json:loads", urls="ftp://x")[0] == 2
-    assert "--url: url: scheme must be http or https" in capsys.readouterr().err
+    assert "error: --url: scheme must be http or https" in capsys.readouterr().err
     monkeypatch.delenv("RQUEUE_URL", raising=False)
     assert _cli.run(["worker", "json:loads"]) == 2
     assert "no nodes" in capsys.readouterr().err
