@@ -477,7 +477,11 @@ class AsyncTransport(AsyncAdmin):
 async def detect(
     session: AsyncSession, endpoints: Endpoints, deadline: float, settings: Settings
 ) -> ServerInfo:
-    """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
+    """Ask nodes for ``/status`` until one answers; its version decides the protocol.
+
+    Connecting, a node whose host name does not resolve or that is not rqlite is not
+    asked again, and when every node is so this fails at once (``Attempts.hopeless``);
+    a node that refuses, times out or answers 5xx is asked again until ``deadline``."""
     attempts = Attempts(
         STATUS_CALL, endpoints, deadline, settings.request_timeout, limit=settings.timeout
     )
@@ -487,9 +491,12 @@ async def detect(
             reply = await session.request("GET", url, "/status", None, timeout)
             body = json.loads(reply.text) if reply.status == 200 else None
         except SendError as exc:
-            attempts.not_sent(url, str(exc))
-        except ValueError as exc:
-            attempts.not_sent(url, describe_error(exc))
+            if exc.unknown_host:  # connecting: a name never resolved is a misspelt one
+                attempts.unresolved(url, exc)
+            else:
+                attempts.not_sent(url, str(exc))
+        except ValueError as exc:  # a whole answer, but not rqlite's JSON
+            attempts.not_rqlite(url, f"HTTP 200 without JSON ({describe_error(exc)})")
         else:
             server = attempts.status_answered(url, reply.status, reply.headers, body)
             if server is not None:

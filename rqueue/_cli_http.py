@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import _poll, _queues, _sync, _validate
-from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
+from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error, unknown_host
 from ._config import Settings, check_lease
 from ._exceptions import StatementError
 from ._models import Lease
@@ -71,7 +71,8 @@ class SocketSession:
             if parts.scheme == "https":
                 sock = self._context().wrap_socket(sock, server_hostname=host)
         except OSError as exc:
-            raise SendError(describe_error(exc), sent=False) from exc
+            unknown = unknown_host(exc)
+            raise SendError(describe_error(exc), sent=False, unknown_host=unknown) from exc
         payload = body or b""
         head = (
             f"{method} {path} HTTP/1.0\r\nHost: {parts.netloc.rpartition('@')[2]}\r\n"
