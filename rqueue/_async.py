@@ -104,7 +104,8 @@ class AsyncAdmin:
         return await self._drive(_admin.purge(core, *_validate.selection(seq, group_id, all)))
 
     async def queues(self) -> list[_queues.QueueInfo]:
-        """Every queue of the database (:mod:`rqueue._queues`), by name."""
+        """Every queue of the database (:mod:`rqueue._queues`), by name, each with its
+        depth (``QueueInfo.stats``, as its own ``stats()`` says; one read for all)."""
         return await self._drive(_queues.list_queues(self._open()))
 
     # -- driving the core ---------------------------------------------------------------
