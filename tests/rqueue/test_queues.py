@@ -637,3 +637,12 @@ def test_the_worker_command_works_on_its_queue(queue_urls: list[str], tmp_path: 
 def test_the_worker_command_refuses_a_bad_queue_name(capsys: Any) -> None:
     assert cli("worker", "json:loads", "--queue", "9x", urls="http://127.0.0.1:9")[0] == 2
     assert "--queue: '9x' is not a queue name" in capsys.readouterr().err
+
+
+def test_the_worker_command_refuses_a_queue_that_does_not_exist(
+    queue_urls: list[str], capsys: Any
+) -> None:
+    name = fresh_name()
+    assert cli("worker", "json:loads", "--queue", name, urls=queue_urls)[0] == 1
+    err = capsys.readouterr().err
+    assert f"error: no queue '{name}' on these nodes" in err and "queues create" in err
