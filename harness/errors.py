@@ -9,15 +9,15 @@ Exit statuses: every command returns 0 when all is well and 2 when the harness i
 failed; 1 and 3 carry the command's own meaning (a run: anomalies, inconclusive); 130 is
 a command that stopped on Ctrl-C after undoing what it had started; 141 a command whose
 standard output was closed by its reader (``| head``), which it leaves quietly, as Unix
-tools do (:func:`quiet_when_stdout_closes`).
+tools do (:func:`quiet_when_stdout_closes`, shared with ``python -m rqueue``: it lives in
+:mod:`rqueue._stdout`, since rqueue never imports the harness).
 """
 
 from __future__ import annotations
 
-import os
-import select
-import sys
-from collections.abc import Callable
+# standard output's reader went away (``| head``): 141, and the wrapper that leaves quietly
+from rqueue._stdout import EXIT_STDOUT_CLOSED as EXIT_STDOUT_CLOSED
+from rqueue._stdout import quiet_when_stdout_closes as quiet_when_stdout_closes
 
 #: a run or a check: the history is valid; any other command: done as asked
 EXIT_VALID = EXIT_OK = 0
@@ -37,40 +37,7 @@ EXIT_NOT_REPRODUCED = 3
 EXIT_NO_LEADER = 1
 #: ``cluster up``: interrupted (Ctrl-C, 128 + SIGINT); what it had started is stopped
 EXIT_INTERRUPTED = 130
-#: standard output's reader went away (``| head``): 128 + SIGPIPE, as a Unix tool gets
-EXIT_STDOUT_CLOSED = 141
 
 
 class HarnessError(RuntimeError):
     """The harness could not do its job; the message is the one-line reason."""
-
-
-def _stdout_closed() -> bool:
-    """Whether standard output is a pipe whose reader has gone."""
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & select.POLLERR for _, events in poller.poll(0))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def quiet_when_stdout_closes(main: Callable[[], int]) -> int:
-    """Run ``main`` and return its status; when its standard output's reader goes away
-    (``python -m harness list | head -2``), stop without a traceback and return
-    :data:`EXIT_STDOUT_CLOSED`. Whatever ``main`` started unwinds as for any exception
-    on the way out; a broken pipe that is not standard output's propagates unchanged."""
-    try:
-        try:
-            return main()
-        finally:  # a SystemExit (--help) flushes here too, not after the interpreter's end
-            sys.stdout.flush()
-    except BrokenPipeError:
-        if not _stdout_closed():
-            raise
-        # nothing more can reach the reader: later writes (the interpreter's last flush
-        # included) go nowhere instead of raising again
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return EXIT_STDOUT_CLOSED

@@ -3,5 +3,6 @@
 import sys
 
 from ._cli import run
+from ._stdout import quiet_when_stdout_closes
 
-sys.exit(run())
+sys.exit(quiet_when_stdout_closes(run))

@@ -104,7 +104,8 @@ class AsyncAdmin:
         return await self._drive(_admin.purge(core, *_validate.selection(seq, group_id, all)))
 
     async def queues(self) -> list[_queues.QueueInfo]:
-        """Every queue of the database (:mod:`rqueue._queues`), by name."""
+        """Every queue of the database (:mod:`rqueue._queues`), by name, each with its
+        depth (``QueueInfo.stats``, as its own ``stats()`` says; one read for all)."""
         return await self._drive(_queues.list_queues(self._open()))
 
     # -- driving the core ---------------------------------------------------------------
@@ -221,12 +222,16 @@ class AsyncTransport(AsyncAdmin):
         queue: str | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
         max_age: float | None = None,
+        create: bool = False,
     ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
         ``queue``: the name of one of the database's queues (each with its own groups,
-        FIFO and dead letters; created on first use); None or ``"default"``: the queue of
-        the tables without a prefix, the one of earlier releases.
+        FIFO and dead letters); None or ``"default"``: the queue of the tables without a
+        prefix, the one of earlier releases, created when absent. A named queue is created
+        on purpose: with ``create=True`` (or ``python -m rqueue queues create NAME``);
+        without, one that does not exist raises :class:`~rqueue.QueueNotFound` naming it,
+        so a misspelt name never becomes a new, empty queue.
 
         Retries for at most ``timeout`` seconds in all until a node answers and the
         cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
@@ -265,6 +270,8 @@ class AsyncTransport(AsyncAdmin):
             on_dead_letter=on_dead_letter,
             max_age=max_age,
         )
+        if not isinstance(create, bool):
+            raise TypeError(f"create: expected a bool, got {type(create).__name__}")
         session = cls._session_class(settings)
         try:
             endpoints = settings.endpoints()
@@ -273,7 +280,7 @@ class AsyncTransport(AsyncAdmin):
             core = settings.core(server, cls.statements_class)
             self = cls(settings, session, core)
             self._endpoints = endpoints
-            await self._drive(core.open(), deadline)
+            await self._drive(core.open(create=create), deadline)
         except BaseException:
             await session.aclose()
             raise
@@ -471,7 +478,11 @@ class AsyncTransport(AsyncAdmin):
 async def detect(
     session: AsyncSession, endpoints: Endpoints, deadline: float, settings: Settings
 ) -> ServerInfo:
-    """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
+    """Ask nodes for ``/status`` until one answers; its version decides the protocol.
+
+    Connecting, a node whose host name does not resolve or that is not rqlite is not
+    asked again, and when every node is so this fails at once (``Attempts.hopeless``);
+    a node that refuses, times out or answers 5xx is asked again until ``deadline``."""
     attempts = Attempts(
         STATUS_CALL, endpoints, deadline, settings.request_timeout, limit=settings.timeout
     )
@@ -481,9 +492,12 @@ async def detect(
             reply = await session.request("GET", url, "/status", None, timeout)
             body = json.loads(reply.text) if reply.status == 200 else None
         except SendError as exc:
-            attempts.not_sent(url, str(exc))
-        except ValueError as exc:
-            attempts.not_sent(url, describe_error(exc))
+            if exc.unknown_host:  # connecting: a name never resolved is a misspelt one
+                attempts.unresolved(url, exc)
+            else:
+                attempts.not_sent(url, str(exc))
+        except ValueError as exc:  # a whole answer, but not rqlite's JSON
+            attempts.not_rqlite(url, f"HTTP 200 without JSON ({describe_error(exc)})")
         else:
             server = attempts.status_answered(url, reply.status, reply.headers, body)
             if server is not None:

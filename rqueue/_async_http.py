@@ -12,7 +12,7 @@ import time
 import httpx
 
 from . import _async, _batch
-from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
+from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error, unknown_host
 from ._config import Settings
 from ._models import HttpCall
 
@@ -64,7 +64,8 @@ class _Client:
             finally:
                 await response.aclose()
         except httpx.HTTPError as exc:
-            raise SendError(describe_error(exc), sent=not isinstance(exc, _NOT_SENT)) from exc
+            sent, unknown = not isinstance(exc, _NOT_SENT), unknown_host(exc)
+            raise SendError(describe_error(exc), sent=sent, unknown_host=unknown) from exc
         return Reply(response.status_code, response.text, response.headers)
 
     async def aclose(self) -> None:

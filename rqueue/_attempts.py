@@ -9,10 +9,12 @@ These methods raise rqueue's exceptions when the call is settled badly.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from ._batch import request_path, request_target
 from ._endpoints import Endpoints
@@ -32,6 +34,10 @@ PROBE_TIMEOUT = 0.5
 #: a probe answer that means "this server has no /readyz we may use": trust the node
 PROBE_UNSUPPORTED = frozenset({401, 403, 404, 405})
 _FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
+#: answers to ``GET /status`` that no rqlite node gives (it serves the path on every
+#: version, answering 200, 401 without the permission, or 500): a server that is not
+#: rqlite, or a wrong path in the URL
+NOT_RQLITE = frozenset({404, 405})
 #: times one call is sent again after the stamp's guard refused its time (each after the
 #: node's check): a node checked just now that still refuses is not tried again
 MAX_GUARD_FIRED = 2
@@ -44,11 +50,38 @@ class SendError(Exception):
 
     ``sent`` is False when the request certainly never reached a server (connection
     refused or timed out, TLS handshake failed), True when it may have.
+    ``unknown_host``: the node's host name does not resolve, by the resolver's definite
+    answer (:func:`unknown_host`).
     """
 
-    def __init__(self, description: str, *, sent: bool) -> None:
+    def __init__(self, description: str, *, sent: bool, unknown_host: bool = False) -> None:
         super().__init__(description)
         self.sent = sent
+        self.unknown_host = unknown_host
+
+
+#: the resolver's definite answers that a name has no address: no such name (NXDOMAIN,
+#: not in /etc/hosts), or a name without an address; not EAI_AGAIN ("temporary failure in
+#: name resolution": the resolver could not be asked), which is retried
+_NO_SUCH_NAME = frozenset(
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+)
+
+
+def unknown_host(exc: BaseException) -> bool:
+    """Whether ``exc`` (a client library's, with its causes) is the resolver saying the
+    host name does not exist: a :class:`socket.gaierror` of :data:`_NO_SUCH_NAME`."""
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, socket.gaierror):
+            return e.errno in _NO_SUCH_NAME
+        todo.extend((e.__cause__, e.__context__, getattr(e, "reason", None), *e.args))
+    return False
 
 
 @dataclass(frozen=True)
@@ -91,6 +124,8 @@ class Attempts:
         self.zone = zone if call.stamped else None
         self._target: tuple[str, bytes] | None = None
         self._guard_fired = 0
+        #: nodes this call can never reach (connecting: see :meth:`hopeless`), and why
+        self._hopeless: dict[str, str] = {}
 
     def remaining(self) -> float:
         return self.deadline - self._monotonic()
@@ -106,12 +141,17 @@ class Attempts:
                 if not self.zone.refused(self.endpoints.current):
                     break
                 self.endpoints.skip(self.endpoints.current)
+        for _ in self.endpoints.urls:  # past the nodes retrying cannot help
+            if self.endpoints.current not in self._hopeless:
+                break
+            self.endpoints.skip(self.endpoints.current)
         left = self.remaining()
         if left <= 0:
             limit = f" of {self.limit:g} s" if self.limit is not None else ""
+            never = "".join(f"; {u} never can: {why}" for u, why in self._hopeless.items())
             raise Unavailable(
                 f"{self.call.what}: gave up after the time limit{limit}; tried "
-                f"{', '.join(self.endpoints.urls)}; last failure: {self.last_failure}"
+                f"{', '.join(self.endpoints.urls)}; last failure: {self.last_failure}{never}"
             )
         return self.endpoints.current, min(self.request_timeout, left)
 
@@ -183,6 +223,26 @@ class Attempts:
         self.last_failure = f"{url}: {reason}"
         self.endpoints.failed(url)
 
+    def hopeless(self, url: str, reason: str) -> None:
+        """``url`` can never take this call, whatever the wait: its host name does not
+        resolve, or the server there is not rqlite (``/status`` not found). It is not
+        tried again; when every node is so, :class:`Unavailable` at once, naming each."""
+        self._hopeless[url] = reason
+        self.not_sent(url, reason)
+        if all(u in self._hopeless for u in self.endpoints.urls):
+            each = "; ".join(f"{u}: {why}" for u, why in self._hopeless.items())
+            raise Unavailable(f"{self.call.what}: no node can answer, retrying cannot help: {each}")
+
+    def unresolved(self, url: str, error: SendError) -> None:
+        """Connecting, ``url``'s host name does not resolve (:func:`unknown_host`): a
+        misspelt name, or a container that was never started, is :meth:`hopeless`."""
+        host = urlsplit(url).hostname
+        self.hopeless(url, f"the host name {host!r} does not resolve (misspelt?) ({error})")
+
+    def not_rqlite(self, url: str, what: str) -> None:
+        """Connecting, ``url`` answered ``/status`` as no rqlite node does: :meth:`hopeless`."""
+        self.hopeless(url, f"not an rqlite node: GET /status answered {what}")
+
     def maybe_sent(self, url: str, reason: str) -> None:
         """The request may have reached the server (timeout or drop after sending)."""
         self.last_failure = f"{url}: {reason}"
@@ -223,6 +283,9 @@ class Attempts:
         if status == 200:
             self.endpoints.succeeded(url)
             return ServerInfo.from_version(version_from_status(headers, body))
+        if status in NOT_RQLITE:
+            self.not_rqlite(url, f"HTTP {status}")
+            return None
         self.last_failure = f"{url}: /status answered HTTP {status}"
         self.endpoints.failed(url)
         if status in (401, 403):

@@ -2,10 +2,11 @@
 
 Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
 ``dlq redrive``, ``dlq purge``, ``peek GROUP`` (with who holds each lease, and until
-when), ``publish GROUP JSON`` (``--delay SECONDS``: due later), ``worker
-MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), and ``queues`` (every queue of the
-database, with its depth). Each command but ``queues``
-acts on one queue: ``--queue NAME`` (default: the default queue; :mod:`rqueue._queues`).
+when), ``publish GROUP JSON`` (``--delay SECONDS``: due later), ``claim``, ``ack LEASE``
+and ``nack LEASE`` (one message by hand: :mod:`rqueue._cli_lease`), ``worker
+MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), ``queues`` (every queue of the database,
+with its depth) and ``queues create NAME``. Each command but ``queues`` acts on one
+queue: ``--queue NAME`` (default: the default queue; :mod:`rqueue._queues`).
 Nodes come from ``--url`` or the ``RQUEUE_URL`` environment variable (comma-separated,
 as ``from_url`` takes them); credentials as in ``from_url``: user info in a URL, or
 ``--user`` with the password in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They
@@ -13,35 +14,37 @@ are never printed: output and errors name the nodes by their URLs without user i
 The connection options go before or after the command (``stats --url URL``); given
 twice, the later one counts.
 
-Arguments are checked before anything is sent (exit status 2). A redrive or purge that
-matched nothing says so and exits 3; ``dlq purge --all`` asks for confirmation on a
-terminal, and without one needs ``--yes``.
+Every argument is checked before anything is sent (:mod:`rqueue._cli_check`; exit
+status 2, at once, whether or not the nodes can be reached). A redrive or purge that
+matched nothing, or a claim that found nothing, says so and exits 3; ``dlq purge --all``
+asks for confirmation on a terminal, and without one needs ``--yes``. A closed standard
+output (``| head``) ends a command quietly (:mod:`rqueue._stdout`).
 
-The CLI creates or migrates a queue's schema only where it writes a message: ``publish``
-opens the queue as a transport's ``from_url`` does, and ``worker`` opens a transport;
-every other command only reads, or writes the dead-letter queue when told to.
+The CLI creates or migrates a schema only where asked to or where it writes a message:
+``queues create NAME`` creates a named queue (named queues are created on purpose);
+``publish`` opens the default queue as a transport's ``from_url`` does, and ``worker``
+opens a transport; every other command only reads, settles one lease, or writes the
+dead-letter queue when told to.
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import logging
-import math
-import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, TextIO
 
+from . import _cli_lease
+from ._cli_check import PASSWORD_ENV, URL_ENV, check, settings
 from ._exceptions import RqueueError, StatementError
 from ._models import Stats
-from ._queues import DEFAULT, check_name
+from ._queues import DEFAULT, not_found
 
-#: the environment variables the CLI reads
-URL_ENV, PASSWORD_ENV = "RQUEUE_URL", "RQUEUE_PASSWORD"
+__all__ = ["PASSWORD_ENV", "URL_ENV", "build_parser", "check", "run"]
 
 
 #: exit statuses: done, the nodes or the queue refused, bad usage, nothing matched
@@ -116,10 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     _cli_worker.add_parser(sub, common)
 
+    _cli_lease.add_parsers(sub, common)
+
     queues = sub.add_parser(
-        "queues", parents=[common], help="every queue of the database, with its depth"
+        "queues",
+        parents=[common],
+        help="every queue of the database, with its depth; `queues create NAME` makes one",
     )
     queues.add_argument("--json", action="store_true", help="one JSON array")
+    create = queues.add_subparsers(dest="action").add_parser(
+        "create",
+        parents=[common],
+        help="create a named queue (named queues are created on purpose, never by a typo)",
+    )
+    create.add_argument("name", metavar="NAME", help="a lowercase letter, then [a-z0-9_]")
 
     dlq = sub.add_parser("dlq", parents=[common], help="the dead-letter queue").add_subparsers(
         dest="action", required=True
@@ -146,90 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check(args: argparse.Namespace) -> str | None:
-    """What is wrong with the arguments, before anything is sent (None: nothing)."""
-    from ._text import check as unicode_text
-    from ._validate import MAX_LIMIT
-
-    def seconds(name: str, value: float, *, allow_zero: bool = False) -> str | None:
-        if not (math.isfinite(value) and (value > 0 or (allow_zero and value == 0))):
-            bound = ">= 0" if allow_zero else "> 0"
-            return f"{name}: must be a number of seconds {bound}, got {value:g}"
-        return None
-
-    problem = seconds("--timeout", args.timeout)
-    if problem:
-        return problem
-    try:
-        check_name(args.queue, "--queue")
-    except (TypeError, ValueError) as exc:
-        return str(exc)
-    if args.command == "stats":
-        if args.watch is not None and (problem := seconds("--watch", args.watch)):
-            return problem
-        if args.count is not None and args.watch is None:
-            return "--count needs --watch (without --watch, stats reads once)"
-        if args.count is not None and args.count < 1:
-            return f"--count: must be >= 1, got {args.count}"
-    for attr in ("group", "event", "dedup_id"):  # argv may carry lone surrogates
-        value = getattr(args, attr, None)
-        if value is not None:
-            try:
-                unicode_text("JSON" if attr == "event" else attr.replace("_", "-"), value)
-            except ValueError as exc:
-                return str(exc)
-    if args.command == "publish":
-        try:
-            json.loads(args.event)
-        except ValueError as exc:
-            return f"JSON: not a JSON document ({exc}): {args.event[:80]!r}"
-        if problem := seconds("--delay", args.delay, allow_zero=True):
-            return problem
-    if getattr(args, "limit", None) is not None and not 1 <= args.limit <= MAX_LIMIT:
-        return f"--limit: must be between 1 and {MAX_LIMIT}, got {args.limit}"
-    if getattr(args, "after", 0) < 0:
-        return f"--after: must be >= 0, got {args.after}"
-    if args.command == "dlq" and args.action in ("redrive", "purge"):
-        chosen = (args.seq is not None) + (args.group is not None) + bool(args.all)
-        if chosen != 1:
-            return "give exactly one of SEQ, --group GROUP or --all"
-        if args.seq is not None and args.seq <= 0:
-            return f"SEQ: must be > 0, got {args.seq}"
-        if args.action == "purge" and args.all and not args.yes and not sys.stdin.isatty():
-            return (
-                "dlq purge --all deletes every dead letter: confirm with --yes "
-                "(standard input is not a terminal to ask on)"
-            )
-    return None
-
-
 def connect(args: argparse.Namespace) -> Any:
     """The operator's API over the nodes (standard-library HTTP; no schema created), for
     the queue of ``--queue`` (``queues``: the default queue's, which lists them all)."""
     from ._cli_http import CliQueue
-    from ._config import Settings
 
-    url = args.url or os.environ.get(URL_ENV)
-    if not url:
-        raise SystemExit(f"error: no nodes: give --url or set {URL_ENV}")
-    auth = None
-    if args.user:
-        password = os.environ.get(PASSWORD_ENV)
-        if password is None:
-            if not sys.stdin.isatty():
-                raise SystemExit(f"error: --user needs ${PASSWORD_ENV} (no terminal to ask on)")
-            password = getpass.getpass(f"password for {args.user}: ")
-        auth = (args.user, password)
-    settings = Settings.build(
-        url,
-        timeout=args.timeout,
-        request_timeout=min(args.timeout, 10.0),
-        auth=auth,
-        verify=not args.insecure,
-        ca_bundle=args.ca_bundle,
-        queue=None if args.command == "queues" else args.queue,
-    )
-    return CliQueue(settings)
+    return CliQueue(settings(args))
 
 
 def render_stats(s: Stats, nodes: Sequence[str], queue: str | None = None) -> str:
@@ -308,21 +243,17 @@ def _rows(items: Sequence[Any], as_json: bool, out: TextIO, columns: Sequence[st
         out.write("(none)\n")
 
 
-def render_queues(found: Sequence[Any], stats: dict[str, Stats] | None) -> str:
-    """The queues and their depth (if known), one line each, for people."""
-    head = ("ready", "leased", "parked", "dead", "groups") if stats is not None else ()
+def render_queues(found: Sequence[Any]) -> str:
+    """The queues and their depth (where known), one line each, for people."""
+    head = ("ready", "leased", "parked", "dead", "groups")
     lines = [f"{'queue':<40}" + "".join(f"{h:>9}" for h in head)]
     for q in found:
-        line = f"{q.name:<40}"
-        if stats is not None:
-            s = stats[q.name]
-            line += "".join(
-                f"{n:>9}" for n in (s.ready, s.leased, s.parked, s.dead_lettered, s.groups)
-            )
-        lines.append(line)
+        s = q.stats
+        depth = () if s is None else (s.ready, s.leased, s.parked, s.dead_lettered, s.groups)
+        lines.append(f"{q.name:<40}" + "".join(f"{n:>9}" for n in depth))
     if not found:
         lines.append("(none: no queue was opened on these nodes)")
-    elif stats is None:
+    elif any(q.stats is None for q in found):
         lines.append(
             "(depth unknown: a schema of an older release; a transport's from_url migrates it)"
         )
@@ -330,24 +261,26 @@ def render_queues(found: Sequence[Any], stats: dict[str, Stats] | None) -> str:
 
 
 def _queues(t: Any, args: argparse.Namespace, out: TextIO) -> None:
+    if args.action == "create":
+        name = args.name
+        if t.create():
+            out.write(f"queue {name} exists already (its schema checked)\n")
+        else:
+            out.write(f"queue {name} created\n")
+        return
     found = t.queues()
-    stats: dict[str, Stats] | None
-    try:
-        stats = t.stats_by_queue([q.name for q in found])
-    except StatementError:  # not migrated yet: the names alone
-        stats = None
     if args.json:
         doc = [
             {
                 "name": q.name,
                 "created_at": q.created_at,
-                **(stats[q.name].as_dict() if stats is not None else {}),
+                **(q.stats.as_dict() if q.stats is not None else {}),
             }
             for q in found
         ]
         out.write(json.dumps(doc) + "\n")
     else:
-        out.write(render_queues(found, stats) + "\n")
+        out.write(render_queues(found) + "\n")
 
 
 def _utc(epoch: float) -> str:
@@ -404,7 +337,7 @@ def _settle(t: Any, args: argparse.Namespace, out: TextIO) -> int:
 def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     """Run one command; returns the exit status: 0 done, 1 the nodes or the queue refused
     (or a purge was not confirmed), 2 bad usage (nothing sent), 3 a redrive or purge that
-    matched nothing."""
+    matched nothing, or a claim that found nothing."""
     args = build_parser().parse_args(argv)
     if args.command == "worker":
         from . import _cli_worker
@@ -433,6 +366,8 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         elif args.command == "publish":
             seq = t.publish(args.group, args.event, args.priority, args.dedup_id, args.delay)
             out.write(f"{seq}\n")
+        elif args.command in _cli_lease.COMMANDS:
+            return _cli_lease.run(t, args, out)
         elif args.action == "list":
             found = t.dead_letters(args.group, after=args.after, limit=args.limit)
             columns = ("seq", "group_id", "deliveries", "event", "last_error", "reason")
@@ -443,12 +378,7 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         return OK
     except StatementError as exc:
         if "no such table" in str(exc) and args.queue not in (None, DEFAULT):
-            print(
-                f"error: {exc}: no queue {args.queue!r} on these nodes (`queues` lists "
-                "them); `publish --queue`, `worker --queue` or a transport's from_url "
-                "with queue= creates it",
-                file=sys.stderr,
-            )
+            print(f"error: {exc}: {not_found(args.queue)}", file=sys.stderr)
         elif "no such table" in str(exc):
             print(
                 f"error: {exc}: no rqueue schema of this version on these nodes; open the "

@@ -20,10 +20,11 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import _queues, _sync, _validate
-from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
-from ._config import Settings
+from . import _poll, _queues, _sync, _validate
+from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error, unknown_host
+from ._config import Settings, check_lease
 from ._exceptions import StatementError
+from ._models import Lease
 from ._statements import Statements
 
 #: the most an answer may hold (a dead-letter page of 10,000 large events fits)
@@ -70,7 +71,8 @@ class SocketSession:
             if parts.scheme == "https":
                 sock = self._context().wrap_socket(sock, server_hostname=host)
         except OSError as exc:
-            raise SendError(describe_error(exc), sent=False) from exc
+            unknown = unknown_host(exc)
+            raise SendError(describe_error(exc), sent=False, unknown_host=unknown) from exc
         payload = body or b""
         head = (
             f"{method} {path} HTTP/1.0\r\nHost: {parts.netloc.rpartition('@')[2]}\r\n"
@@ -153,9 +155,10 @@ class CliQueue(_sync.Admin):
         delay: float = 0.0,
     ) -> int:
         """Append the JSON text ``event`` to ``group_id`` (sent alone), deliverable
-        ``delay`` seconds from now; its seq. Where the queue's tables are missing (a new
-        database or queue), opens it as ``from_url`` does (creating or migrating its
-        schema) and publishes again: nothing was written by the refused request."""
+        ``delay`` seconds from now; its seq. Where the default queue's tables are missing
+        (a new database), opens it as ``from_url`` does (creating or migrating its schema)
+        and publishes again: nothing was written by the refused request. A named queue
+        must exist (:class:`~rqueue.QueueNotFound`): it is created on purpose."""
         group_id, priority, dedup_id, delay = _validate.publish_args(
             group_id, priority, dedup_id, delay
         )
@@ -166,12 +169,41 @@ class CliQueue(_sync.Admin):
         except StatementError as exc:
             if "no such table" not in str(exc):
                 raise
-        self._drive(self._core.open())
+        self._drive(self._core.open(create=False))
         return self._drive(publish())
 
-    def stats_by_queue(self, names: list[str]) -> dict[str, Any]:
-        """``stats()`` of each queue in ``names`` (this must be the default queue's)."""
-        return self._drive(_queues.stats_by_queue(self._core, names))
+    def create(self) -> bool:
+        """Create the queue of the settings (``queues create``), or check the schema of
+        one that exists, as ``from_url(create=True)`` does; whether it existed before."""
+        existed = self._drive(_queues.exists(self._core))
+        self._drive(self._core.open(create=True))
+        return existed
+
+    def claim(
+        self, worker_id: str, visibility: float, min_priority: int = 0, *, wait: float = 0.0
+    ) -> Lease | None:
+        """Lease the next deliverable message (waiting up to ``wait`` seconds, polling as
+        a transport's waiting claim does), or None."""
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
+
+        def once() -> Lease | None:
+            return self._drive(self._core.claim(worker_id, visibility, min_priority))
+
+        if wait:
+            return _poll.Poller().run(once, min_priority, wait)
+        return once()
+
+    def ack(self, lease: Lease) -> None:
+        """Delete the leased message; :class:`~rqueue.LeaseLost` if no longer held."""
+        self._drive(self._core.ack(check_lease(lease, self._core)))
+
+    def nack(self, lease: Lease, delay: float = 0.0, error: str | None = None) -> None:
+        """Give the message back now, or parked for ``delay`` seconds, with ``error``."""
+        lease = check_lease(lease, self._core)
+        delay = _validate.seconds("delay", delay, allow_zero=True)
+        self._drive(self._core.nack(lease, delay, _validate.error_text(error)))
 
     def close(self) -> None:
         self._session.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import inspect
 import logging
 import math
@@ -21,6 +22,7 @@ import sys
 from typing import Any
 
 from ._exceptions import RqueueError
+from ._models import DeadLetter
 from ._worker_core import Options, failure_text, load_handler
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -93,10 +95,11 @@ def _problem(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace, url_env: str) -> int:
     """Check everything, connect, work until a signal; the exit status."""
-    problem = _problem(args)
+    from ._cli_check import connection
+
+    # the nodes given and well formed, a CA file that is there, a password for --user
+    problem = _problem(args) or connection(args, prompt=False)
     url = args.url or os.environ.get(url_env)
-    if problem is None and not url:
-        problem = f"no nodes: give --url or set {url_env}"
     if problem is None:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the handler's module is found
         try:
@@ -105,13 +108,6 @@ def run(args: argparse.Namespace, url_env: str) -> int:
             auth = _auth(args)
         except ValueError as exc:
             problem = str(exc)
-    if problem is None:
-        try:
-            from ._config import Settings
-
-            Settings.build(url)  # the URLs' form, before anything is sent
-        except (ValueError, TypeError) as exc:
-            problem = f"--url: {exc}"
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return USAGE
@@ -136,6 +132,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         ca_bundle=args.ca_bundle,
         auth=auth,
         queue=args.queue,
+        on_dead_letter=functools.partial(_dead_lettered, args.queue),
     )
     try:
         if inspect.iscoroutinefunction(handler):
@@ -144,6 +141,28 @@ def run(args: argparse.Namespace, url_env: str) -> int:
     except RqueueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return FAILED
+
+
+def _dead_lettered(queue: str | None, d: DeadLetter) -> None:
+    """Log a message one of this worker's claims moved to the dead-letter queue (of the
+    queue ``queue``: the commands it names say which)."""
+    why = (
+        f"after {d.deliveries} deliveries"
+        if d.reason in (None, "max_deliveries")
+        else "queued past --max-age"
+    )
+    named = "" if queue in (None, "default") else f" --queue {queue}"
+    logging.getLogger("rqueue.worker").error(
+        "message %s of group %r dead-lettered %s; last error: %s "
+        "(`python -m rqueue dlq list%s` shows it, `dlq redrive %s%s` puts it back)",
+        d.seq,
+        d.group_id,
+        why,
+        d.last_error,
+        named,
+        d.seq,
+        named,
+    )
 
 
 def _auth(args: argparse.Namespace) -> tuple[str, str] | None:

@@ -3,6 +3,7 @@ core."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,8 @@ class Settings:
             raise TypeError("verify: expected a bool (use ca_bundle= for a CA file)")
         if ca_bundle is not None and not isinstance(ca_bundle, str):
             raise TypeError("ca_bundle: expected a path (str)")
+        if ca_bundle is not None and not os.path.isfile(ca_bundle):  # no retry could help
+            raise ValueError(f"ca_bundle: no such file: {ca_bundle!r}")
         if clock is not None and not callable(clock):
             raise TypeError("clock: expected a callable returning epoch seconds")
         if server_clock not in (None, True, False):

@@ -133,9 +133,11 @@ class QueueCore:
             "/db/execute", stmts, _TX, idempotent=idempotent, what=what, mergeable=mergeable
         )
 
-    def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall:
+    def read(self, stmts: Sequence[Stmt], what: str, *, qualified: bool = True) -> HttpCall:
+        """A read; ``qualified=False``: statements already written for their queues (the
+        registry's reads of every queue), sent as they are."""
         query = (("level", self.read_consistency),)
-        stmts = self.naming.stmts(stmts)
+        stmts = self.naming.stmts(stmts) if qualified else tuple(stmts)
         return HttpCall(
             "/db/query", stmts, query, idempotent=True, what=what, text_as_bytes=self.text_as_bytes
         )
@@ -195,9 +197,13 @@ class QueueCore:
         clock.gave_up()
 
     # -- schema -------------------------------------------------------------------------
-    def open(self) -> Op[None]:
+    def open(self, create: bool = True) -> Op[None]:
         """Create the schema if absent, migrate a seed-era database, register the queue
-        (its statements, like every one sent, qualified by :attr:`naming`)."""
+        (its statements, like every one sent, qualified by :attr:`naming`). Without
+        ``create``, a named queue must exist already (:class:`~rqueue.QueueNotFound`, with
+        nothing written); the default queue is created either way."""
+        if not create:
+            yield from _queues.require(self)
         yield self.write(_schema.TABLES, "create schema", idempotent=True)
         tables = _schema.ALTERED_TABLES
         *found, triggers = yield self.read(

@@ -14,17 +14,19 @@
     ├── LeaseLost                   fenced: the lease expired or another worker holds the
     │                               message; nothing was changed
     ├── StatementError              a statement failed inside rqlite (SQL error); not applied
+    ├── QueueNotFound               a named queue that was never created (``from_url``
+    │                               without ``create=True``); nothing was sent to it
     ├── TransportClosed             the transport was closed before the call
     └── ProtocolError               rqlite answered something rqueue cannot parse
 
 Each carries ``acked`` (False unless ``ack_and_claim`` failed after its ack applied).
 
 Bad arguments raise the built-in ``ValueError`` or ``TypeError`` before anything is
-sent. ``Unavailable``, ``StatementError``, ``LeaseLost`` and ``TransportClosed`` are
-*definite*: the operation did not happen. ``OutcomeUnknown`` is *indefinite*: retrying
-a publish may store it twice unless it carries a ``dedup_id``. ``ProtocolError`` is
-indefinite too: it can follow a write that was applied (a publish whose answer lacks
-the new row's id, a claim whose read-back row cannot be parsed).
+sent. ``Unavailable``, ``StatementError``, ``QueueNotFound``, ``LeaseLost`` and
+``TransportClosed`` are *definite*: the operation did not happen. ``OutcomeUnknown`` is
+*indefinite*: retrying a publish may store it twice unless it carries a ``dedup_id``.
+``ProtocolError`` is indefinite too: it can follow a write that was applied (a publish
+whose answer lacks the new row's id, a claim whose read-back row cannot be parsed).
 """
 
 from __future__ import annotations
@@ -67,6 +69,13 @@ class LeaseLost(RqueueError):
 
 class StatementError(RqueueError):
     """rqlite reported an error for a statement; the request was not applied."""
+
+
+class QueueNotFound(RqueueError):
+    """The named queue does not exist on these nodes: named queues are created on purpose
+    (``from_url(..., queue=NAME, create=True)`` or ``python -m rqueue queues create
+    NAME``), so that a misspelt name is an error, not a new empty queue. Nothing was
+    written. The message names the queue and both ways to create it."""
 
 
 class TransportClosed(RqueueError):

@@ -27,6 +27,7 @@ time stamp, whichever queue the request is for) and the registry itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import _stats
-from ._exceptions import ProtocolError
+from ._exceptions import ProtocolError, QueueNotFound, StatementError
 from ._models import Fuse, HttpCall, Op, Result, Stats, Stmt
 from ._statements import NOW, Statements
 
@@ -86,10 +87,14 @@ def prefix(queue: str) -> str:
     return f"rq_{queue}__"
 
 
+#: what follows each node URL in a named queue's lease origin, before the queue's name
+ORIGIN_TAG = "#queue="
+
+
 def origin(urls: Iterable[str], queue: str | None) -> str:
     """What a lease's ``origin`` says: the node URLs, tagged with a named queue, so that a
     lease of one queue is refused by a transport of another (``rqueue._validate.lease``)."""
-    tag = "" if queue is None else f"#queue={queue}"
+    tag = "" if queue is None else f"{ORIGIN_TAG}{queue}"
     return ",".join(sorted(f"{u}{tag}" for u in urls))
 
 
@@ -199,16 +204,19 @@ class Core(Protocol):
         self, stmts: Sequence[Stmt], what: str, *, idempotent: bool = False, mergeable: bool = False
     ) -> HttpCall: ...
 
-    def read(self, stmts: Sequence[Stmt], what: str) -> HttpCall: ...
+    def read(self, stmts: Sequence[Stmt], what: str, *, qualified: bool = True) -> HttpCall: ...
 
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """A queue of the database, as ``queues()`` lists it: its name and when it was first
-    opened (server epoch seconds; None for a database from before the registry)."""
+    """A queue of the database, as ``queues()`` lists it: its name, when it was first
+    opened (server epoch seconds; None for a database from before the registry) and its
+    depth, as its own ``stats()`` would say (None when its schema is of a release that
+    kept no counters: a transport's ``from_url`` migrates it)."""
 
     name: str
     created_at: float | None = None
+    stats: Stats | None = None
 
 
 def register(core: Core) -> Op[None]:
@@ -222,15 +230,51 @@ def register(core: Core) -> Op[None]:
     yield core.write([REGISTRY, entry], "register the queue", idempotent=True)
 
 
+#: whether the core's queue has its tables (qualified as every statement is: the string
+#: becomes the queue's own table name)
+EXISTS = Stmt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'messages'")
+
+
+def exists(core: Core) -> Op[bool]:
+    """Whether the core's queue was created: its tables are there (a queue a release
+    before ``create=`` opened has them too, and is in the registry)."""
+    (res,) = yield core.read([EXISTS], "find the queue")
+    return bool(res.rows and res.rows[0][0])
+
+
+def require(core: Core) -> Op[None]:
+    """:class:`~rqueue.QueueNotFound` unless the core's queue exists (the default queue
+    always does: opening it creates it, as every earlier release did)."""
+    queue = core.naming.queue
+    if queue is not None and not (yield from exists(core)):
+        raise QueueNotFound(not_found(queue))
+
+
+def not_found(queue: str) -> str:
+    """The one line that says a named queue is missing, and how to create it."""
+    return (
+        f"no queue {queue!r} on these nodes (misspelt? `python -m rqueue queues` lists "
+        f"them); create it on purpose: from_url(..., queue={queue!r}, create=True) or "
+        f"`python -m rqueue queues create {queue}`"
+    )
+
+
 def list_queues(core: Core) -> Op[list[QueueInfo]]:
-    """Every queue of the database, by name. A database no transport of this release has
-    opened has no registry yet: its default queue is listed if its tables are there."""
+    """Every queue of the database, by name, with its depth (one more read for all of
+    them). A database no transport of this release has opened has no registry yet: its
+    default queue is listed if its tables are there."""
     (found,) = yield core.read([CATALOG], "queues")
     tables = {row[0] for row in found.rows}
     if "rqueue_queues" not in tables:
-        return [QueueInfo(DEFAULT)] if "messages" in tables else []
-    (res,) = yield core.read([LIST], "queues")
-    return queues_of(res)
+        listed = [QueueInfo(DEFAULT)] if "messages" in tables else []
+    else:
+        (res,) = yield core.read([LIST], "queues")
+        listed = queues_of(res)
+    try:
+        stats = yield from stats_by_queue(core, [q.name for q in listed])
+    except StatementError:  # a schema without counters (older than this release)
+        return listed
+    return [dataclasses.replace(q, stats=stats[q.name]) for q in listed]
 
 
 def queues_of(res: Result) -> list[QueueInfo]:
@@ -242,13 +286,11 @@ def queues_of(res: Result) -> list[QueueInfo]:
 
 
 def stats_by_queue(core: Core, names: Sequence[str]) -> Op[dict[str, Stats]]:
-    """``stats()`` of each queue in ``names``, in one read. ``core`` must be the default
-    queue's: these statements are qualified here, each for its own queue."""
-    if core.naming.queue is not None:
-        raise ValueError("stats_by_queue: needs the default queue's core")
+    """``stats()`` of each queue in ``names``, in one read: each statement is qualified
+    here for its own queue, and sent as it is whichever queue ``core`` is for."""
     per = len(_stats.STATEMENTS)
     stmts = [qualify(s, check_name(n)) for n in names for s in _stats.STATEMENTS]
     if not stmts:
         return {}
-    results = yield core.read(stmts, "stats of every queue")
+    results = yield core.read(stmts, "stats of every queue", qualified=False)
     return {n: _stats.stats_of(results[i * per : (i + 1) * per]) for i, n in enumerate(names)}

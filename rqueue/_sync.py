@@ -103,7 +103,8 @@ class Admin:
         return self._drive(_admin.purge(core, *_validate.selection(seq, group_id, all)))
 
     def queues(self) -> list[_queues.QueueInfo]:
-        """Every queue of the database (:mod:`rqueue._queues`), by name."""
+        """Every queue of the database (:mod:`rqueue._queues`), by name, each with its
+        depth (``QueueInfo.stats``, as its own ``stats()`` says; one read for all)."""
         return self._drive(_queues.list_queues(self._open()))
 
     # -- driving the core ---------------------------------------------------------------
@@ -220,12 +221,16 @@ class Transport(Admin):
         queue: str | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
         max_age: float | None = None,
+        create: bool = False,
     ) -> Self:
         """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
 
         ``queue``: the name of one of the database's queues (each with its own groups,
-        FIFO and dead letters; created on first use); None or ``"default"``: the queue of
-        the tables without a prefix, the one of earlier releases.
+        FIFO and dead letters); None or ``"default"``: the queue of the tables without a
+        prefix, the one of earlier releases, created when absent. A named queue is created
+        on purpose: with ``create=True`` (or ``python -m rqueue queues create NAME``);
+        without, one that does not exist raises :class:`~rqueue.QueueNotFound` naming it,
+        so a misspelt name never becomes a new, empty queue.
 
         Retries for at most ``timeout`` seconds in all until a node answers and the
         cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
@@ -264,6 +269,8 @@ class Transport(Admin):
             on_dead_letter=on_dead_letter,
             max_age=max_age,
         )
+        if not isinstance(create, bool):
+            raise TypeError(f"create: expected a bool, got {type(create).__name__}")
         session = cls._session_class(settings)
         try:
             endpoints = settings.endpoints()
@@ -272,7 +279,7 @@ class Transport(Admin):
             core = settings.core(server, cls.statements_class)
             self = cls(settings, session, core)
             self._endpoints = endpoints
-            self._drive(core.open(), deadline)
+            self._drive(core.open(create=create), deadline)
         except BaseException:
             session.close()
             raise
@@ -468,7 +475,11 @@ class Transport(Admin):
 def detect(
     session: Session, endpoints: Endpoints, deadline: float, settings: Settings
 ) -> ServerInfo:
-    """Ask nodes for ``/status`` until one answers; its version decides the protocol."""
+    """Ask nodes for ``/status`` until one answers; its version decides the protocol.
+
+    Connecting, a node whose host name does not resolve or that is not rqlite is not
+    asked again, and when every node is so this fails at once (``Attempts.hopeless``);
+    a node that refuses, times out or answers 5xx is asked again until ``deadline``."""
     attempts = Attempts(
         STATUS_CALL, endpoints, deadline, settings.request_timeout, limit=settings.timeout
     )
@@ -478,9 +489,12 @@ def detect(
             reply = session.request("GET", url, "/status", None, timeout)
             body = json.loads(reply.text) if reply.status == 200 else None
         except SendError as exc:
-            attempts.not_sent(url, str(exc))
-        except ValueError as exc:
-            attempts.not_sent(url, describe_error(exc))
+            if exc.unknown_host:  # connecting: a name never resolved is a misspelt one
+                attempts.unresolved(url, exc)
+            else:
+                attempts.not_sent(url, str(exc))
+        except ValueError as exc:  # a whole answer, but not rqlite's JSON
+            attempts.not_rqlite(url, f"HTTP 200 without JSON ({describe_error(exc)})")
         else:
             server = attempts.status_answered(url, reply.status, reply.headers, body)
             if server is not None:

@@ -11,7 +11,7 @@ import requests
 import urllib3.exceptions
 
 from . import _batch, _sync
-from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error
+from ._attempts import CONNECT_TIMEOUT, Reply, SendError, describe_error, unknown_host
 from ._config import Settings
 from ._models import HttpCall
 
@@ -70,7 +70,8 @@ class _Session:
             )
             text = response.text
         except requests.RequestException as exc:
-            raise SendError(describe_error(exc), sent=not _not_sent(exc)) from exc
+            sent, unknown = not _not_sent(exc), unknown_host(exc)
+            raise SendError(describe_error(exc), sent=sent, unknown_host=unknown) from exc
         return Reply(response.status_code, text, response.headers)
 
     def close(self) -> None:

@@ -66,7 +66,7 @@ def event(value: Any) -> str:
     """The event as stored: JSON text verbatim, anything else through ``json.dumps``."""
     if isinstance(value, str):
         try:
-            json.loads(value, parse_constant=_refuse_constant)
+            json.loads(value, parse_constant=refuse_constant)
         except ValueError as exc:
             raise ValueError(f"event: a str event must be JSON text ({exc})") from None
         return unicode_text("event", value)
@@ -76,7 +76,7 @@ def event(value: Any) -> str:
         raise TypeError(f"event: not JSON-serialisable ({exc})") from None
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
     # Python's json reads NaN and Infinity, which JSON does not have: other readers refuse
     raise ValueError(f"{name} is not JSON (only finite numbers are)")
 

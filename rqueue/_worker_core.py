@@ -19,6 +19,7 @@ import math
 import os
 import socket
 import time
+import traceback
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -38,6 +39,12 @@ PAUSE_AFTER_FAILURE = 1.0
 SETTLE_BOUND = 15.0
 #: a heartbeat extends a lease when a third of its visibility has passed
 BEATS_PER_VISIBILITY = 3
+#: a handler's failure is logged with its traceback at most once per this many seconds
+#: for each kind of failure (its exception type and the line that raised it); the
+#: failures in between log their one line
+TRACEBACK_EVERY = 60.0
+#: the kinds of failure remembered (then forgotten, all at once)
+_KINDS_KEPT = 256
 
 
 class Observer(Protocol):
@@ -189,6 +196,41 @@ def failure_text(exc: BaseException, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+class Tracebacks:
+    """Which handler failures are logged with their traceback: the first of each kind,
+    then at most one per :data:`TRACEBACK_EVERY` seconds of that kind, so a handler that
+    fails on every message in a loop does not flood the log with the same traceback."""
+
+    def __init__(
+        self, every: float = TRACEBACK_EVERY, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.every = every
+        self._clock = clock
+        self._shown: dict[tuple[str, ...], float] = {}
+        self._left_out: dict[tuple[str, ...], int] = {}
+
+    @staticmethod
+    def kind(exc: BaseException) -> tuple[str, ...]:
+        """The exception's type and the place that raised it (its innermost frame)."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = (frames[-1].filename, str(frames[-1].lineno)) if frames else ()
+        return (type(exc).__qualname__, *where)
+
+    def take(self, exc: BaseException) -> int | None:
+        """None: leave this failure's traceback out; else show it, and this many failures
+        of its kind had theirs left out since the last one shown."""
+        kind, now = self.kind(exc), self._clock()
+        last = self._shown.get(kind)
+        if last is not None and now - last < self.every:
+            self._left_out[kind] = self._left_out.get(kind, 0) + 1
+            return None
+        if len(self._shown) >= _KINDS_KEPT and kind not in self._shown:
+            self._shown.clear()
+            self._left_out.clear()
+        self._shown[kind] = now
+        return self._left_out.pop(kind, 0)
+
+
 @dataclass
 class Tally:
     """What a worker did: messages handled (acked), failed (nacked), released at stop."""
@@ -281,6 +323,7 @@ class WorkerCore:
         self.handler = handler
         self.observer = observer
         self.tally = Tally()
+        self.tracebacks = Tracebacks()
         self._holdings = Holdings(self.options.heartbeat)
         self._setup()
 
@@ -320,7 +363,7 @@ class WorkerCore:
                 self.tally.handled += 1
                 return
             text = failure_text(error)
-            log.warning("message %s of group %r failed: %s", lease.seq, lease.group_id, text)
+            self._log_failure(lease, error, text)
             self.tally.failed += 1
             delay = self.options.retry_delay
             value = {"lease": lease, "delay": delay, "error": text}
@@ -328,6 +371,25 @@ class WorkerCore:
         except RqueueError as exc:
             what = "ack" if error is None else "nack"
             log.warning("%s of message %s failed: %s", what, lease.seq, failure_text(exc))
+
+    def _log_failure(self, lease: Lease, error: BaseException, text: str) -> None:
+        """One warning per failure; its traceback too, unless one of its kind was shown
+        less than :data:`TRACEBACK_EVERY` seconds ago (:class:`Tracebacks`)."""
+        left_out = self.tracebacks.take(error)
+        if left_out is None:
+            every = f"{self.tracebacks.every:g}"
+            line = f"{text} (its traceback was logged less than {every} s ago)"
+            log.warning("message %s of group %r failed: %s", lease.seq, lease.group_id, line)
+            return
+        more = f" ({left_out} more like it since its last traceback)" if left_out else ""
+        log.warning(
+            "message %s of group %r failed: %s%s",
+            lease.seq,
+            lease.group_id,
+            text,
+            more,
+            exc_info=(type(error), error, error.__traceback__),
+        )
 
     def _give_back(self, slot: int, lease: Lease, why: str) -> Step[None]:
         """Nack (delay 0) a message this worker will not handle."""

@@ -82,10 +82,10 @@ def test_python_dash_m_rqueue(queue_urls) -> None:
     assert set(json.loads(done.stdout)) >= {"ready", "leased", "parked", "dead_lettered"}
 
 
-def test_no_nodes_is_a_clear_error(monkeypatch) -> None:
+def test_no_nodes_is_a_clear_error(monkeypatch, capsys) -> None:
     monkeypatch.delenv(_cli.URL_ENV, raising=False)
-    with pytest.raises(SystemExit, match="RQUEUE_URL"):
-        _cli.run(["stats"], out=io.StringIO())
+    assert _cli.run(["stats"], out=io.StringIO()) == 2
+    assert capsys.readouterr().err == "error: no nodes: give --url or set RQUEUE_URL\n"
 
 
 def test_a_large_answer_arrives_whole(queue_urls) -> None:
@@ -201,15 +201,27 @@ def test_purge_all_without_a_terminal_needs_yes(queue_urls, monkeypatch, capsys)
     assert cli("dlq", "purge", "--all", "--yes", urls=queue_urls) == (0, "1 purged\n")
 
 
-def test_publish_creates_a_queue_no_transport_opened_yet(queue_urls, capsys) -> None:
+def test_a_named_queue_is_created_on_purpose(queue_urls, capsys) -> None:
+    """A misspelt --queue is an error naming the queue and the cure, never a new empty
+    queue; `queues create` makes one, and says so (or that it was there)."""
     name = f"fresh_{os.getpid()}"
     assert cli("peek", "g", "--queue", name, urls=queue_urls)[0] == 1  # no tables yet
     assert f"no queue '{name}'" in capsys.readouterr().err
+    assert cli("publish", "g", '{"n": 1}', "--queue", name, urls=queue_urls) == (1, "")
+    err = capsys.readouterr().err
+    assert f"no queue '{name}'" in err and f"queues create {name}" in err
+    assert name not in [q["name"] for q in json.loads(cli("queues", "--json", urls=queue_urls)[1])]
+
+    assert cli("queues", "create", name, urls=queue_urls) == (0, f"queue {name} created\n")
+    assert cli("queues", "create", name, urls=queue_urls) == (
+        0,
+        f"queue {name} exists already (its schema checked)\n",
+    )
     status, out = cli("publish", "g", '{"n": 1}', "--queue", name, urls=queue_urls)
     assert status == 0 and out.strip().isdigit()
     status, out = cli("queues", "--json", urls=queue_urls)
     assert status == 0 and name in [q["name"] for q in json.loads(out)]
-    with RqliteTransport.from_url(queue_urls, queue=name) as q:
+    with RqliteTransport.from_url(queue_urls, queue=name) as q:  # it exists: no create=
         lease = q.claim("w", VIS)
         assert lease is not None and json.loads(lease.event) == {"n": 1}
         q.ack(lease)

@@ -21,6 +21,7 @@ import requests
 
 from rqueue import (
     QueueInfo,
+    QueueNotFound,
     RqliteTransport,
     RqueueError,
     Statements,
@@ -38,6 +39,7 @@ from rqueue._models import Claim, Fuse, Lease, Stmt
 from rqueue._queues import check_name, qualify, qualify_sql
 from rqueue._statements import CLOCK_REF, STAMP
 from rqueue._version import ServerInfo
+from rqueue._wire import classify_response
 
 from .fakes import SqliteExecutor, drive
 from .polling import query, wait_for
@@ -46,6 +48,7 @@ from .test_migration import RELEASE
 ROOT = Path(__file__).resolve().parents[2]
 VIS = 30.0
 LEASE = Lease(7, "g", "{}", "w:tok")
+SERVER = ServerInfo.from_version("v8.36.0")
 
 
 def fresh_name() -> str:
@@ -222,6 +225,36 @@ def test_two_queues_in_one_sqlite_database(version: str) -> None:
     assert [q.name for q in listed] == ["default", "orders"]
 
 
+def test_a_named_queue_that_does_not_exist_is_refused_with_nothing_written() -> None:
+    """open(create=False): one read finds the queue missing; QueueNotFound names it and
+    both cures; nothing was written (no table, no registry entry)."""
+    ex = SqliteExecutor()
+    drive(QueueCore(Statements(server_clock=False, clock=lambda: 1e6), SERVER).open(), ex)
+    core = QueueCore(Statements(server_clock=False, clock=lambda: 1e6), SERVER, queue="ordres")
+    op = core.open(create=False)
+    first = next(op)
+    assert first.path == "/db/query" and "rq_ordres__messages" in first.statements[0].sql
+    answer = ex.run(first.path, dict(first.query), first.body())
+    verdict = classify_response(first, 200, json.dumps(answer))
+    with pytest.raises(QueueNotFound) as caught:
+        op.send(verdict.results)
+    said = str(caught.value)
+    assert "no queue 'ordres' on these nodes" in said
+    assert "create=True" in said and "python -m rqueue queues create ordres" in said
+    assert ex.sql("SELECT name FROM sqlite_master WHERE name LIKE 'rq_ordres%'") == []
+    assert ex.sql("SELECT name FROM rqueue_queues") == [("default",)]
+    drive(core.open(create=True), ex)  # on purpose
+    drive(core.open(create=False), ex)  # it exists now
+    assert ex.sql("SELECT name FROM rqueue_queues ORDER BY name") == [("default",), ("ordres",)]
+
+
+def test_the_default_queue_is_created_without_being_asked() -> None:
+    ex = SqliteExecutor()
+    core = QueueCore(Statements(server_clock=False, clock=lambda: 1e6), SERVER)
+    drive(core.open(create=False), ex)
+    assert ex.sql("SELECT name FROM rqueue_queues") == [("default",)]
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 1_000_000.0
@@ -338,7 +371,7 @@ def test_two_queues_are_independent(connect: Any, queue_urls: list[str]) -> None
     url = ",".join(queue_urls)
     name = fresh_name()
     default = connect(url, max_deliveries=1)
-    named = connect(url, queue=name, max_deliveries=1)
+    named = connect(url, queue=name, max_deliveries=1, create=True)
     d1 = default.publish("g", {"q": "default", "n": 1})
     n1 = named.publish("g", {"q": name, "n": 1})
     n2, n3 = named.publish_many([("g", {"q": name, "n": 2}), ("h", {"q": name, "n": 3}, 2)])
@@ -374,13 +407,56 @@ def test_two_queues_are_independent(connect: Any, queue_urls: list[str]) -> None
     listed = {q.name: q for q in named.queues()}
     assert {"default", name} <= set(listed)
     assert listed[name].created_at is not None
+    # queues() gives each queue's depth, as its own stats() does
+    for q, info in ((named, listed[name]), (default, listed["default"])):
+        s = q.stats()
+        assert info.stats is not None
+        assert (info.stats.ready, info.stats.leased, info.stats.dead_lettered) == (
+            s.ready,
+            s.leased,
+            s.dead_lettered,
+        )
+        assert (info.stats.groups, info.stats.by_priority) == (s.groups, s.by_priority)
+
+
+def test_a_misspelt_queue_is_an_error_not_a_new_queue(connect: Any, queue_urls: list[str]) -> None:
+    url = ",".join(queue_urls)
+    name = fresh_name()
+    with pytest.raises(QueueNotFound, match=f"no queue '{name}' on these nodes") as caught:
+        connect(url, queue=name)
+    assert f"queues create {name}" in str(caught.value)
+    assert query(queue_urls, f"SELECT name FROM sqlite_master WHERE name LIKE 'rq_{name}%'") == []
+    assert name not in [q.name for q in connect(url).queues()]
+    with pytest.raises(TypeError, match="create: expected a bool"):
+        connect(url, queue=name, create="yes")
+
+    made = connect(url, queue=name, create=True)
+    made.publish("g", {"n": 1})
+    again = connect(url, queue=name)  # it exists now: opened without create
+    assert again.stats().ready == 1
+    assert name in [q.name for q in again.queues()]
+
+
+def test_a_named_queue_of_an_earlier_release_opens_without_create(
+    connect: Any, queue_urls: list[str]
+) -> None:
+    """A release before create= made a named queue on first use: its tables and its
+    registry row are there, and it opens as it is."""
+    name = fresh_name()
+    created = [qualify(s, name).sql for s in _schema.TABLES]
+    registered = f"INSERT INTO rqueue_queues (name, created_at) VALUES ('{name}', 1e9)"
+    leader_execute(queue_urls, [*created, registered])
+    q = connect(",".join(queue_urls), queue=name)
+    q.publish("g", {"n": 1})
+    assert q.claim("w", VIS) is not None
+    assert {i.name: i.created_at for i in q.queues()}[name] == 1e9
 
 
 def test_merged_claims_and_acks_of_a_named_queue(queue_urls: list[str]) -> None:
     """Concurrent callers of one transport share requests (fused claims and acks,
     :mod:`rqueue._batch`): on a named queue, every message is delivered once, in order."""
     name = fresh_name()
-    with RqliteTransport.from_url(",".join(queue_urls), queue=name) as t:
+    with RqliteTransport.from_url(",".join(queue_urls), queue=name, create=True) as t:
         t.publish_many([(f"g{i % 4}", {"n": i}) for i in range(40)])
         got: list[Lease] = []
         lock = threading.Lock()
@@ -419,7 +495,7 @@ def test_the_nodes_parser_takes_a_named_queues_returning_writes(queue_urls: list
     """rqlite returns a write's rows only where its own parser takes the statement (see
     rqueue._statements): the qualified claims still return theirs, in one request."""
     name = fresh_name()
-    with RqliteTransport.from_url(",".join(queue_urls), queue=name) as t:
+    with RqliteTransport.from_url(",".join(queue_urls), queue=name, create=True) as t:
         t.publish_many([("g", {"n": 1}), ("h", {"n": 2}), ("i", {"n": 3})])
     s = Statements(server_clock=True, clock=lambda: 1.0)
     for i, claim in enumerate(
@@ -472,7 +548,7 @@ def test_the_default_queue_reads_an_older_database_unchanged(
 
     url = ",".join(urls)
     default = connect(url)
-    named = connect(url, queue="orders")
+    named = connect(url, queue="orders", create=True)
     assert query(urls, "SELECT seq, group_id, event FROM messages ORDER BY seq") == before
     assert [(d.seq, d.group_id, d.event) for d in default.dead_letters()] == [
         tuple(r) for r in dead_before
@@ -491,7 +567,9 @@ def test_the_default_queue_reads_an_older_database_unchanged(
 # -- the admin CLI and the worker command ----------------------------------------------------
 def test_the_cli_lists_queues_and_acts_on_one(queue_urls: list[str], capsys: Any) -> None:
     name = fresh_name()
-    with RqliteTransport.from_url(",".join(queue_urls), queue=name, max_deliveries=1) as t:
+    with RqliteTransport.from_url(
+        ",".join(queue_urls), queue=name, max_deliveries=1, create=True
+    ) as t:
         code, text = cli("publish", "g", '{"n": 1}', "--queue", name, urls=queue_urls)
         assert code == 0
         seq = int(text)
@@ -530,7 +608,10 @@ def test_the_worker_command_works_on_its_queue(queue_urls: list[str], tmp_path: 
     name = fresh_name()
     log = tmp_path / "log"
     url = ",".join(queue_urls)
-    with RqliteTransport.from_url(url, queue=name) as t, RqliteTransport.from_url(url) as d:
+    with (
+        RqliteTransport.from_url(url, queue=name, create=True) as t,
+        RqliteTransport.from_url(url) as d,
+    ):
         mine = set(t.publish_many([(f"g{n % 2}", {"n": n}) for n in range(4)]))
         other = d.publish("g0", {"n": "default"})
         env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKER_TEST_LOG": str(log)}
@@ -556,3 +637,12 @@ def test_the_worker_command_works_on_its_queue(queue_urls: list[str], tmp_path: 
 def test_the_worker_command_refuses_a_bad_queue_name(capsys: Any) -> None:
     assert cli("worker", "json:loads", "--queue", "9x", urls="http://127.0.0.1:9")[0] == 2
     assert "--queue: '9x' is not a queue name" in capsys.readouterr().err
+
+
+def test_the_worker_command_refuses_a_queue_that_does_not_exist(
+    queue_urls: list[str], capsys: Any
+) -> None:
+    name = fresh_name()
+    assert cli("worker", "json:loads", "--queue", name, urls=queue_urls)[0] == 1
+    err = capsys.readouterr().err
+    assert f"error: no queue '{name}' on these nodes" in err and "queues create" in err

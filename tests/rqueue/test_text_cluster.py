@@ -49,7 +49,8 @@ TEXTS = st.fixed_dictionaries(
 
 
 def clear(urls: list[str]) -> None:
-    """Empty the default queue's tables and the named queue's."""
+    """Empty the default queue's tables and the named queue's (created if absent)."""
+    RqliteTransport.from_url(urls, queue=NAMED, create=True).close()
     stmts = [f"DELETE FROM {p}{t}" for p in ("", f"rq_{NAMED}__") for t in TABLES]
     r = requests.post(f"{urls[0]}/db/execute?transaction=true", json=stmts, timeout=10)
     assert r.status_code == 200 and "error" not in r.text, r.text
@@ -105,6 +106,7 @@ def queues(queue_urls: list[str], connect: Any) -> dict[bool, tuple[Any, list[An
             max_deliveries=1,
             on_dead_letter=moved.append,
             queue=NAMED if named else None,
+            create=True,
         )
         out[named] = (q, moved)
     return out
@@ -165,7 +167,9 @@ def test_the_admin_cli_keeps_every_text(
     assert int(again) == seq
     [m] = json.loads(rqueue_cli(queue_urls, "peek", "--json", *queue, "--", group))
     assert (m["seq"], m["event"]) == (seq, event)
-    q = RqliteTransport.from_url(queue_urls, max_deliveries=1, queue=NAMED if named else None)
+    q = RqliteTransport.from_url(
+        queue_urls, max_deliveries=1, queue=NAMED if named else None, create=True
+    )
     try:
         for _ in range(2):
             q.nack(q.claim("w", VIS), 0, error=error)

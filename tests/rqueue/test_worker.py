@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rqueue import AsyncRqliteTransport, AsyncWorker, Lease, RqliteTransport, Worker
-from rqueue._worker_core import Holdings, Options, load_handler
+from rqueue._worker_core import Holdings, Options, Tracebacks, load_handler
 
 from .polling import query, wait_for
 
@@ -156,7 +156,55 @@ def test_a_failing_handler_nacks_with_its_error_and_logs_one_line(
     assert error == "ValueError: no such customer second line"
     failures = [r for r in caplog.records if "failed" in r.getMessage()]
     assert len(failures) == 1 and "\n" not in failures[0].getMessage()
+    assert failures[0].levelno == logging.WARNING
+    assert failures[0].exc_info is not None and failures[0].exc_info[0] is ValueError
+    assert "in handler" in logging.Formatter().format(failures[0])  # the handler's frame
     assert result["tally"].failed == 1
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_handler_failing_in_a_loop_logs_its_traceback_once(
+    kind: str, queue_urls: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every message fails alike: one line each, the traceback with the first alone."""
+
+    def handler(lease: Lease) -> None:
+        raise KeyError("customer")
+
+    with RqliteTransport.from_url(",".join(queue_urls)) as t:
+        t.publish_many([(f"g{n}", {"n": n}) for n in range(4)])
+    calls = Calls()
+    caplog.set_level(logging.WARNING, logger="rqueue.worker")
+    with running(kind, queue_urls, handler, observer=calls, retry_delay=60.0):
+        wait_for("4 failed messages nacked", lambda: calls.count("nack") == 4, BOUND)
+    failures = [r for r in caplog.records if "failed: KeyError" in r.getMessage()]
+    assert len(failures) == 4
+    assert [r.exc_info is not None for r in failures] == [True, False, False, False]
+    assert all(
+        "its traceback was logged less than 60 s ago" in r.getMessage() for r in failures[1:]
+    )
+
+
+def test_tracebacks_are_shown_once_a_minute_per_kind_of_failure() -> None:
+    now = [0.0]
+    shown = Tracebacks(every=60.0, clock=lambda: now[0])
+
+    def failure(n: int) -> BaseException:
+        try:
+            if n == 1:
+                raise ValueError("one place")
+            raise ValueError("another place")
+        except ValueError as exc:
+            return exc
+
+    assert shown.take(failure(1)) == 0  # the first of its kind
+    assert shown.take(failure(1)) is None
+    assert shown.take(failure(2)) == 0  # raised elsewhere: a kind of its own
+    now[0] = 59.0
+    assert shown.take(failure(1)) is None
+    now[0] = 60.0
+    assert shown.take(failure(1)) == 2  # two left out since the last one shown
+    assert shown.take(failure(1)) is None
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

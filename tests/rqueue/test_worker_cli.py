@@ -67,7 +67,7 @@ def test_a_bad_url_or_none_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli("worker", "json:loads", urls="ftp://x")[0] == 2
-    assert "--url: url: scheme must be http or https" in capsys.readouterr().err
+    assert "error: --url: scheme must be http or https" in capsys.readouterr().err
     monkeypatch.delenv("RQUEUE_URL", raising=False)
     assert _cli.run(["worker", "json:loads"]) == 2
     assert "no nodes" in capsys.readouterr().err
@@ -238,3 +238,29 @@ def test_max_age_reaches_the_workers_transport(queue_urls: list[str], tmp_path: 
             code, err = stop(proc, BOUND)
     assert code == 0, err
     assert moved == [("retention",)] and late not in noted(log, "start")
+
+
+def test_a_failure_logs_its_traceback_and_a_dead_lettering_is_logged(
+    queue_urls: list[str], tmp_path: Path
+) -> None:
+    """With --max-deliveries 1: the handler's failure is logged with its traceback, and
+    the next claim's move to the dead-letter queue is logged with what to do about it."""
+    log = tmp_path / "log"
+    with RqliteTransport.from_url(",".join(queue_urls)) as t:
+        seq = t.publish("g", {"n": 1, "fail": True})
+    proc = start_worker(
+        queue_urls, log, "tests.rqueue.worker_handlers:slow", "--max-deliveries", "1"
+    )
+    try:
+        dead = "SELECT seq FROM rqueue_dead"
+        wait_for("the failed message dead-lettered", lambda: query(queue_urls, dead), BOUND)
+    finally:
+        code, err = stop(proc, BOUND)
+    assert code == 0, err
+    assert f"message {seq} of group 'g' failed: RuntimeError: job 1 failed on purpose" in err
+    assert "Traceback (most recent call last)" in err and "worker_handlers.py" in err
+    assert (
+        f"message {seq} of group 'g' dead-lettered after 1 deliveries; last error: "
+        "RuntimeError: job 1 failed on purpose (`python -m rqueue dlq list` shows it, "
+        f"`dlq redrive {seq}` puts it back)"
+    ) in err

@@ -70,9 +70,9 @@ def cluster_with(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 
 def both_twins(urls: list[str], loop: asyncio.AbstractEventLoop) -> list[Any]:
     """rqueue's two twins, each on a queue of its own (``sync``, ``async``)."""
-    opened = AsyncRqliteTransport.from_url(urls, queue="async")
+    opened = AsyncRqliteTransport.from_url(urls, queue="async", create=True)
     return [
-        RqliteTransport.from_url(urls, queue="sync"),
+        RqliteTransport.from_url(urls, queue="sync", create=True),
         Blocking(loop, loop.run_until_complete(opened)),
     ]
 
@@ -138,7 +138,7 @@ def test_a_minority_off_utc_after_a_jump_fails_over_to_the_utc_nodes(
     c = cluster_with(3, lambda i: zonefile.dst_jump(at) if i == 0 else None)
     urls = c.urls  # node 0 first: every client starts there
     guarded = both_twins(urls, loop)
-    blind = Blind.from_url(urls, queue="blind")
+    blind = Blind.from_url(urls, queue="blind", create=True)
     try:
         held = {}
         for q in [*guarded, blind]:
@@ -168,7 +168,7 @@ def test_every_node_off_utc_after_a_jump_raises_zone_refused(cluster_with: Any, 
     at = int(time.time()) + LEAD
     c = cluster_with(3, lambda i: zonefile.dst_jump(at))
     guarded = both_twins(c.urls, loop)
-    blind = Blind.from_url(c.urls, queue="blind")
+    blind = Blind.from_url(c.urls, queue="blind", create=True)
     try:
         held = {}
         for q in [*guarded, blind]:
