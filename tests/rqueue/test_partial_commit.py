@@ -19,7 +19,7 @@ def test_a_claim_whose_move_cannot_be_prepared_is_not_a_definite_failure(
     connect, queue_urls
 ) -> None:
     url = ",".join(queue_urls)
-    t = connect(url, queue=f"partial_{connect.twin}", max_deliveries=3)
+    t = connect(url, queue=f"partial_{connect.twin}", create=True, max_deliveries=3)
     seq = t.publish("g", {"n": 1})
     dropped = requests.post(
         f"{queue_urls[0]}/db/execute?transaction",
