@@ -6,12 +6,16 @@ is **inconclusive** (exit status 3) when any of these holds, each named in the v
 
 - **faults missing**: fewer fault windows started than the scenario planned (a fault
   whose start failed, e.g. "no leader to target", is recorded as a nemesis ``fail``);
-- **quiet too long**: no client operation completed ``ok`` for longer than
-  ``max_quiet`` seconds (the cluster had no leader, or nothing answered);
+- **quiet too long**: no client operation completed ``ok`` or was refused on purpose
+  for longer than ``max_quiet`` seconds (the cluster had no leader, or nothing answered);
 - **fault window starved**: in a fault window plus ``grace`` seconds after it, the
   workload completed fewer than ``min_share`` of the ``ok`` operations it completes
   outside fault windows in the same time (so the fault was injected into an idle run);
   a window observed for less than 5 s (it began near the run's end) is not judged.
+
+A call the queue refused on purpose (a ``fail`` marked ``refused``, with one line saying
+why: rqueue refuses timed calls while every node's zone is off UTC) is an answer, not
+silence: it counts as answered for both rules, and each window lists its ``refused``.
 
 Anomalies take precedence: a run with anomalies exits 1 whatever its coverage.
 ``python -m harness check`` on a run folder's history judges it again from the folder's
@@ -84,7 +88,13 @@ def assess(
     ok_times = sorted(
         float(e["time"]) for e in events if e.get("process") != "nemesis" and e["type"] == "ok"
     )
-    quiet, quiet_from = _longest_gap(ok_times, duration)
+    refused = sorted(
+        float(e["time"])
+        for e in events
+        if e.get("refused") is True and e["type"] == "fail" and e.get("process") != "nemesis"
+    )
+    answered = sorted(ok_times + refused) if refused else ok_times
+    quiet, quiet_from = _longest_gap(answered, duration)
     if quiet > max_quiet:
         reasons.append(
             f"no operation succeeded for {quiet:.1f} s (from {quiet_from:.1f} s; bound "
@@ -93,15 +103,22 @@ def assess(
     windows = _windows(ok_times, [(a, b) for _, a, b in happened], duration, grace)
     for w, (kind, _, _) in zip(windows, happened, strict=True):
         w["kind"] = kind
+        if refused:
+            w["refused"] = sum(1 for t in refused if w["start"] <= t <= w["end"])
     starved = [
         w
         for w in windows
         if w["end"] - w["start"] >= MIN_JUDGED
         and w["expected"] > 0
-        and w["ok"] < min_share * w["expected"]
+        and w["ok"] + w.get("refused", 0) < min_share * w["expected"]
     ]
     if starved:
-        listed = ", ".join(f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok)" for w in starved)
+        listed = ", ".join(
+            f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok"
+            + (f", {w['refused']} refused" if w.get("refused") else "")
+            + ")"
+            for w in starved
+        )
         reasons.append(
             f"{len(starved)} fault window(s) saw under {min_share:.0%} of the usual ok "
             f"operations: {listed}"
