@@ -151,8 +151,8 @@ def draw_faults(
                      color=colours[fault.kind], alpha=0.9, lw=0)  # fmt: skip
         if fault.end is None:  # never ended: an arrow past the end of the history
             lane_ax.plot(end, lane, marker=">", color="gray", ms=4, clip_on=False)
-        if fault.transition is not None:  # the moment the zone's offset moved
-            lane_ax.plot(fault.transition, lane, marker="|", color="black", ms=9, mew=1.5)
+        if fault.transition is not None:  # the moment the zone's offset moved, under its label
+            lane_ax.plot(fault.transition, lane + 0.3, marker="^", color="black", ms=4, mew=0)
         rec = None if recovery is None else recovery.get(fault.start_index)
         if rec is not None:  # from the fault's start to the next lease, under its label
             lane_ax.plot([fault.start, fault.start + rec], [lane + 0.33] * 2, color="black",
