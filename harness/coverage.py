@@ -75,7 +75,7 @@ def assess(
     end)`` in history time; ``duration``: the workload's length in seconds; ``errors``:
     what the nemesis said of faults that failed before they reached the history.
     """
-    starts = sorted((e for e in events if _is_fault_start(e)), key=lambda e: float(e["time"]))
+    starts = _start_actions(events)
     happened = [w for w in planned if _started(w, starts)]
     reasons: list[str] = []
     if len(happened) < len(planned):
@@ -139,13 +139,31 @@ START_SLACK = 7.0
 
 
 def _started(window: tuple[str, float, float], starts: Sequence[dict[str, Any]]) -> bool:
+    """Whether a start of the window's kind was recorded near its planned time (the time
+    of the action's invoke: a fault that restarts nodes, ``timezone``, completes seconds
+    later) and completed ``info``."""
     kind, a, _ = window
     return any(
         e.get("type") == "info"
         and e["value"].get("fault") == kind
-        and a - 0.5 <= float(e["time"]) <= a + START_SLACK
+        and a - 0.5 <= float(e["at"]) <= a + START_SLACK
         for e in starts
     )
+
+
+def _start_actions(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each fault start's completion (``info`` or ``fail``), with ``at``: the time of its
+    invoke (of the same ``f``), or its own time when it had none."""
+    invoked: dict[str, float] = {}
+    out = []
+    for e in events:
+        if e.get("process") != "nemesis":
+            continue
+        if e.get("type") == "invoke":
+            invoked[e["f"]] = float(e["time"])
+        elif _is_fault_start(e):
+            out.append({**e, "at": invoked.pop(e["f"], float(e["time"]))})
+    return out
 
 
 def _is_fault_start(e: dict[str, Any]) -> bool:

@@ -19,7 +19,7 @@ lease-expiry           ``start-stall``      ``stop-stall``
 timezone               ``timezone``         ``timezone-reset``
 =====================  ===================  ===================
 
-``timezone`` restarts each target node in a zone of its own (``Cluster.set_time_zone``:
+``timezone`` restarts the target nodes together in a zone (``Cluster.set_time_zone``:
 rqlite and the embedded node rewrite ``'now'`` in their local time), a zone file built
 by :mod:`harness.zonefile`: ``offset`` seconds off UTC, and with a ``transition``, a
 daylight-saving change by ``jump`` seconds that many seconds after the fault's start,
@@ -367,13 +367,22 @@ class Nemesis:
 
         def set_zones(zone: bytes | None) -> Callable[[], None]:
             def act() -> None:
-                """Every node in ``zone``, also after one fails; then raise."""
-                failed = []
-                for n in nodes:
+                """Every node in ``zone`` at once (one restart's time, so that the
+                transition finds them running), also after one fails; then raise."""
+                failed: list[str] = []
+
+                def one(n: str) -> None:
                     try:
                         c.set_time_zone(n, zone)
                     except Exception as e:
                         failed.append(f"{n}: {e}")
+
+                threads = [threading.Thread(target=one, args=(n,)) for n in nodes]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()  # set_time_zone itself waits, bounded, for the node to answer
+                failed.sort()
                 if failed:
                     if zone is not None:  # a failed start is not undone later: UTC now
                         try:

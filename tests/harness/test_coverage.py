@@ -119,3 +119,17 @@ def test_a_window_in_which_the_queue_refused_on_purpose_is_conclusive() -> None:
     assert not cov.conclusive and len(cov.reasons) == 2, cov.reasons
     assert "no operation succeeded for 25.0 s" in cov.reasons[0]
     assert "timezone at 20.0 s (12 ok)" in cov.reasons[1]  # 45-46 s, in its grace
+
+
+def test_a_start_counts_from_its_invoke_even_when_it_completes_late() -> None:
+    # a timezone start restarts nodes: its info comes 9 s after its invoke at 5 s
+    value = {"fault": "timezone", "phase": "start", "nodes": ["n1", "n2", "n3"]}
+    invoke = {"process": "nemesis", "type": "invoke", "f": "timezone", "time": 5.0, "value": value}
+    done = {**invoke, "type": "info", "time": 14.0}
+    events = sorted([*ops(steady(40.0)), invoke, done], key=lambda e: e["time"])
+    cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
+    assert cov.conclusive and cov.started_faults == 1, cov.reasons
+    failed = {**done, "type": "fail", "error": "could not set the time zone of n2"}
+    events = sorted([*ops(steady(40.0)), invoke, failed], key=lambda e: e["time"])
+    cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
+    assert cov.started_faults == 0 and "could not set the time zone of n2" in cov.reasons[0]

@@ -315,10 +315,10 @@ class DockerCluster(Cluster):
             if c.status == "paused":
                 c.unpause()  # a frozen process cannot handle SIGTERM
             self._paused.discard(node_id)
-            c.stop(timeout=5)
-            self._down.add(node_id)
-            self._applied.discard(node_id)  # its namespace went with it
-            self.restart(node_id)
+            self._down.add(node_id)  # from now on: no faults, probes or rules for it
+            self._applied.discard(node_id)  # its namespace goes with it
+        c.stop(timeout=5)  # outside the lock: other nodes may restart meanwhile
+        self.restart(node_id)
         deadline = time.monotonic() + timeout
         while True:
             status = probe_nodes([spec.url])[0]
