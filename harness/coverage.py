@@ -11,7 +11,10 @@ is **inconclusive** (exit status 3) when any of these holds, each named in the v
 - **fault window starved**: in a fault window plus ``grace`` seconds after it, the
   workload completed fewer than ``min_share`` of the ``ok`` operations it completes
   outside fault windows in the same time (so the fault was injected into an idle run);
-  a window observed for less than 5 s (it began near the run's end) is not judged.
+  a window observed for less than 5 s (it began near the run's end) is not judged;
+- **transition missed**: a ``timezone`` start whose daylight-saving change (its value's
+  ``transition``, seconds after its invoke) came before the start completed: its nodes
+  were still restarting into the zone, so no change happened while they ran.
 
 A call the queue refused on purpose (a ``fail`` marked ``refused``, with one line saying
 why: rqueue refuses timed calls while every node's zone is off UTC) is an answer, not
@@ -85,6 +88,17 @@ def assess(
             f"{len(planned) - len(happened)} of {len(planned)} planned faults did not "
             f"happen ({why})"
         )
+    late = [e for e in starts if _transition_missed(e)]
+    if late:
+        listed = ", ".join(
+            f"{e['value'].get('fault')} at {e['at']:.1f} s (in place after "
+            f"{float(e['time']) - e['at']:.1f} s, transition at +{e['value']['transition']:g} s)"
+            for e in late
+        )
+        reasons.append(
+            f"{len(late)} time zone change(s) came before their nodes ran in the zone, so "
+            f"no transition happened while they ran: {listed}"
+        )
     ok_times = sorted(
         float(e["time"]) for e in events if e.get("process") != "nemesis" and e["type"] == "ok"
     )
@@ -149,6 +163,16 @@ def _started(window: tuple[str, float, float], starts: Sequence[dict[str, Any]])
         and a - 0.5 <= float(e["at"]) <= a + START_SLACK
         for e in starts
     )
+
+
+def _transition_missed(e: dict[str, Any]) -> bool:
+    """Whether a fault start with a ``transition`` (a time zone's daylight-saving change,
+    seconds after its invoke) was in place only after that moment: its nodes, restarted
+    in the zone, were not yet running when it came."""
+    at = e["value"].get("transition")
+    if e.get("type") != "info" or isinstance(at, bool) or not isinstance(at, int | float):
+        return False
+    return float(e["time"]) > e["at"] + at
 
 
 def _start_actions(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -133,3 +133,18 @@ def test_a_start_counts_from_its_invoke_even_when_it_completes_late() -> None:
     events = sorted([*ops(steady(40.0)), invoke, failed], key=lambda e: e["time"])
     cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
     assert cov.started_faults == 0 and "could not set the time zone of n2" in cov.reasons[0]
+
+
+def test_a_transition_that_came_before_its_nodes_ran_is_inconclusive() -> None:
+    value = {"fault": "timezone", "phase": "start", "nodes": ["n1"], "transition": 10.4}
+    invoke = {"process": "nemesis", "type": "invoke", "f": "timezone", "time": 5.0, "value": value}
+    for done, conclusive in ((12.0, True), (16.0, False)):
+        info = {**invoke, "type": "info", "time": done}
+        events = sorted([*ops(steady(40.0)), invoke, info], key=lambda e: e["time"])
+        cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
+        assert cov.conclusive is conclusive, cov.reasons
+    assert cov.reasons == [
+        "1 time zone change(s) came before their nodes ran in the zone, so no transition "
+        "happened while they ran: timezone at 5.0 s (in place after 11.0 s, transition at "
+        "+10.4 s)"
+    ]
