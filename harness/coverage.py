@@ -6,12 +6,19 @@ is **inconclusive** (exit status 3) when any of these holds, each named in the v
 
 - **faults missing**: fewer fault windows started than the scenario planned (a fault
   whose start failed, e.g. "no leader to target", is recorded as a nemesis ``fail``);
-- **quiet too long**: no client operation completed ``ok`` for longer than
-  ``max_quiet`` seconds (the cluster had no leader, or nothing answered);
+- **quiet too long**: no client operation completed ``ok`` or was refused on purpose
+  for longer than ``max_quiet`` seconds (the cluster had no leader, or nothing answered);
 - **fault window starved**: in a fault window plus ``grace`` seconds after it, the
   workload completed fewer than ``min_share`` of the ``ok`` operations it completes
   outside fault windows in the same time (so the fault was injected into an idle run);
-  a window observed for less than 5 s (it began near the run's end) is not judged.
+  a window observed for less than 5 s (it began near the run's end) is not judged;
+- **transition missed**: a ``timezone`` start whose daylight-saving change (its value's
+  ``transition``, seconds after its invoke) came before the start completed: its nodes
+  were still restarting into the zone, so no change happened while they ran.
+
+A call the queue refused on purpose (a ``fail`` marked ``refused``, with one line saying
+why: rqueue refuses timed calls while every node's zone is off UTC) is an answer, not
+silence: it counts as answered for both rules, and each window lists its ``refused``.
 
 Anomalies take precedence: a run with anomalies exits 1 whatever its coverage.
 ``python -m harness check`` on a run folder's history judges it again from the folder's
@@ -71,7 +78,7 @@ def assess(
     end)`` in history time; ``duration``: the workload's length in seconds; ``errors``:
     what the nemesis said of faults that failed before they reached the history.
     """
-    starts = sorted((e for e in events if _is_fault_start(e)), key=lambda e: float(e["time"]))
+    starts = _start_actions(events)
     happened = [w for w in planned if _started(w, starts)]
     reasons: list[str] = []
     if len(happened) < len(planned):
@@ -81,10 +88,27 @@ def assess(
             f"{len(planned) - len(happened)} of {len(planned)} planned faults did not "
             f"happen ({why})"
         )
+    late = [e for e in starts if _transition_missed(e)]
+    if late:
+        listed = ", ".join(
+            f"{e['value'].get('fault')} at {e['at']:.1f} s (in place after "
+            f"{float(e['time']) - e['at']:.1f} s, transition at +{e['value']['transition']:g} s)"
+            for e in late
+        )
+        reasons.append(
+            f"{len(late)} time zone change(s) came before their nodes ran in the zone, so "
+            f"no transition happened while they ran: {listed}"
+        )
     ok_times = sorted(
         float(e["time"]) for e in events if e.get("process") != "nemesis" and e["type"] == "ok"
     )
-    quiet, quiet_from = _longest_gap(ok_times, duration)
+    refused = sorted(
+        float(e["time"])
+        for e in events
+        if e.get("refused") is True and e["type"] == "fail" and e.get("process") != "nemesis"
+    )
+    answered = sorted(ok_times + refused) if refused else ok_times
+    quiet, quiet_from = _longest_gap(answered, duration)
     if quiet > max_quiet:
         reasons.append(
             f"no operation succeeded for {quiet:.1f} s (from {quiet_from:.1f} s; bound "
@@ -93,15 +117,22 @@ def assess(
     windows = _windows(ok_times, [(a, b) for _, a, b in happened], duration, grace)
     for w, (kind, _, _) in zip(windows, happened, strict=True):
         w["kind"] = kind
+        if refused:
+            w["refused"] = sum(1 for t in refused if w["start"] <= t <= w["end"])
     starved = [
         w
         for w in windows
         if w["end"] - w["start"] >= MIN_JUDGED
         and w["expected"] > 0
-        and w["ok"] < min_share * w["expected"]
+        and w["ok"] + w.get("refused", 0) < min_share * w["expected"]
     ]
     if starved:
-        listed = ", ".join(f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok)" for w in starved)
+        listed = ", ".join(
+            f"{w['kind']} at {w['start']:.1f} s ({w['ok']} ok"
+            + (f", {w['refused']} refused" if w.get("refused") else "")
+            + ")"
+            for w in starved
+        )
         reasons.append(
             f"{len(starved)} fault window(s) saw under {min_share:.0%} of the usual ok "
             f"operations: {listed}"
@@ -122,13 +153,41 @@ START_SLACK = 7.0
 
 
 def _started(window: tuple[str, float, float], starts: Sequence[dict[str, Any]]) -> bool:
+    """Whether a start of the window's kind was recorded near its planned time (the time
+    of the action's invoke: a fault that restarts nodes, ``timezone``, completes seconds
+    later) and completed ``info``."""
     kind, a, _ = window
     return any(
         e.get("type") == "info"
         and e["value"].get("fault") == kind
-        and a - 0.5 <= float(e["time"]) <= a + START_SLACK
+        and a - 0.5 <= float(e["at"]) <= a + START_SLACK
         for e in starts
     )
+
+
+def _transition_missed(e: dict[str, Any]) -> bool:
+    """Whether a fault start with a ``transition`` (a time zone's daylight-saving change,
+    seconds after its invoke) was in place only after that moment: its nodes, restarted
+    in the zone, were not yet running when it came."""
+    at = e["value"].get("transition")
+    if e.get("type") != "info" or isinstance(at, bool) or not isinstance(at, int | float):
+        return False
+    return float(e["time"]) > e["at"] + at
+
+
+def _start_actions(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each fault start's completion (``info`` or ``fail``), with ``at``: the time of its
+    invoke (of the same ``f``), or its own time when it had none."""
+    invoked: dict[str, float] = {}
+    out = []
+    for e in events:
+        if e.get("process") != "nemesis":
+            continue
+        if e.get("type") == "invoke":
+            invoked[e["f"]] = float(e["time"])
+        elif _is_fault_start(e):
+            out.append({**e, "at": invoked.pop(e["f"], float(e["time"]))})
+    return out
 
 
 def _is_fault_start(e: dict[str, Any]) -> bool:

@@ -34,6 +34,12 @@ EXPLANATIONS: dict[str, str] = {
         "delivered again."
     ),
     "unexpected": ("The claim below returned a message that no publish in the history ever sent."),
+    "corrupted": (
+        "The claim below handed out the message published above with another group id or "
+        "another body than the publish gave it (the body compared by its digest): the "
+        "queue must deliver exactly what it was given, and a message in another group "
+        "escapes its own group's order and exclusivity."
+    ),
     "stale-ack-accepted": (
         "The holder's ack, nack or dead-letter below was accepted although its lease had "
         "certainly expired and another process had certainly leased the same message "

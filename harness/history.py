@@ -123,17 +123,22 @@ class HistoryRecorder:
             self._open[process] = op
             return op
 
-    def complete(self, op: Op, type: str, value: Any, error: str | None = None) -> dict:
-        """Record the completion (``ok``/``fail``/``info``) of ``op``; returns the event."""
+    def complete(
+        self, op: Op, type: str, value: Any, error: str | None = None, refused: bool = False
+    ) -> dict:
+        """Record the completion (``ok``/``fail``/``info``) of ``op``; returns the event.
+        ``refused``: a ``fail`` the queue chose, for a cause its ``error`` names."""
         if type not in COMPLETIONS:
             raise ValueError(f"completion type must be one of {_names(COMPLETIONS)}, not {type!r}")
+        if refused and type != "fail":
+            raise ValueError(f"only a fail can be refused, not {type!r}")
         with self._lock:
             if self._open.get(op.process) is not op:
                 raise ValueError(f"operation {op.index} of process {op.process} is not open")
             del self._open[op.process]
             if type == "info":
                 self._retired.add(op.process)
-            return self._write(op.process, type, op.f, value, error)
+            return self._write(op.process, type, op.f, value, error, refused)
 
     def nemesis(self, f: str, value: Any = None, type: str = "info") -> dict:
         """Record a fault event (process ``"nemesis"``); returns the event."""
@@ -161,7 +166,15 @@ class HistoryRecorder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, process: int | str, type: str, f: str, value: Any, error: str | None) -> dict:
+    def _write(
+        self,
+        process: int | str,
+        type: str,
+        f: str,
+        value: Any,
+        error: str | None,
+        refused: bool = False,
+    ) -> dict:
         if self._file is None:
             raise ValueError(f"history recorder for {self.path} is closed")
         now = max(self._last_time, round(self._clock() - self._t0, 6))
@@ -175,6 +188,8 @@ class HistoryRecorder:
         }
         if error is not None:
             event["error"] = str(error)
+        if refused:
+            event["refused"] = True
         line = json.dumps(event, ensure_ascii=False, allow_nan=False, default=str)
         self._file.write(line + "\n")
         self._file.flush()
@@ -397,6 +412,9 @@ class Fault:
     #: when the fault was in place: the completion of its start action (its invoke
     #: time when the action had no completion)
     in_effect: float | None = None
+    #: a ``timezone`` fault's daylight-saving change: the start plus the ``transition``
+    #: seconds its value names (None: no transition)
+    transition: float | None = None
 
 
 def fault_intervals(events: Iterable[dict]) -> list[Fault]:
@@ -436,13 +454,24 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
         targets = _targets(value)
         if not ending:
             label = _fault_label(kind, value, targets)
-            faults.append([kind, label, ev["time"], None, ev["index"], None, targets, done])
+            moved = _transition(ev["time"], value)
+            faults.append([kind, label, ev["time"], None, ev["index"], None, targets, done, moved])
             continue
         open_ = [x for x in faults if x[0] == kind and x[3] is None]
         chosen = [x for x in open_ if targets & x[6]] or open_
         for x in chosen:
             x[3], x[5] = ev["time"], ev["index"]
-    return [Fault(k, lab, s, e, si, ei, done) for k, lab, s, e, si, ei, _, done in faults]
+    return [
+        Fault(k, lab, s, e, si, ei, done, moved) for k, lab, s, e, si, ei, _, done, moved in faults
+    ]
+
+
+def _transition(start: float, value: Any) -> float | None:
+    """When a fault's ``transition`` (seconds after its start) falls, if it names one."""
+    at = value.get("transition") if isinstance(value, dict) else None
+    if isinstance(at, int | float) and not isinstance(at, bool) and math.isfinite(at):
+        return start + at
+    return None
 
 
 def _classify(f: str, value: Any) -> tuple[str, bool]:
@@ -471,6 +500,9 @@ def _fault_label(kind: str, value: Any, targets: frozenset[str]) -> str:
     """The fault's name and whom it hit: its target nodes (``kill-leader n2``) or, for a
     partition, its sides, the smallest (the node cut off) first
     (``partition-leader n1 | n2,n3``)."""
+    zone = value.get("zone") if isinstance(value, dict) else None
+    if targets and isinstance(zone, str) and zone:  # a timezone fault: whom, and the zone
+        return f"{kind} {','.join(sorted(targets))} {zone}"
     if targets:
         return f"{kind} {','.join(sorted(targets))}"
     sides = _components(value)

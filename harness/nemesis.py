@@ -16,7 +16,14 @@ partition-*            ``partition``        ``heal``
 clock-skew-node        ``clock-skew``       ``clock-reset``
 clock-skew-worker      ``clock-skew``       ``clock-reset``
 lease-expiry           ``start-stall``      ``stop-stall``
+timezone               ``timezone``         ``timezone-reset``
 =====================  ===================  ===================
+
+``timezone`` restarts the target nodes together in a zone (``Cluster.set_time_zone``:
+rqlite and the embedded node rewrite ``'now'`` in their local time), a zone file built
+by :mod:`harness.zonefile`: ``offset`` seconds off UTC, and with a ``transition``, a
+daylight-saving change by ``jump`` seconds that many seconds after the fault's start,
+so that it happens while the nodes run; its end restarts them in UTC.
 
 :meth:`Nemesis.heal_all` undoes whatever is still in effect when the workload ends.
 """
@@ -32,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import zonefile
 from .cluster.base import Cluster, ClusterError
 from .scenario import Fault
 
@@ -273,17 +281,22 @@ class Nemesis:
         half = len(order) // 2
         return self._partition(fault, [order[: half + 1], order[half:]])
 
-    def _begin_clock_skew_node(self, fault: Fault) -> Active:
+    def _targets(self, target: str) -> list[str]:
+        """The nodes a fault's ``target`` names (scenario.NODE_TARGETS), sorted."""
         ids = self._ids()
-        if fault.target == "all":
-            nodes = ids
-        elif fault.target == "leader":
-            nodes = [self._leader()]
-        elif fault.target == "follower":
+        if target == "all":
+            return ids
+        if target == "leader":
+            return [self._leader()]
+        if target == "follower":
             leader = self._leader()
-            nodes = [self.rng.choice([n for n in ids if n != leader])]
-        else:
-            nodes = [self.rng.choice(ids)]
+            return [self.rng.choice([n for n in ids if n != leader])]
+        if target == "minority":
+            return sorted(self.rng.sample(ids, (len(ids) - 1) // 2))
+        return [self.rng.choice(ids)]
+
+    def _begin_clock_skew_node(self, fault: Fault) -> Active:
+        nodes = self._targets(fault.target)
         c = self.cluster
 
         def set_all(seconds: float) -> Callable[[], None]:
@@ -334,6 +347,70 @@ class Nemesis:
             lambda: w.set_stall_probability(fault.probability),
             lambda: w.set_stall_probability(None),
         )
+
+    def _begin_timezone(self, fault: Fault) -> Active:
+        nodes = self._targets(fault.target)
+        c = self.cluster
+        offset = int(fault.offset)
+        value: dict[str, Any] = {"nodes": nodes, "offset": offset}
+        at = math.inf
+        if fault.transition is None:
+            tzif = zonefile.fixed(offset)
+            value["zone"] = f"UTC{_hhmm(offset)}"
+        else:
+            now = time.time()
+            at = math.ceil(now + fault.transition)  # a zone file's moments are whole seconds
+            jump = int(fault.jump or 3600)
+            tzif = zonefile.dst_jump(at, offset, jump)
+            value.update(jump=jump, transition=round(at - now, 3))
+            value["zone"] = f"UTC{_hhmm(offset)}, UTC{_hhmm(offset + jump)} from +{at - now:.1f} s"
+
+        def set_zones(zone: bytes | None) -> Callable[[], None]:
+            def act() -> None:
+                """Every node in ``zone`` at once (one restart's time, so that the
+                transition finds them running), also after one fails; then raise."""
+                failed: list[str] = []
+
+                def one(n: str) -> None:
+                    try:
+                        c.set_time_zone(n, zone)
+                    except Exception as e:
+                        failed.append(f"{n}: {e}")
+
+                threads = [threading.Thread(target=one, args=(n,)) for n in nodes]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()  # set_time_zone itself waits, bounded, for the node to answer
+                failed.sort()
+                if failed:
+                    if zone is not None:  # a failed start is not undone later: UTC now
+                        try:
+                            set_zones(None)()
+                        except ClusterError:
+                            log.exception("after a failed time zone change")
+                    raise ClusterError(f"could not set the time zone of {'; '.join(failed)}")
+                if zone is not None and time.time() > at:
+                    log.warning(
+                        "timezone: the transition came %.1f s before %s ran in the zone: "
+                        "it happened before their start, not while they ran",
+                        time.time() - at,
+                        ",".join(nodes),
+                    )
+
+            return act
+
+        return self._start(
+            fault, "timezone", "timezone-reset", value, set_zones(tzif), set_zones(None)
+        )
+
+
+def _hhmm(seconds: int) -> str:
+    """An offset as a zone names it: ``+01:00``, ``-03:30``, ``+00:00``."""
+    sign = "-" if seconds < 0 else "+"
+    h, rest = divmod(abs(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return f"{sign}{h:02d}:{m:02d}" + (f":{s:02d}" if s else "")
 
 
 def _describe(a: Active) -> str:

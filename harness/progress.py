@@ -119,6 +119,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
         table.add_row(
             f"op {f}", "  ".join(f"{k} {by[k]}" for k in ("ok", "fail", "info") if k in by)
         )
+    for line in summary.get("refused") or []:  # refused on purpose, in the queue's words
+        table.add_row("refused", str(line), style="cyan")
     faults = summary.get("faults") or {}
     table.add_row("faults", ", ".join(f"{k}×{v}" for k, v in faults.items()) or "none")
     disrupted = summary.get("worker_disruptions") or {}

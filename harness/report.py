@@ -4,8 +4,9 @@ Sections: the verdict (:func:`harness.verdict.decide`, also in the summary table
 scenario (``scenario.json``), the subject and versions (``run.json``, ``versions.json``)
 when present; the summary table; every anomaly found, with the sentence saying why its
 examples are anomalies (:mod:`harness.explanations`) and its example operations printed
-as the actual history lines; statistics and availability; the plots that exist. Works on
-any folder holding a ``history.jsonl``.
+as the actual history lines; the calls the queue refused on purpose, in its own words;
+statistics and availability; the plots that exist. Works on any folder holding a
+``history.jsonl``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ PLOTS = (
 #: whether the summary comes from the runner or from run.json (stored with sorted keys)
 SUMMARY_ORDER = (
     "scenario", "verdict", "subject", "engine", "backend", "nodes", "seed", "duration",
-    "ops", "faults", "worker_disruptions", "dropped", "drain", "replicas", "anomalies",
+    "ops", "refused", "faults", "worker_disruptions", "dropped", "drain", "replicas", "anomalies",
     "nemesis_errors", "inconclusive",
     "warning", "error", "exit", "run_dir",
 )  # fmt: skip
@@ -83,6 +84,7 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
         lines += ["## Summary", "", *_table(_flatten(ordered_summary(summary))), ""]
     if result is not None:
         lines += _anomalies(result, history_lines)
+        lines += _refusals((result.get("stats") or {}).get("refusals"))
         lines += _statistics(result.get("stats", {}))
     lines += _plots(root)
     path = root / "report.md"
@@ -113,7 +115,10 @@ def _json(path: Path) -> Any:
 
 def _history_lines(path: Path) -> tuple[list[str], str | None]:
     try:
-        return path.read_text(encoding="utf-8").splitlines(), None
+        # lines end at "\n" only: str.splitlines() would also split inside a JSON string
+        # holding U+2028, U+0085 and the like (a group id can), shifting every index
+        text = path.read_text(encoding="utf-8")
+        return text.removesuffix("\n").split("\n") if text else [], None
     except FileNotFoundError:
         return [], f"{path.name} is missing"
     except (OSError, UnicodeDecodeError) as e:
@@ -196,6 +201,29 @@ def _anomalies(result: dict, history: list[str]) -> list[str]:
                 out.append(history[i] if 0 <= i < len(history) else f"(no line {i})")
             out += ["```", ""]
     return out
+
+
+def _refusals(refusals: Any) -> list[str]:
+    """The calls the queue refused on purpose, each distinct line in its own words."""
+    if not isinstance(refusals, dict) or not refusals.get("count"):
+        return []
+    lines = refusals.get("lines") or {}
+    out = [
+        "## Refusals",
+        "",
+        f"The queue refused {refusals['count']} calls on purpose (certainly not applied), "
+        "saying why; the coverage counts them as answers. Each line, as the queue wrote it:",
+        "",
+        "| calls | first s | last s | line |",
+        "|---:|---:|---:|---|",
+    ]
+    for line, seen in lines.items():
+        text = str(line).replace("|", "/")
+        out.append(f"| {seen['count']} | {seen['first']:.2f} | {seen['last']:.2f} | {text} |")
+    shown = sum(seen["count"] for seen in lines.values())
+    if shown < refusals["count"]:
+        out.append(f"| {refusals['count'] - shown} | | | (other lines) |")
+    return [*out, ""]
 
 
 def _divergence_examples(shown: list) -> list[str]:

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,9 @@ class _Run:
                     f"{self.cluster.engine} cluster here cannot do (it needs root on the "
                     "machine that runs the nodes, with nsenter and iptables)"
                 )
+            zones = self.cluster.time_zone_problem() if s.needs_time_zones else None
+            if zones is not None:
+                raise HarnessError(f"scenario {s.name} sets nodes' time zones (timezone): {zones}")
         # the history's time 0 is the moment the cluster is up and the workload starts
         self.recorder = HistoryRecorder(self.store.history)
         # to compare server epoch times (a claim's expires_at) with the history's times
@@ -349,6 +352,9 @@ class _Run:
             faults=dict(self.nemesis.counts) if self.nemesis else {},
             anomalies=anomalies,
         )
+        refusals = self.workload.ops.refusals if self.workload else None
+        if refusals:  # the queue's own line for why, not a bare count of failures
+            self.result.summary["refused"] = refused_lines(refusals)
         disrupted = self.workload.worker_disruptions if self.workload else {}
         if any(disrupted.values()):  # the worker processes the pool killed or stopped
             self.result.summary["worker_disruptions"] = dict(disrupted)
@@ -368,6 +374,21 @@ class _Run:
         if self.nemesis and self.nemesis.errors:
             self.info["nemesis_errors"] = self.nemesis.errors
             self.result.summary["nemesis_errors"] = list(self.nemesis.errors)
+
+
+#: distinct refusal lines the summary shows (check.json's stats keep more)
+SUMMARY_REFUSALS = 3
+
+
+def refused_lines(refusals: Mapping[str, int]) -> list[str]:
+    """The calls the queue refused on purpose, as the summary shows them: the most
+    frequent lines, each with its count, and how many others there were."""
+    ranked = sorted(refusals.items(), key=lambda kv: -kv[1])
+    out = [f"{n} calls: {line}" for line, n in ranked[:SUMMARY_REFUSALS]]
+    rest = ranked[SUMMARY_REFUSALS:]
+    if rest:
+        out.append(f"{sum(n for _, n in rest)} calls with {len(rest)} other lines (check.json)")
+    return out
 
 
 def _replicas_line(stats: dict[str, Any]) -> str:

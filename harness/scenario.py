@@ -53,16 +53,29 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "clock-skew-node": frozenset({"offset", "target"}),
     "clock-skew-worker": frozenset({"offset", "fraction"}),
     "lease-expiry": frozenset({"probability"}),
+    "timezone": frozenset({"offset", "target", "transition", "jump"}),
 }
 PARTITION_KINDS = frozenset({"partition-leader", "partition-majority", "partition-bridge"})
 #: faults that take nodes away: the cluster needs time after them to elect and serve again
-OUTAGE_KINDS = PARTITION_KINDS | {"kill-leader", "kill-random", "kill-all", "pause-leader"}
+#: (``timezone`` restarts its nodes in their new zone, and again in UTC at its end)
+OUTAGE_KINDS = PARTITION_KINDS | {
+    "kill-leader",
+    "kill-random",
+    "kill-all",
+    "pause-leader",
+    "timezone",
+}
 #: seconds a shortened schedule leaves after an outage window before the next window and
 #: before the run's end (never more than the scenario itself left): measured here, an
 #: election takes under 2 s and a restart of every node about 3.5 s, and the run's coverage
 #: (:mod:`harness.coverage`) judges a window by the work done in it and the seconds after
 RECOVERY = 5.0
-NODE_TARGETS = ("leader", "follower", "random", "all")
+#: the nodes a fault with a ``target`` acts on: the leader, one follower, one node at
+#: random, a minority at random (the most nodes short of a majority), or every node
+NODE_TARGETS = ("leader", "follower", "random", "minority", "all")
+#: a ``timezone`` fault's zone: its offset and jump are whole seconds that a zone file
+#: can hold (harness.zonefile), the offset before and after the transition alike
+ZONE_OFFSET_LIMIT = 89999
 
 
 class ScenarioError(HarnessError, ValueError):
@@ -111,6 +124,9 @@ class WorkloadSpec:
     #: drawn from ``delay_range`` seconds
     delay: float = 0.0
     delay_range: tuple[float, float] = (0.2, 2.0)
+    #: share of the groups whose ids, and of the bodies whose extra field, are adversarial
+    #: text (harness.workload.text: blob literals as rqlite binds them, quotes, NUL, ...)
+    adversarial_text: float = 0.0
     #: ``python -m rqueue worker`` processes as claimers (harness.workload.processes):
     #: each with ``worker_concurrency`` slots and ``worker_grace`` seconds after SIGTERM;
     #: every ``worker_disrupt_every`` seconds (0: never) one is SIGKILLed or SIGTERMed
@@ -135,6 +151,10 @@ class Fault:
     target: str = "leader"
     fraction: float = 0.5
     probability: float = 0.6
+    #: ``timezone``: seconds into the window at which daylight saving moves the zone's
+    #: offset by ``jump`` seconds (None: a fixed zone of ``offset`` seconds)
+    transition: float | None = None
+    jump: float | None = None  # with a transition: 3600 unless given
 
     def windows(self, until: float) -> list[tuple[float, float]]:
         """The ``(start, end)`` intervals of this fault that begin before ``until``."""
@@ -165,6 +185,11 @@ class Scenario:
     @property
     def needs_partitions(self) -> bool:
         return any(f.kind in PARTITION_KINDS for f in self.faults)
+
+    @property
+    def needs_time_zones(self) -> bool:
+        """Whether a fault sets nodes' time zones (``Cluster.set_time_zone``)."""
+        return any(f.kind == "timezone" for f in self.faults)
 
     def scaled(self, time: float) -> Scenario:
         """This scenario run for ``time`` seconds, its fault windows moved to match.
@@ -241,7 +266,7 @@ class Scenario:
                 k: round(v, 6) if isinstance(v, float) else v
                 for k, v in dataclasses.asdict(f).items()
                 if k in ("kind", "start", "duration")
-                or k in FAULT_KINDS[f.kind]
+                or (k in FAULT_KINDS[f.kind] and v is not None)
                 or (k == "every" and v is not None)
             }
             for f in self.faults
@@ -446,6 +471,7 @@ def _parse_workload(where: str, table: Any) -> WorkloadSpec:
         batch_size=r.integer("batch_size", d.batch_size, minimum=1),
         delay=r.probability("delay", d.delay),
         delay_range=r.span("delay_range", d.delay_range),
+        adversarial_text=r.probability("adversarial_text", d.adversarial_text),
         worker_processes=r.integer("worker_processes", d.worker_processes),
         worker_concurrency=r.integer("worker_concurrency", d.worker_concurrency, minimum=1),
         worker_grace=r.number("worker_grace", d.worker_grace),
@@ -490,8 +516,38 @@ def _parse_fault(where: str, i: int, table: Any, duration: float) -> Fault:
         params["fraction"] = r.probability("fraction", 0.5)
     if "probability" in allowed:
         params["probability"] = r.probability("probability", 0.6)
+    if kind == "timezone":
+        params.update(_zone_params(r, params["offset"], length))
     r.done()
     return Fault(kind=kind, start=start, duration=length, every=every, **params)
+
+
+def _zone_params(r: _Reader, offset: float, length: float) -> dict[str, Any]:
+    """A ``timezone`` fault's zone: whole seconds a zone file holds, off UTC somewhere in
+    the window, its transition (if any) inside the window."""
+    limit = ZONE_OFFSET_LIMIT
+    if offset != int(offset) or abs(offset) > limit:
+        raise r.fail("offset", f"whole seconds between -{limit} and {limit} (a zone's)", offset)
+    out: dict[str, Any] = {}
+    if r.table.get("transition") is not None:
+        at = r.number("transition", 0.0)
+        if at >= length:
+            raise r.fail(
+                "transition", f"seconds into the fault, under its duration ({length:g})", at
+            )
+        jump = r.number("jump", 3600.0, minimum=-limit)
+        if jump == 0 or jump != int(jump) or abs(offset + jump) > limit:
+            raise r.fail(
+                "jump",
+                f"whole seconds other than 0, the offset after it within ±{limit}",
+                jump,
+            )
+        out.update(transition=at, jump=jump)
+    elif "jump" in r.table:
+        raise r.fail("transition", "seconds into the fault when 'jump' is given")
+    elif offset == 0:
+        raise r.fail("offset", "a zone off UTC: an offset other than 0, or a 'transition'", 0)
+    return out
 
 
 def _check_nodes(s: Scenario, where: str) -> None:

@@ -95,6 +95,11 @@ def print_check(
         f"redeliveries {stats['redeliveries']}, events {stats['events']}, "
         f"duration {stats['duration']:.1f} s"
     )
+    refused = stats.get("refusals") or {}
+    if refused.get("count"):  # refused on purpose: the queue's own lines, not a bare count
+        console.print(f"refused on purpose: {refused['count']} calls", markup=False)
+        for line, seen in (refused.get("lines") or {}).items():
+            console.print(f"  {seen['count']} calls: {line}", markup=False)
     faults = stats["availability"]
     for a in faults[:20]:
         rec = "never" if a["recovery"] is None else f"{a['recovery']:.2f} s"

@@ -23,6 +23,7 @@ ANOMALIES = (
     "fifo-violation",
     "delivered-after-ack",
     "unexpected",
+    "corrupted",
     "stale-ack-accepted",
     "early-delivery",
     *deadletters.ANOMALIES,
@@ -42,6 +43,24 @@ def find_unexpected(h: HistoryModel) -> list[list[int]]:
     """A claim returned a ``msg`` that no publish ever invoked."""
     published = h.pub_inv
     return [[x.i_inv, x.i_ok] for x in h.leases if x.msg not in published]
+
+
+def find_corrupted(h: HistoryModel) -> list[list[int]]:
+    """A lease whose group (as text) is no publish's group of its ``msg``, or whose body
+    digest is none of the digests its publishes recorded (when both sides have one)."""
+    forms, first = h.pub_forms, h.pub_inv
+    found = []
+    for x in h.leases:
+        published = forms.get(x.msg)
+        if published is None:
+            continue  # unexpected, not comparable
+        group = x.group if type(x.group) is str else str(x.group)
+        digests = {d for _, d in published if d is not None}
+        if all(g != group for g, _ in published) or (
+            x.digest is not None and digests and x.digest not in digests
+        ):
+            found.append([first[x.msg][1], x.i_inv, x.i_ok])
+    return found
 
 
 def find_delivered_after_ack(h: HistoryModel) -> list[list[int]]:
@@ -197,6 +216,7 @@ FINDERS: dict[str, Finder] = {
     "fifo-violation": find_fifo_violations,
     "delivered-after-ack": find_delivered_after_ack,
     "unexpected": find_unexpected,
+    "corrupted": find_corrupted,
     "stale-ack-accepted": find_stale_acks,
     "early-delivery": find_early_deliveries,
     **deadletters.FINDERS,

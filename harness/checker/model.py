@@ -38,6 +38,7 @@ class Lease:
         "ci",
         "co",
         "cut",
+        "digest",
         "expiry",
         "group",
         "i_inv",
@@ -49,11 +50,21 @@ class Lease:
         "token",
     )
 
-    def __init__(self, inv: dict, ok: dict, group: Any, msg: Any, token: Any, vis: float) -> None:
+    def __init__(
+        self,
+        inv: dict,
+        ok: dict,
+        group: Any,
+        msg: Any,
+        token: Any,
+        vis: float,
+        digest: str | None = None,
+    ) -> None:
         self.process = inv["process"]
         self.i_inv, self.i_ok = inv["index"], ok["index"]
         self.ci, self.co = inv["time"], ok["time"]
         self.group, self.msg, self.token = group, msg, token
+        self.digest = digest  # of the delivered body, when the history records it
         self.stretch = self.ci + vis  # certain end before the cut: ok extends only
         # for stale acks: the latest the lease can end (it may apply as late as claim ok)
         self.expiry = self.co + vis
@@ -91,6 +102,8 @@ class HistoryModel:
         self.pub_inv: dict[Any, tuple[float, int]] = {}  # msg -> earliest publish invoke
         self.pub_ok: dict[Any, tuple[float, int, int]] = {}  # msg -> earliest publish ok
         self.pub_group: dict[Any, Any] = {}
+        #: msg -> the distinct (group as text, body digest or None) of its publishes
+        self.pub_forms: dict[Any, list[tuple[str, str | None]]] = {}
         #: msg -> (earliest publish invoke + its delay, that publish's invoke index)
         self.ready: dict[Any, tuple[float, int]] = {}
         self.delayed: set[Any] = set()  # messages with a publish of positive ``delay``
@@ -178,6 +191,12 @@ class HistoryModel:
             type(group) is not str and type(group) is not int
         ):
             msg, group = _key(value, "msg", inv), _key(value, "group", inv)
+        form = (_text(group), _digest(value, inv))
+        forms = self.pub_forms.get(msg)
+        if forms is None:
+            self.pub_forms[msg] = [form]
+        elif form not in forms:
+            forms.append(form)
         t = inv["time"]
         delay = value.get("delay", 0)  # type: ignore[union-attr]
         if delay is None:
@@ -246,7 +265,7 @@ class HistoryModel:
         ):
             _check_key(msg, "msg", comp)
             _key(value, "group", comp)
-        lease = Lease(inv, comp, group, msg, value.get("token"), vis)
+        lease = Lease(inv, comp, group, msg, value.get("token"), vis, _digest(value, comp))
         self.leases.append(lease)
         self._holding[inv["process"], msg] = lease
 
@@ -416,6 +435,21 @@ def _check_key(key: Any, name: str, ev: dict) -> None:
         raise HistoryFormatError(
             ev["index"] + 1, f"{name!r} must be a string or an integer, got {key!r}"
         )
+
+
+def _text(key: Any) -> str:
+    """A group (or msg) as text: a string as it is, an integer as its decimal digits."""
+    return key if type(key) is str else str(key)
+
+
+def _digest(value: Any, ev: dict) -> str | None:
+    """The body's ``digest`` in an event's value: a string, or None when it has none."""
+    digest = value.get("digest") if type(value) is dict else None
+    if digest is not None and type(digest) is not str:
+        raise HistoryFormatError(
+            ev["index"] + 1, f"'digest' must be a string (of hex digits), got {digest!r}"
+        )
+    return digest
 
 
 def _is_number(x: Any) -> bool:

@@ -32,12 +32,36 @@ def statistics(h: HistoryModel, events: Sequence[dict]) -> dict[str, Any]:
         "leases": len(h.leases),
         "empty_claims": h.empty_claims,
         "dead_lettered": len(h.dead_lettered),
+        "refusals": refusals(events),
         "events": len(events),
         "duration": h.duration,
         "ops": ops,
         "latency": {f: _percentiles(v) for f, v in sorted(h.latencies.items()) if v},
         "availability": availability(h.leases, fault_intervals(h.nemesis)),
     }
+
+
+#: distinct refusal lines kept in the statistics (the most frequent first)
+MAX_REFUSAL_LINES = 10
+
+
+def refusals(events: Sequence[dict]) -> dict[str, Any]:
+    """The calls the queue refused on purpose (``fail`` events marked ``refused``): how
+    many, and each distinct ``error`` line with its count and its first and last time."""
+    lines: dict[str, dict[str, Any]] = {}
+    count = 0
+    for e in events:
+        if e.get("refused") is True and e["type"] == "fail" and type(e["process"]) is int:
+            count += 1
+            line = str(e.get("error") or "refused")
+            seen = lines.get(line)
+            if seen is None:
+                lines[line] = {"count": 1, "first": e["time"], "last": e["time"]}
+            else:
+                seen["count"] += 1
+                seen["last"] = e["time"]
+    ranked = sorted(lines.items(), key=lambda kv: (-kv[1]["count"], kv[1]["first"]))
+    return {"count": count, "lines": dict(ranked[:MAX_REFUSAL_LINES])}
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:

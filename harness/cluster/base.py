@@ -121,6 +121,12 @@ class Cluster(abc.ABC):
         """Whether :meth:`set_time_zone` works on this backend."""
         return False
 
+    def time_zone_problem(self) -> str | None:
+        """Why :meth:`set_time_zone` cannot work here (None: it can), in one line."""
+        if self.supports_time_zones:
+            return None
+        return f"the {self.engine} backend cannot set a node's time zone"
+
     # -- reading one replica --------------------------------------------------------------
     def read_node(
         self, node_id: str, statements: Sequence[Statement], timeout: float

@@ -483,7 +483,8 @@ class LocalCluster(Cluster):
         exclude = set(exclude)
         deadline = time.monotonic() + timeout
         while True:
-            self._check_processes()
+            with self._lock:  # a node restarting right now (its old process gone) is no death
+                self._check_processes()
             probed = self._probe(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
             lead = agreed_leader([st for _, st in probed], len(self._specs))
             if (
@@ -695,7 +696,8 @@ class LocalCluster(Cluster):
             self._launch(spec)
         deadline = time.monotonic() + timeout
         while True:
-            self._check_processes()
+            with self._lock:  # not while another node restarts (set_time_zone at once)
+                self._check_processes()
             status = probe_node(spec.url, timeout=1.0)
             if status.error is None and status.ready:
                 return

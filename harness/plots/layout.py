@@ -127,7 +127,8 @@ def draw_faults(
     recovery: dict[int, float | None] | None = None,
 ) -> None:
     """Shade each fault on the data axes; in the lane strip, a bar per fault with its
-    label (and its recovery time, when given) in its own lane."""
+    label (and its recovery time, when given) in its own lane; a time zone's
+    daylight-saving change is a tick on its bar and a dotted line across the data."""
     lane_ax, ax = fig_axes
     colours = _fault_colours(faults)
     seen: set[str] = set()
@@ -137,6 +138,8 @@ def draw_faults(
         ax.axvspan(fault.start, stop, color=colours[fault.kind], alpha=0.45, lw=0, zorder=0,
                    label=None if fault.kind in seen else f"fault: {fault.kind}")  # fmt: skip
         seen.add(fault.kind)
+        if fault.transition is not None:  # a time zone's daylight-saving change
+            ax.axvline(fault.transition, color="0.3", lw=0.8, ls=(0, (1, 2)), zorder=1)
     if lane_ax is None:
         return
     labels = [fault_label(f, recovery) for f in faults]
@@ -148,6 +151,8 @@ def draw_faults(
                      color=colours[fault.kind], alpha=0.9, lw=0)  # fmt: skip
         if fault.end is None:  # never ended: an arrow past the end of the history
             lane_ax.plot(end, lane, marker=">", color="gray", ms=4, clip_on=False)
+        if fault.transition is not None:  # the moment the zone's offset moved, under its label
+            lane_ax.plot(fault.transition, lane + 0.3, marker="^", color="black", ms=4, mew=0)
         rec = None if recovery is None else recovery.get(fault.start_index)
         if rec is not None:  # from the fault's start to the next lease, under its label
             lane_ax.plot([fault.start, fault.start + rec], [lane + 0.33] * 2, color="black",

@@ -104,7 +104,7 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
         lane_ax.text(t, lane, text, color="red", fontsize=LABEL_FONT, va="center",
                      ha="right" if right else "left", clip_on=False, zorder=3,
                      bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3})  # fmt: skip
-    ax.set_yticks(range(len(groups)), [str(g) for g in groups])
+    ax.set_yticks(range(len(groups)), [group_label(g) for g in groups])
     ax.set_ylim(len(groups) - 0.3, -0.6)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("time since start (s)")
@@ -174,6 +174,16 @@ class _LeaseLabels:
             return  # it would run into a label already there
         row.append(span)
         ax.text(x.ci, y - 0.1, text, fontsize=LEASE_FONT, va="bottom")
+
+
+def group_label(group: Any, most: int = 24) -> str:
+    """A group as a tick label: plain ASCII text as it is; other text (spaces at its
+    ends, control characters, NUL, characters a font may lack) as Python's ``ascii()``
+    spells it, so that each group stays told apart; shortened to ``most`` characters."""
+    text = str(group)
+    if not (text.isascii() and text.isprintable() and text == text.strip()):
+        text = ascii(text)
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _group_of(events: Sequence[dict], i: int) -> Any:

@@ -15,7 +15,8 @@ queue call the worker makes and reports it to the run over a Unix socket
   run's ``{"i": N}`` before sending the call, so the run's ``invoke`` is never later
   than the call itself;
 * ``{"c": N, "type": T, "value": V, "error": E}`` after it (recorded when it arrives,
-  so never earlier than the call ended).
+  so never earlier than the call ended), with ``"refused": true`` for a call the queue
+  refused on purpose (:func:`harness.workload.record.is_refusal`).
 
 The plan comes from :data:`PLAN_ENV` (JSON: ``work``, ``fail``, ``long``,
 ``visibility``). When the run's socket goes away, the process exits at once: nobody
@@ -35,7 +36,8 @@ from typing import Any
 
 from rqueue import Lease
 
-from .record import failure_kind, lease_value
+from .record import failure_kind, is_refusal, lease_value
+from .text import digest
 
 SOCKET_ENV = "HARNESS_WORKER_SOCKET"
 PLAN_ENV = "HARNESS_WORKER_PLAN"
@@ -102,6 +104,9 @@ def ok_value(f: str, invoked: dict[str, Any], result: Any) -> Any:
     if result is None:
         return None
     out: dict[str, Any] = {**lease_value(result), "visibility": invoked["visibility"]}
+    body = digest(result.event)
+    if body is not None:
+        out["digest"] = body
     if isinstance(result.expires_at, int | float):
         out["expires_at"] = result.expires_at
     return out
@@ -151,5 +156,7 @@ class Reporter:
                 "value": invoked,
                 "error": f"{type(error).__name__}: {error}",
             }
+            if message["type"] == "fail" and is_refusal(error):
+                message["refused"] = True
         with self._lock:
             self._send(message, reply=False)

@@ -80,7 +80,7 @@ class _Connection:
             return
         op, f, slot = self.ops.pop(int(m["c"]))
         kind = str(m["type"])
-        ops.done(op, f, kind, m.get("value"), m.get("error"))
+        ops.done(op, f, kind, m.get("value"), m.get("error"), m.get("refused") is True)
         if kind == "info":
             self.processes.pop(slot, None)  # retired: the slot goes on as a new process
         if f == "ack" and kind == "ok":

@@ -30,11 +30,15 @@ from rqueue import (
 from ..errors import HarnessError
 from ..history import ACK_MANY, CLAIM_MANY
 from ..subjects import LeaseLike
-from . import deadletters
+from . import deadletters, text
 
 log = logging.getLogger(__name__)
 
 DEFINITE = (Unavailable, StatementError, LeaseLost, TransportClosed)
+#: rqueue's errors (by class name) that refuse a call on purpose, for a cause the queue
+#: detected and names in the message: recorded as a ``fail`` marked ``refused``
+#: (docs/history-format.md, *Refusals*). ``ZoneRefused``: every node rewrites 'now' off UTC
+REFUSALS = frozenset({"ZoneRefused"})
 #: the operations that claim (and may dead-letter)
 CLAIMS = ("claim", CLAIM_MANY)
 
@@ -46,6 +50,12 @@ class WorkloadError(HarnessError):
 def failure_kind(exc: BaseException) -> str:
     """The history type of a call that raised ``exc``: ``fail`` if definite, else ``info``."""
     return "fail" if isinstance(exc, DEFINITE) else "info"
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` refuses the call on purpose (its class, or a base of it, is one of
+    :data:`REFUSALS`): certainly not applied, and said why."""
+    return any(c.__name__ in REFUSALS for c in type(exc).__mro__)
 
 
 def fused_kinds(exc: BaseException | None) -> tuple[str, str]:
@@ -67,6 +77,8 @@ class Ops:
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        #: the calls refused on purpose (``is_refusal``), per error line
+        self.refusals: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._next_process = itertools.count()
         #: added to every claim's invoke value (the queue's ``max_deliveries``)
@@ -76,15 +88,34 @@ class Ops:
         with self._lock:
             return next(self._next_process)
 
-    def _done(self, op: Any, f: str, kind: str, value: Any, error: str | None = None) -> None:
-        self.recorder.complete(op, kind, value, error=error)
+    def _done(
+        self,
+        op: Any,
+        f: str,
+        kind: str,
+        value: Any,
+        error: str | None = None,
+        refused: bool = False,
+    ) -> None:
+        extra = {"refused": True} if refused else {}  # only then: any recorder fits
+        self.recorder.complete(op, kind, value, error=error, **extra)
         with self._lock:
             self.counts[(f, kind)] += 1
+            if refused:
+                self.refusals[error or "refused"] += 1
 
-    def done(self, op: Any, f: str, kind: str, value: Any, error: str | None = None) -> None:
+    def done(
+        self,
+        op: Any,
+        f: str,
+        kind: str,
+        value: Any,
+        error: str | None = None,
+        refused: bool = False,
+    ) -> None:
         """Complete ``op`` as ``kind`` with ``value`` (a completion reported from elsewhere:
         a worker process, :mod:`harness.workload.processes`)."""
-        self._done(op, f, kind, value, error)
+        self._done(op, f, kind, value, error, refused)
 
     def start(self, process: int, f: str, value: Any) -> Any:
         return self.recorder.invoke(process, f, value)
@@ -107,7 +138,8 @@ class Ops:
         kind = kind or failure_kind(exc)
         if warn and not isinstance(exc, (*DEFINITE, OutcomeUnknown)):
             log.warning("unexpected %s from %s: %s", type(exc).__name__, f, exc)
-        self._done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}")
+        refused = kind == "fail" and is_refusal(exc)
+        self._done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}", refused=refused)
         return kind
 
 
@@ -135,6 +167,9 @@ def lease_value(lease: LeaseLike) -> dict[str, Any]:
 def leased(lease: LeaseLike, visibility: float) -> dict[str, Any]:
     """A lease as a claim's ok value records it."""
     value = {**lease_value(lease), "visibility": visibility}
+    body = text.digest(getattr(lease, "event", None))
+    if body is not None:
+        value["digest"] = body  # of the body as delivered
     expires = getattr(lease, "expires_at", None)
     if isinstance(expires, int | float):
         value["expires_at"] = expires  # the server's lease deadline (epoch seconds)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..scenario import WorkloadSpec
 from ..subjects import LeaseLike, Subject, SubjectError
-from . import deadletters
+from . import deadletters, text
 from .drain import DrainResult, drain, pending_messages
 from .plans import ClientCall, Steps, Wait, plan_lease, release_action
 from .processes import WorkerPool
@@ -111,6 +111,12 @@ class Workload:
         #: least one when the share is above 0); they do not long-poll
         self.batchers = drawn(self.claimer_names, spec.batch, f"{seed}-{{}}-batch")
         self.long_pollers -= self.batchers
+        #: the groups whose ids are adversarial text (``workload.adversarial_text``),
+        #: drawn per group, at least one when the share is above 0
+        groups = [
+            f"g{p}-{k}" for p in range(spec.publishers) for k in range(spec.groups_per_publisher)
+        ]
+        self.adversarial_groups = drawn(groups, spec.adversarial_text, f"{seed}-{{}}-text")
         #: the ``python -m rqueue worker`` processes (``workload.worker_processes``)
         self.pool: WorkerPool | None = None
         #: worker processes disrupted by the pool, per signal (SIGKILL, SIGTERM), kept
@@ -229,7 +235,7 @@ class Workload:
         rng = random.Random(f"{self.seed}-p{p}")
         spec = self.spec
         groups = [
-            (f"g{p}-{k}", spec.priorities[k % len(spec.priorities)])
+            (self._group_id(p, k), spec.priorities[k % len(spec.priorities)])
             for k in range(spec.groups_per_publisher)
         ]
         process = self.ops.new_process()
@@ -251,7 +257,10 @@ class Workload:
                 poison = spec.poison > 0 and rng.random() < spec.poison
                 if poison:  # never acked: not outstanding work
                     value["poison"] = doc["poison"] = True
-                event = json.dumps(doc)
+                if spec.adversarial_text and rng.random() < spec.adversarial_text:
+                    doc["text"] = text.body_text(rng)
+                event = json.dumps(doc, ensure_ascii=False)
+                value["digest"] = text.digest(event)
                 kwargs: dict[str, Any] = {}
                 if delays and rng.random() < spec.delay:
                     kwargs["delay"] = value["delay"] = round(rng.uniform(*spec.delay_range), 3)
@@ -268,6 +277,13 @@ class Workload:
                 self.stop_event.wait(rng.uniform(*spec.publish_pause))
         finally:
             client.close()
+
+    def _group_id(self, p: int, k: int) -> str:
+        """Publisher ``p``'s group ``k``: adversarial text when drawn (see
+        ``adversarial_groups``), else ``g{p}-{k}``."""
+        if f"g{p}-{k}" in self.adversarial_groups:
+            return text.group_id(p, k, self.spec.groups_per_publisher)
+        return f"g{p}-{k}"
 
     def _count(self, delta: int) -> None:
         with self._lock:

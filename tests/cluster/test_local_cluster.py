@@ -198,3 +198,28 @@ def test_start_picks_new_ports_when_one_is_taken(tmp_path: Path, monkeypatch) ->
             assert "already in use" not in log.lower(), "the failed attempt's files are gone"
         finally:
             c.stop()
+
+
+def test_every_node_can_take_a_time_zone_at_once(make_cluster) -> None:
+    import threading
+
+    c = make_cluster(3)
+    execute(c.urls[0], ["CREATE TABLE tz (node TEXT, d REAL)"])
+    errors: list[Exception] = []
+
+    def one(node_id: str) -> None:
+        try:
+            c.set_time_zone(node_id, zonefile.fixed(-7200))
+        except Exception as exc:  # a node restarting beside it is not a death
+            errors.append(exc)
+
+    for _ in range(3):  # each node's wait must not take another's restart for a death
+        threads = [threading.Thread(target=one, args=(n.id,)) for n in c.nodes()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+    c.wait_for_leader(30)
+    for n in c.nodes():
+        assert abs(_local_minus_utc(n.url, n.id) + 7200) < 2.0, n.id

@@ -132,3 +132,22 @@ def test_the_node_image_reads_a_clock_file_and_no_fault_is_unsupported() -> None
     assert "-clock-offset-file" not in db.rqlited_args("n1", ["n1", "n2", "n3"], "h:1")
     assert db.unsupported_faults(db.NODE_IMAGE) == {}
     assert set(db.unsupported_faults(db.DEFAULT_IMAGE)) == {"clock-skew-node"}
+
+
+def test_each_node_mounts_its_zone_file_read_only_as_etc_localtime(tmp_path) -> None:
+    specs = db.container_specs("c1", db.node_ids(3), [1, 2, 3], db.DEFAULT_IMAGE, zone_dir=tmp_path)
+    for s in specs:
+        assert s.zone_file == str(tmp_path.resolve() / f"{s.node_id}.localtime")
+        kw = db.create_kwargs(s)
+        assert kw["volumes"][s.zone_file] == {"bind": "/etc/localtime", "mode": "ro"}
+        assert kw["volumes"][s.volume] == {"bind": db.DATA_MOUNT, "mode": "rw"}
+    bare = db.container_specs("c1", db.node_ids(3), [1, 2, 3], db.DEFAULT_IMAGE)[0]
+    assert bare.zone_file is None and list(db.create_kwargs(bare)["volumes"]) == [bare.volume]
+
+
+def test_an_image_that_sets_tz_cannot_take_a_time_zone() -> None:
+    assert "timezone" not in db.unsupported_faults(db.DEFAULT_IMAGE, ["PATH=/bin"])
+    assert "timezone" not in db.unsupported_faults(db.NODE_IMAGE)
+    why = db.unsupported_faults("mine:1", ["PATH=/bin", "TZ=Europe/Berlin"])["timezone"]
+    assert "the image mine:1 sets TZ=Europe/Berlin" in why and "--backend local" in why
+    assert db.image_tz(["TZ="]) == "" and db.image_tz(["TZONE=x"]) is None

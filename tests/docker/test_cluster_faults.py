@@ -394,6 +394,7 @@ def test_start_retries_with_new_ports_and_removes_each_failed_attempt(
     monkeypatch.setattr(db, "connect", lambda: object())
     monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
     monkeypatch.setattr(db, "_image_facts", lambda client, image: (None, "sha256:0"))
+    monkeypatch.setattr(db, "_image_environment", lambda client, image: [])
     monkeypatch.setattr(db, "_create", fake_create)
     monkeypatch.setattr(db, "reap_docker", lambda client, cluster_id: reaped.append(cluster_id))
     monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
@@ -428,6 +429,7 @@ def test_a_failed_start_is_removed_and_its_reason_kept(
     monkeypatch.setattr(db, "connect", lambda: object())
     monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
     monkeypatch.setattr(db, "_image_facts", lambda client, image: (None, "sha256:0"))
+    monkeypatch.setattr(db, "_image_environment", lambda client, image: [])
     monkeypatch.setattr(db, "_create", lambda client, cluster_id, specs: None)
     monkeypatch.setattr(db, "reap_docker", reap_fails)
     monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
@@ -463,3 +465,53 @@ def test_the_node_image_clock_is_written_now_or_when_the_node_runs_again(
     assert n3.calls == ["kill SIGKILL", "start", "clock 8.0"]
     with pytest.raises(ClusterError, match="finite"):
         cluster.set_clock_offset("n1", float("nan"))
+
+
+def test_time_zone_rewrites_the_mounted_file_in_place_and_restarts_the_node(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from harness import zonefile
+
+    specs = db.container_specs(
+        "t1", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x", zone_dir=tmp_path
+    )
+    for s in specs:
+        zonefile.write(s.zone_file, db.UTC_ZONE)
+    client = FakeClient(specs)
+    cluster = db.DockerCluster(client, "t1", specs, tmp_path)
+    monkeypatch.setattr(db, "probe_nodes", lambda urls: [NodeStatusReady()])
+    assert cluster.supports_time_zones and cluster.time_zone_problem() is None
+    path = Path(specs[1].zone_file)
+    inode = path.stat().st_ino
+    cluster.pause("n2")
+    cluster.set_time_zone("n2", zonefile.fixed(3600))
+    n2 = client.get("rqueue-t1-n2")
+    assert n2.calls == ["pause", "unpause", "stop", "start"] and n2.status == "running"
+    assert path.read_bytes() == zonefile.fixed(3600) and path.stat().st_ino == inode
+    assert [s.node_id for s in cluster._live()] == ["n1", "n2", "n3"]
+    cluster.kill("n3")  # a killed node gets its zone when it is restarted
+    cluster.set_time_zone("n3", None)
+    assert client.get("rqueue-t1-n3").calls == ["kill SIGKILL"]
+    assert Path(specs[2].zone_file).read_bytes() == db.UTC_ZONE
+    with pytest.raises(ClusterError, match="TZif file's bytes"):
+        cluster.set_time_zone("n1", b"Europe/Berlin")
+    cluster._image_tz = "Europe/Berlin"  # the image's TZ wins over /etc/localtime
+    assert not cluster.supports_time_zones
+    with pytest.raises(ClusterError, match="the image rqlite/rqlite:x sets TZ=Europe/Berlin"):
+        cluster.set_time_zone("n1", zonefile.fixed(3600))
+
+
+def test_without_a_directory_there_is_no_zone_file_to_mount(setup: tuple) -> None:
+    cluster, _, _ = setup
+    assert not cluster.supports_time_zones
+    assert "no zone file mounted" in (cluster.time_zone_problem() or "")
+    with pytest.raises(ClusterError, match="--backend local"):
+        cluster.set_time_zone("n1", None)
+
+
+class NodeStatusReady:
+    error = None
+    ready = True
+
+    def summary(self) -> str:
+        return "ready"

@@ -17,6 +17,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -98,8 +99,9 @@ def run_scenario(tmp_path: Path) -> Callable[..., RunResult]:
 
 
 @pytest.fixture
-def squeezed(tmp_path: Path) -> Callable[[str, float], str]:
-    def write(name: str, seconds: float) -> str:
+def squeezed(tmp_path: Path) -> Callable[..., str]:
+    def write(name: str, seconds: float, **workload: Any) -> str:
+        """The scenario ``name`` squeezed into ``seconds``, ``workload`` keys replaced."""
         s = load_scenario(name)
         k = seconds / s.duration
         faults = [
@@ -110,7 +112,10 @@ def squeezed(tmp_path: Path) -> Callable[[str, float], str]:
         ]
         path = tmp_path / "squeezed" / f"{name}.toml"
         path.parent.mkdir(exist_ok=True)
-        data = dataclasses.replace(s, duration=seconds, faults=tuple(faults)).to_json()
+        spec = dataclasses.replace(s.workload, **workload)
+        data = dataclasses.replace(
+            s, duration=seconds, faults=tuple(faults), workload=spec
+        ).to_json()
         path.write_text(to_toml(data, f"{name}, squeezed into {seconds:g} s"))
         return str(path)
 

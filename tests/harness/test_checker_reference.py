@@ -29,7 +29,7 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
     # a publisher first, so that messages are certainly published one after another
     t = 0.0
     for k, m in enumerate(draw(st.lists(st.sampled_from(MSGS), max_size=4))):
-        value = {"group": GROUP[m], "msg": m, "priority": 0}
+        value = {"group": GROUP[m], "msg": m, "priority": 0, **draw(digests(m))}
         rows.append((t, 99, 2 * k, "invoke", "publish", value))
         t = round(t + 0.1, 1)
         rows.append((t, 99, 2 * k + 1, "ok", "publish", {**value, "seq": 1}))
@@ -45,7 +45,7 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
             duration = draw(st.integers(1, 6)) / 10
             if f == "publish":
                 m = draw(st.sampled_from(MSGS))
-                inv = {"group": GROUP[m], "msg": m, "priority": 0}
+                inv = {"group": GROUP[m], "msg": m, "priority": 0, **draw(digests(m))}
                 delay = draw(st.sampled_from([0, 0, 0.4, 1.0]))
                 if delay:
                     inv["delay"] = delay
@@ -55,8 +55,9 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                 inv = {"visibility": vis, "min_priority": 0, "max_deliveries": LIMIT}
                 m = draw(st.sampled_from([*MSGS, *MSGS, "ghost", None]))
                 token += 1
-                g = GROUP.get(m, "g0")  # type: ignore[arg-type]
-                lease = {"group": g, "msg": m, "seq": 1, "token": f"t{token}", "visibility": vis}
+                g = draw(delivered_group(m))
+                lease = {"group": g, "msg": m, "seq": 1, "token": f"t{token}", "visibility": vis,
+                         **draw(digests(m, wrong=True))}  # fmt: skip
                 lease = None if m is None else lease
                 done = lease
                 if draw(st.integers(0, 3)) == 0:  # the claim also dead-lettered a message
@@ -76,8 +77,9 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                 msgs = st.lists(st.sampled_from([*MSGS, "ghost"]), max_size=3, unique=True)
                 for m in draw(msgs):
                     token += 1
-                    batch.append({"group": GROUP.get(m, "g0"), "msg": m, "seq": 1,
-                                  "token": f"t{token}"})  # fmt: skip
+                    batch.append({"group": draw(delivered_group(m)), "msg": m, "seq": 1,
+                                  "token": f"t{token}",
+                                  **draw(digests(m, wrong=True))})  # fmt: skip
                 done = {"leases": batch}
                 if outcome == "ok" and batch:
                     held = {**draw(st.sampled_from(batch)), "visibility": vis}
@@ -117,6 +119,18 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
         {"index": i, "time": t, "process": p, "type": typ, "f": f, "value": v}
         for i, (t, p, _, typ, f, v) in enumerate(rows)
     ]
+
+
+def digests(m: str, wrong: bool = False) -> st.SearchStrategy[dict]:
+    """A body digest of ``m`` (none, its own, or with ``wrong`` another body's)."""
+    choices = [{}, {"digest": f"d-{m}"}, {"digest": f"d-{m}"}]
+    return st.sampled_from([*choices, {"digest": "d-other"}] if wrong else choices)
+
+
+def delivered_group(m: str | None) -> st.SearchStrategy[str]:
+    """The group a lease of ``m`` names: mostly its own, sometimes a corrupted one."""
+    own = GROUP.get(m, "g0")  # type: ignore[arg-type]
+    return st.sampled_from([own, own, own, own, "A"])
 
 
 def reference(events: list[dict]) -> dict[str, int]:
@@ -218,6 +232,16 @@ def reference(events: list[dict]) -> dict[str, int]:
         if any(a["v"]["msg"] == msg(c) and c["inv"] > a["done"] for a in acks_ok)
     ]  # fmt: skip
     unexpected = [c for c in leases if not any(p["v"]["msg"] == msg(c) for p in pubs)]
+    corrupted = [
+        c for c in leases
+        if c not in unexpected and (
+            all(str(p["v"]["group"]) != str(c["out"]["group"])
+                for p in pubs if p["v"]["msg"] == msg(c))
+            or ("digest" in c["out"] and any(
+                "digest" in p["v"] for p in pubs if p["v"]["msg"] == msg(c))
+                and all(p["v"].get("digest") != c["out"]["digest"]
+                        for p in pubs if p["v"]["msg"] == msg(c))))
+    ]  # fmt: skip
     stale = [
         a for lease in leases for a in holder_ops(lease, ("ack", "nack", "dead-letter"))
         if a["type"] == "ok" and any(
@@ -247,6 +271,7 @@ def reference(events: list[dict]) -> dict[str, int]:
         "fifo-violation": len(fifo),
         "delivered-after-ack": len(dal),
         "unexpected": len(unexpected),
+        "corrupted": len(corrupted),
         "stale-ack-accepted": len(stale),
         "early-delivery": len(early_delivery),
         "early-dead-letter": len(early),

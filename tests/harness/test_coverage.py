@@ -94,3 +94,57 @@ def test_a_short_run_mostly_under_faults_is_judged_against_its_whole_rate() -> N
     plan = [("kill-all", 1.0, 1.4)]
     cov = assess([*ops(times), fault(1.0, kind="kill-all")], plan, 6.0)
     assert cov.conclusive, cov.reasons
+
+
+def refusals(times: list[float], refused: bool = True) -> list[dict[str, Any]]:
+    line = "ZoneRefused: rqueue: every node rewrites 'now' off UTC ...; start rqlited with TZ=UTC"
+    return [
+        {"process": 1, "type": "fail", "f": "claim", "time": t, "value": None, "error": line}
+        | ({"refused": True} if refused else {})
+        for t in times
+    ]
+
+
+def test_a_window_in_which_the_queue_refused_on_purpose_is_conclusive() -> None:
+    # every node off UTC from 20 s to 45 s: no ok at all, every call refused, saying why
+    gap = [t for t in steady(60.0) if 20.0 < t < 45.0]
+    times = [t for t in steady(60.0) if t not in gap]
+    plan = [("timezone", 20.0, 36.0)]
+    start = fault(20.0, kind="timezone")
+    cov = assess([*ops(times), *refusals(gap), start], plan, 60.0)
+    assert cov.conclusive, cov.reasons
+    assert cov.longest_quiet < 1 and cov.windows[0]["ok"] < cov.windows[0]["refused"]
+    # the same failures without the mark are silence: quiet too long and a starved window
+    cov = assess([*ops(times), *refusals(gap, refused=False), start], plan, 60.0)
+    assert not cov.conclusive and len(cov.reasons) == 2, cov.reasons
+    assert "no operation succeeded for 25.0 s" in cov.reasons[0]
+    assert "timezone at 20.0 s (12 ok)" in cov.reasons[1]  # 45-46 s, in its grace
+
+
+def test_a_start_counts_from_its_invoke_even_when_it_completes_late() -> None:
+    # a timezone start restarts nodes: its info comes 9 s after its invoke at 5 s
+    value = {"fault": "timezone", "phase": "start", "nodes": ["n1", "n2", "n3"]}
+    invoke = {"process": "nemesis", "type": "invoke", "f": "timezone", "time": 5.0, "value": value}
+    done = {**invoke, "type": "info", "time": 14.0}
+    events = sorted([*ops(steady(40.0)), invoke, done], key=lambda e: e["time"])
+    cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
+    assert cov.conclusive and cov.started_faults == 1, cov.reasons
+    failed = {**done, "type": "fail", "error": "could not set the time zone of n2"}
+    events = sorted([*ops(steady(40.0)), invoke, failed], key=lambda e: e["time"])
+    cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
+    assert cov.started_faults == 0 and "could not set the time zone of n2" in cov.reasons[0]
+
+
+def test_a_transition_that_came_before_its_nodes_ran_is_inconclusive() -> None:
+    value = {"fault": "timezone", "phase": "start", "nodes": ["n1"], "transition": 10.4}
+    invoke = {"process": "nemesis", "type": "invoke", "f": "timezone", "time": 5.0, "value": value}
+    for done, conclusive in ((12.0, True), (16.0, False)):
+        info = {**invoke, "type": "info", "time": done}
+        events = sorted([*ops(steady(40.0)), invoke, info], key=lambda e: e["time"])
+        cov = assess(events, [("timezone", 5.0, 21.0)], 40.0)
+        assert cov.conclusive is conclusive, cov.reasons
+    assert cov.reasons == [
+        "1 time zone change(s) came before their nodes ran in the zone, so no transition "
+        "happened while they ran: timezone at 5.0 s (in place after 11.0 s, transition at "
+        "+10.4 s)"
+    ]

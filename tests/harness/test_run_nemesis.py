@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime
+import io
 import random
 import signal
+import time
+import zoneinfo
 
 import pytest
 
@@ -59,6 +63,9 @@ class FakeCluster(Cluster):
 
     def set_clock_offset(self, node_id, seconds):
         self.calls.append(("clock", node_id, seconds))
+
+    def set_time_zone(self, node_id, tzif):
+        self.calls.append(("zone", node_id, tzif))
 
     def stop(self):
         pass
@@ -165,6 +172,71 @@ def test_node_clock_skew_is_reset_to_zero():
     begin_then_heal(n)
     assert cluster.calls == [("clock", "n1", 0.5), ("clock", "n1", 0.0)]
     assert [e["f"] for e in rec.events] == ["clock-skew"] * 2 + ["clock-reset"] * 2
+
+
+def offsets(tzif: bytes, *moments: float) -> list[float]:
+    """The zone file's UTC offsets (seconds) at each Unix moment."""
+    zone = zoneinfo.ZoneInfo.from_file(io.BytesIO(tzif))
+    return [
+        datetime.datetime.fromtimestamp(t, datetime.UTC)
+        .astimezone(zone)
+        .utcoffset()
+        .total_seconds()
+        for t in moments
+    ]
+
+
+def test_timezone_restarts_every_target_in_a_zone_that_jumps_then_in_utc():
+    n, cluster, rec = nemesis_for("timezone", target="all", offset=0.0, transition=4.0, jump=3600)
+    before = time.time()
+    n._begin((0, 0), n.events[0].fault)
+    zones = [c for c in cluster.calls if c[0] == "zone"]
+    assert sorted(c[1] for c in zones) == cluster.ids and len({c[2] for c in zones}) == 1
+    tzif = zones[0][2]
+    value = rec.events[0]["value"]
+    assert value["nodes"] == cluster.ids and value["offset"] == 0 and value["jump"] == 3600
+    assert 4.0 <= value["transition"] <= 5.0  # rounded up to a whole Unix second
+    at = before + value["transition"]
+    assert offsets(tzif, at - 1.5, at + 1.5, at + 86400) == [0, 3600, 3600]
+    assert value["zone"].startswith("UTC+00:00, UTC+01:00 from +4.")
+    n.heal_all()
+    assert sorted(cluster.calls[3:]) == [("zone", i, None) for i in cluster.ids]
+    assert [e["f"] for e in rec.events] == ["timezone"] * 2 + ["timezone-reset"] * 2
+    (interval,) = fault_intervals(rec.events)
+    assert interval.transition == interval.start + value["transition"]
+    assert interval.label.startswith("timezone n1,n2,n3 UTC+00:00, UTC+01:00")
+
+
+def test_timezone_of_a_minority_and_a_fixed_zone():
+    n, cluster, rec = nemesis_for("timezone", nodes=5, target="minority", offset=-18000.0)
+    n._begin((0, 0), n.events[0].fault)
+    targets = rec.events[0]["value"]["nodes"]
+    assert len(targets) == 2 and targets == sorted(targets)
+    assert sorted(c[1] for c in cluster.calls) == targets
+    assert offsets(cluster.calls[0][2], 0, time.time(), 4e9) == [-18000] * 3
+    assert "transition" not in rec.events[0]["value"] and rec.events[0]["value"]["zone"] == (
+        "UTC-05:00"
+    )
+    assert fault_intervals(rec.events)[0].transition is None
+
+
+def test_a_timezone_that_fails_on_one_node_puts_the_others_back_in_utc():
+    n, cluster, rec = nemesis_for("timezone", target="all", offset=3600.0)
+
+    def flaky(node_id, tzif):
+        cluster.calls.append(("zone", node_id, tzif))
+        if node_id == "n2" and tzif is not None:
+            raise ClusterError("n2 did not answer /readyz")
+
+    cluster.set_time_zone = flaky
+    with pytest.raises(ClusterError, match="could not set the time zone of n2: n2 did not"):
+        n._begin((0, 0), n.events[0].fault)
+    assert sorted(c[1:] for c in cluster.calls[3:]) == [(i, None) for i in cluster.ids]
+    assert [(e["f"], e["type"]) for e in rec.events] == [
+        ("timezone", "invoke"),
+        ("timezone", "fail"),
+    ]
+    assert n.current == "none"
 
 
 def test_worker_clock_skew_hits_a_fraction_of_the_claimers():

@@ -29,6 +29,8 @@ REQUIRED = {
     "clock-skew",
     "crash-restart-all",
     "mixed",
+    "blob-text",
+    "timezone",
 }
 
 
@@ -50,6 +52,7 @@ def test_fault_kinds_cover_the_issue():
     kinds = {f.kind for s in list_scenarios() for f in s.faults}
     assert {"kill-leader", "pause-leader", "partition-leader", "partition-majority"} <= kinds
     assert {"clock-skew-worker", "clock-skew-node", "lease-expiry", "kill-all"} <= kinds
+    assert "timezone" in kinds
     assert kinds <= set(FAULT_KINDS)
 
 
@@ -219,7 +222,40 @@ def test_a_scenario_by_path(tmp_path):
         (
             'description = "x"\n[[faults]]\nkind = "clock-skew-node"\nduration = 1\n'
             'target = "moon"',
-            "key 'faults[0].target': expected one of 'leader', 'follower', 'random', 'all'",
+            "key 'faults[0].target': expected one of 'leader', 'follower', 'random', "
+            "'minority', 'all'",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 10\noffset = 1.5',
+            "key 'faults[0].offset': expected whole seconds between -89999 and 89999",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 10',
+            "key 'faults[0].offset': expected a zone off UTC: an offset other than 0, or a "
+            "'transition'",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 10\ntransition = 10',
+            "key 'faults[0].transition': expected seconds into the fault, under its duration",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 10\ntransition = 2\n'
+            "jump = 0",
+            "key 'faults[0].jump': expected whole seconds other than 0",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 10\noffset = 3600\n'
+            "jump = 60",
+            "key 'faults[0].transition': expected seconds into the fault when 'jump' is given",
+        ),
+        (
+            'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 10\noffset = 89000\n'
+            "transition = 1\njump = 3600",
+            "key 'faults[0].jump': expected whole seconds other than 0, the offset after it",
+        ),
+        (
+            'description = "x"\n[workload]\nadversarial_text = 2',
+            "key 'workload.adversarial_text': expected a probability between 0 and 1, got 2",
         ),
         (
             'description = "x"\n[workload]\nshared_transport = "yes"',
@@ -306,3 +342,36 @@ def test_a_run_folder_saved_with_every_null_still_loads(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text("{}")
     assert load_run(tmp_path)["scenario"]["faults"][0]["every"] is None
     assert Scenario.from_json(data) == s
+
+
+def test_the_timezone_scenario_moves_every_zone_inside_its_windows():
+    s = load_scenario("timezone")
+    assert s.needs_time_zones and not s.needs_partitions
+    assert [f.target for f in s.faults] == ["leader", "minority", "all"]
+    for f in s.faults:
+        assert f.kind == "timezone" and f.transition is not None
+        assert 0 < f.transition < f.duration and f.jump != 0
+    assert any(f.jump > 0 for f in s.faults)  # a spring-forward: leases look expired
+    again = Scenario.from_json(s.to_json())
+    assert again.faults == s.faults
+    fixed = load_scenario("steady")
+    assert not fixed.needs_time_zones
+
+
+def test_a_fixed_zone_needs_no_transition_and_saves_none(tmp_path):
+    path = write(
+        tmp_path,
+        'description = "x"\n[[faults]]\nkind = "timezone"\nduration = 5\noffset = 19800\n'
+        'target = "minority"\n',
+        "z.toml",
+    )
+    (f,) = load_scenario(path).faults
+    assert (f.offset, f.transition, f.target) == (19800.0, None, "minority")
+    saved = load_scenario(path).to_json()["faults"][0]
+    assert "transition" not in saved and Scenario.from_json(load_scenario(path).to_json())
+
+
+def test_blob_text_and_mixed_use_adversarial_text():
+    assert load_scenario("blob-text").workload.adversarial_text == 1.0
+    assert 0 < load_scenario("mixed").workload.adversarial_text < 1
+    assert load_scenario("steady").workload.adversarial_text == 0

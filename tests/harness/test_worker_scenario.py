@@ -17,6 +17,7 @@ from harness.scenario import ScenarioError, parse_scenario
 from harness.workload.in_worker import Reporter, history_value, ok_value
 from harness.workload.processes import _Connection
 from harness.workload.record import Ops
+from harness.workload.text import digest
 from rqueue import Lease, LeaseLost, OutcomeUnknown
 
 LEASE = Lease(7, "g1", json.dumps({"msg": "m0-3", "group": "g1"}), "w0:abc", expires_at=12.5)
@@ -90,7 +91,7 @@ def test_a_worker_s_calls_become_history_operations(reported: Any) -> None:
     }
     assert leased["value"] == {
         "group": "g1", "msg": "m0-3", "seq": 7, "token": "w0:abc", "visibility": 3.0,
-        "expires_at": 12.5,
+        "expires_at": 12.5, "digest": digest(LEASE.event),
     }  # fmt: skip
     assert events[3]["value"]["visibility"] == 3.0 and events[3]["f"] == "extend"
     assert (events[5]["f"], events[5]["type"]) == ("ack", "info")

@@ -12,7 +12,13 @@ the containers' network namespaces, entered from the host with ``nsenter -t PID 
 that needs root on the engine's own host (not Docker Desktop's VM, not a remote
 ``DOCKER_HOST``); when it is not possible, :meth:`DockerCluster.partition` says why.
 A node's clock can be skewed only in the project's node image (its node reads an offset
-file on its volume); other images read the host kernel's clock.
+file on its volume); other images read the host kernel's clock. A node's local time zone
+(``set_time_zone``) is a zone file of the cluster's directory, ``DIR/<node>.localtime``
+(UTC until changed), mounted read-only as the container's ``/etc/localtime``, as users
+give a container the host's zone: the file is rewritten in place and the container
+restarted, and its node (rqlited or the embedded one, both by Go's rules) reads it at
+start. That works with any image that leaves ``TZ`` unset (the official one carries no
+zone data of its own, so ``TZ`` alone would leave it in UTC).
 
 Everything the backend sends to the engine is built by the pure functions of
 :mod:`harness.cluster.docker.specs`, so it is tested without an engine; connecting,
@@ -43,6 +49,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import zonefile
 from harness.cluster import partition as rules
 from harness.cluster.base import (
     Cluster,
@@ -52,7 +59,13 @@ from harness.cluster.base import (
     agreed_leader,
     probe_nodes,
 )
-from harness.cluster.docker.engine import _ensure_image, _image_facts, connect, reap_docker
+from harness.cluster.docker.engine import (
+    _ensure_image,
+    _image_environment,
+    _image_facts,
+    connect,
+    reap_docker,
+)
 from harness.cluster.docker.specs import (
     CLOCK_FILE,
     LABEL_NODE,
@@ -66,6 +79,7 @@ from harness.cluster.docker.specs import (
     container_specs,
     create_kwargs,
     docker_address,
+    image_tz,
     is_local_engine,
     is_port_conflict,
     labels,
@@ -74,7 +88,9 @@ from harness.cluster.docker.specs import (
     partition_blockers,
     partition_unsupported_message,
     rqlite_image,
+    time_zone_message,
     verify_container_pid,
+    zone_file,
 )
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.owners import identity
@@ -118,6 +134,7 @@ class DockerCluster(Cluster):
         self._applied: set[str] = set()  # nodes whose namespace holds partition rules
         self._ips: dict[str, str] = {}  # last known address of each node on its network
         self._clock_pending: dict[str, float] = {}  # offsets for nodes down or paused
+        self._image_tz: str | None = None  # TZ the image sets (then no zone file counts)
         self._lock = threading.RLock()
 
     # -- inspection -----------------------------------------------------------------------
@@ -260,6 +277,62 @@ class DockerCluster(Cluster):
             )
 
     @property
+    def supports_time_zones(self) -> bool:
+        return self.time_zone_problem() is None
+
+    def time_zone_problem(self) -> str | None:
+        """Why the nodes' zones cannot be set (no zone file mounted, or the image sets
+        ``TZ``, which wins over ``/etc/localtime``), or None."""
+        if any(s.zone_file is None for s in self._specs.values()):
+            why = "its containers have no zone file mounted (started without a directory)"
+            return time_zone_message(why)
+        if self._image_tz is not None:
+            image = next(iter(self._specs.values())).image
+            return time_zone_message(f"the image {image} sets TZ={self._image_tz}")
+        return None
+
+    def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float = 60.0) -> None:
+        """Run the node in the zone of the TZif file ``tzif`` (None: UTC again): its zone
+        file, mounted as the container's ``/etc/localtime``, is rewritten in place (the
+        mount shows the same inode), then the container stops (SIGTERM, SIGKILL after
+        5 s) and starts again on its volume; wait (``timeout``) until it answers
+        ``/readyz``. A paused node comes back running; a killed one reads the zone when
+        it is restarted."""
+        problem = self.time_zone_problem()
+        if problem is not None:
+            raise ClusterError(problem)
+        if tzif is not None and (not isinstance(tzif, bytes) or tzif[:4] != b"TZif"):
+            raise ClusterError(
+                f"a time zone is a TZif file's bytes (b'TZif...'), got {repr(tzif)[:40]}"
+            )
+        with self._lock:
+            c = self._container(node_id)
+            spec = self._specs[node_id]
+            zonefile.write(spec.zone_file, UTC_ZONE if tzif is None else tzif)  # type: ignore[arg-type]
+            if node_id in self._down:
+                return
+            c.reload()
+            if c.status == "paused":
+                c.unpause()  # a frozen process cannot handle SIGTERM
+            self._paused.discard(node_id)
+            self._down.add(node_id)  # from now on: no faults, probes or rules for it
+            self._applied.discard(node_id)  # its namespace goes with it
+        c.stop(timeout=5)  # outside the lock: other nodes may restart meanwhile
+        self.restart(node_id)
+        deadline = time.monotonic() + timeout
+        while True:
+            status = probe_nodes([spec.url])[0]
+            if status.error is None and status.ready:
+                return
+            if time.monotonic() >= deadline:
+                self._raise_if_exited()
+                raise ClusterError(
+                    f"waited {timeout:.0f}s for node {node_id} to answer /readyz after its "
+                    f"restart in a new time zone; it said: {status.summary()}"
+                )
+            time.sleep(0.25)
+
+    @property
     def supports_partitions(self) -> bool:
         return not self._partition_blockers()
 
@@ -395,6 +468,7 @@ class DockerCluster(Cluster):
                     "bind_host": s.bind_host,
                     "host_port": s.host_port,
                     "labels": s.labels,
+                    "zone_file": s.zone_file,
                 }
                 for s in self._specs.values()
             ],
@@ -404,6 +478,8 @@ class DockerCluster(Cluster):
 
 #: the image a cluster ran (tag, id), written into its directory and kept
 IMAGE_FILE = "docker-image.json"
+#: what a node's zone file holds when its zone is not set: UTC
+UTC_ZONE = zonefile.fixed(0, "UTC")
 #: run in the node's container: write the offset next to the clock file, then replace it
 _WRITE_CLOCK = (
     "import os, sys; path, value = sys.argv[1:]; "
@@ -457,14 +533,19 @@ def start_docker_cluster(
         directory.mkdir(parents=True, exist_ok=True)
         record = {"image": image, "id": image_id, "kind": kind}
         (directory / IMAGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        for nid in ids:  # every node's local zone: UTC until set_time_zone
+            zonefile.write(zone_file(directory, nid), UTC_ZONE)
+    tz = image_tz(_image_environment(client, image))
     for attempt in range(1, PORT_ATTEMPTS + 1):
         cluster_id = uuid.uuid4().hex[:8]
         ports = _free_ports(nodes, bind_host)
         specs = container_specs(
             cluster_id, ids, ports, image, bind_host, secret, embedded,
             owner=None if detached else identity(), tag=os.environ.get(REAP_TAG_ENV),
+            zone_dir=directory,
         )  # fmt: skip
         cluster = DockerCluster(client, cluster_id, specs, directory)
+        cluster._image_tz = tz
         try:
             _create(client, cluster_id, specs)
             cluster.save()
@@ -524,6 +605,7 @@ def attach_docker_cluster(directory: Path) -> DockerCluster:
                 bind_host=n["bind_host"],
                 host_port=int(n["host_port"]),
                 labels=dict(n["labels"]),
+                zone_file=n.get("zone_file"),  # older state files have none
             )
             for n in state["nodes"]
         ]
@@ -533,6 +615,8 @@ def attach_docker_cluster(directory: Path) -> DockerCluster:
     except (ValueError, KeyError, TypeError) as exc:
         raise ClusterError(f"{path} is not a docker cluster state file: {exc}") from None
     cluster = DockerCluster(connect(), cluster_id, specs, Path(directory))
+    with contextlib.suppress(Exception):  # the image may be gone; then TZ is not known
+        cluster._image_tz = image_tz(_image_environment(cluster._client, specs[0].image))
     for spec in specs:  # learn which nodes are down or paused now
         try:
             c = cluster._container(spec.node_id)

@@ -75,6 +75,13 @@ def _image_facts(client: Any, image: str) -> tuple[str | None, str]:
     return labels.get(IMAGE_LABEL), found.id
 
 
+def _image_environment(client: Any, image: str) -> list[str]:
+    """The image's configured environment, ``KEY=value`` lines (a ``TZ`` there decides the
+    containers' zone before any mounted ``/etc/localtime``)."""
+    found = client.images.get(image)
+    return list(found.attrs.get("Config", {}).get("Env") or [])
+
+
 class ImageMissing(ClusterError):
     """The image is not here and could not be pulled; the message is one line."""
 

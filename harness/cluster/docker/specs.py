@@ -57,6 +57,18 @@ def clock_skew_message() -> str:
     )
 
 
+def time_zone_message(why: str) -> str:
+    """Why the docker backend refuses to set a node's time zone (``why``: what is amiss)."""
+    return (
+        f"the docker backend cannot set a node's time zone here: {why}; it mounts a zone "
+        f"file of the cluster's directory as each container's {LOCALTIME} (the node then "
+        "reads it at start, as rqlited does), so the image must leave TZ unset and the "
+        "cluster needs a directory; or run the timezone fault with --backend local"
+    )
+
+
+#: where a container's node looks for its local time zone when TZ is unset (Go's rule)
+LOCALTIME = "/etc/localtime"
 #: scenario fault kinds (harness/scenario.py) the backend cannot inject with an image
 #: other than the project's node image, and why; the nightly chaos job runs scenarios
 #: that use them on the local backend instead when it runs such an image
@@ -68,10 +80,25 @@ IMAGE_LABEL = "io.rqueue.image"
 CLOCK_FILE = "/rqlite/file/clock-offset"
 
 
-def unsupported_faults(image: str) -> dict[str, str]:
+def unsupported_faults(image: str, environment: Sequence[str] = ()) -> dict[str, str]:
     """The fault kinds the backend cannot inject with ``image``, judged by its name (the
-    backend itself asks the engine for the image's label)."""
-    return {} if image == NODE_IMAGE else dict(UNSUPPORTED_FAULTS)
+    backend itself asks the engine for the image's label) and, when given, its
+    configured ``environment`` (``KEY=value`` lines, as the engine reports them): a ``TZ``
+    there wins over the mounted ``/etc/localtime``, so ``timezone`` cannot work."""
+    out = {} if image == NODE_IMAGE else dict(UNSUPPORTED_FAULTS)
+    tz = image_tz(environment)
+    if tz is not None:
+        out["timezone"] = time_zone_message(f"the image {image} sets TZ={tz}")
+    return out
+
+
+def image_tz(environment: Sequence[str]) -> str | None:
+    """The ``TZ`` an image's configured environment sets (None: unset)."""
+    for line in environment:
+        key, sep, value = line.partition("=")
+        if key == "TZ" and sep:
+            return value
+    return None
 
 
 class DockerUnreachable(ClusterError):
@@ -185,6 +212,9 @@ class ContainerSpec:
     host_port: int
     labels: dict[str, str] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict, repr=False)  # the secret
+    #: the host file mounted read-only as the container's /etc/localtime (its local time
+    #: zone, UTC unless ``set_time_zone`` rewrote it); None: nothing mounted
+    zone_file: str | None = None
 
     @property
     def url(self) -> str:
@@ -201,10 +231,11 @@ def container_specs(
     clock_file: bool = False,
     owner: str | None = None,
     tag: str | None = None,
+    zone_dir: Path | None = None,
 ) -> list[ContainerSpec]:
     """One spec per node: the containers docker-compose.cluster.yml declares
     (``environment``: the cluster secret, the same for every node; ``owner`` and ``tag``:
-    see :func:`labels`)."""
+    see :func:`labels`; ``zone_dir``: where each node's zone file is, ``zone_file``)."""
     if len(host_ports) != len(ids):
         raise ClusterError(f"need {len(ids)} host ports, got {len(host_ports)}")
     prefix = f"rqueue-{cluster_id}"
@@ -220,9 +251,15 @@ def container_specs(
             host_port=port,
             labels=labels(cluster_id, nid, owner, tag),
             environment=dict(environment or {}),
+            zone_file=None if zone_dir is None else str(zone_file(zone_dir, nid)),
         )
         for nid, port in zip(ids, host_ports, strict=True)
     ]
+
+
+def zone_file(directory: Path, node_id: str) -> Path:
+    """The node's zone file in the cluster's directory (absolute: the engine mounts it)."""
+    return Path(directory).resolve() / f"{node_id}.localtime"
 
 
 def create_kwargs(spec: ContainerSpec, api_version: str = "1.44") -> dict[str, Any]:
@@ -245,7 +282,10 @@ def create_kwargs(spec: ContainerSpec, api_version: str = "1.44") -> dict[str, A
         "network": spec.network,
         "networking_config": {spec.network: EndpointConfig(api_version, aliases=[spec.node_id])},
         "ports": {f"{HTTP_PORT}/tcp": (spec.bind_host, spec.host_port)},
-        "volumes": {spec.volume: {"bind": DATA_MOUNT, "mode": "rw"}},
+        "volumes": {
+            spec.volume: {"bind": DATA_MOUNT, "mode": "rw"},
+            **({spec.zone_file: {"bind": LOCALTIME, "mode": "ro"}} if spec.zone_file else {}),
+        },
         "healthcheck": {
             "test": hc["test"],
             "interval": hc["interval"] * NANOS,
