@@ -40,18 +40,19 @@ def follow(
 ) -> Iterator[Callable[[str], dict[str, object]]]:
     """``follow("8.36.18")``: the URLs (as ``urls``) of a cluster that behaves as that
     rqlite version. On the embedded engine: a 3-node embedded cluster told to follow it
-    (the shared cluster for the default version), started once per module. On rqlited or
+    (the shared cluster for the default version, unless ``own=True``: a test that must
+    not leave its tables where other tests' queues live), started once per module. On rqlited or
     ``RQLITE_URLS``: the shared cluster when its major version is that one's, else the test
     skips, saying so; so each version's case runs on real rqlite of that version."""
     started: dict[str, VersionedCluster] = {}
     urls: dict[str, dict[str, object]] = {}
 
-    def get(version: str) -> dict[str, object]:
+    def get(version: str, own: bool = False) -> dict[str, object]:
         label, engine_version = engine_under_test()
         embedded = not os.environ.get(URLS_ENV) and os.environ.get(ENGINE_ENV, "embedded") == (
             "embedded"
         )
-        if not embedded or version == versions.DEFAULT:
+        if not embedded or (version == versions.DEFAULT and not own):
             wanted = int(version.split(".")[0])
             if not embedded and (engine_version is None or engine_version[0] != wanted):
                 pytest.skip(f"the v{version} case needs rqlite v{wanted}; the engine is {label}")
