@@ -81,6 +81,15 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "shipped ones)",
     )
     p.add_argument(
+        "--skip-fault",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="leave the scenario's faults of this kind out (repeatable), e.g. "
+        "clock-skew-node with an image whose nodes share the host's clock; the run says "
+        "which windows it left out, up front and in its summary",
+    )
+    p.add_argument(
         "--nodes", type=int, choices=(3, 5), help="cluster size (default: the scenario's)"
     )
     p.add_argument("--seed", type=int, help="random seed for the workload and the nemesis")
@@ -156,6 +165,7 @@ def _run(args: argparse.Namespace) -> int:
         out=args.out,
         progress=not args.no_progress,
         plots=not args.no_plots,
+        skip_faults=tuple(args.skip_fault),
     )
     result = run(opts)
     if result.run_dir is not None and (result.summary.get("ops") or result.check):

@@ -128,6 +128,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
         table.add_row("workers disrupted", ", ".join(f"{k}×{v}" for k, v in disrupted.items()))
     for why in summary.get("dropped") or []:
         table.add_row("fault dropped", str(why), style="yellow")
+    for window in summary.get("skipped_faults") or []:
+        table.add_row("fault left out", str(window), style="yellow")
     if "drain" in summary:
         table.add_row("drain", str(summary["drain"]))
     if "replicas" in summary:

@@ -41,7 +41,8 @@ PLOTS = (
 #: whether the summary comes from the runner or from run.json (stored with sorted keys)
 SUMMARY_ORDER = (
     "scenario", "verdict", "subject", "engine", "backend", "nodes", "seed", "duration",
-    "ops", "refused", "faults", "worker_disruptions", "dropped", "drain", "replicas", "anomalies",
+    "ops", "refused", "faults", "worker_disruptions", "dropped", "skipped_faults", "drain",
+    "replicas", "anomalies",
     "nemesis_errors", "inconclusive",
     "warning", "error", "exit", "run_dir",
 )  # fmt: skip
@@ -148,7 +149,8 @@ def _scenario(scenario: dict | None) -> list[str]:
     if not isinstance(scenario, dict):
         return []
     out = ["## Scenario", ""]
-    head = {k: v for k, v in scenario.items() if k not in ("faults", "workload", "dropped")}
+    omit = ("faults", "workload", "dropped", "skipped")
+    head = {k: v for k, v in scenario.items() if k not in omit}
     out += _table(_flatten(head))
     if isinstance(scenario.get("workload"), dict):
         out += ["", "Workload:", "", *_table(_flatten(scenario["workload"]))]
@@ -163,6 +165,10 @@ def _scenario(scenario: dict | None) -> list[str]:
     if dropped:
         out += ["", "Fault windows `--time` dropped (no room left for them in this run):", ""]
         out += [f"- {why}" for why in dropped]
+    skipped = scenario.get("skipped") or []
+    if skipped:
+        out += ["", "Fault windows left out on purpose (`--skip-fault`):", ""]
+        out += [f"- {window}" for window in skipped]
     return [*out, ""]
 
 

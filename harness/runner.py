@@ -50,6 +50,8 @@ class RunOptions:
     out: Path | None = None
     progress: bool = True
     plots: bool = True
+    #: fault kinds to leave out of the scenario (``--skip-fault``)
+    skip_faults: tuple[str, ...] = ()
     # 2.5 s, not 5: measured on partition-leader/pause-leader runs, every answer outside
     # a fault came within 0.25 s, and during one a live node answers within ~1.7 s (an
     # isolated leader steps down after 1.5 s; a follower drops a forward once its
@@ -76,8 +78,11 @@ class RunResult:
 
 
 def resolve(opts: RunOptions) -> Scenario:
-    """The scenario with ``--time`` and ``--nodes`` applied (``ScenarioError`` if bad)."""
+    """The scenario with ``--skip-fault``, ``--nodes`` and ``--time`` applied
+    (``ScenarioError`` if bad)."""
     scenario = load_scenario(opts.scenario)
+    if opts.skip_faults:
+        scenario = scenario.without(opts.skip_faults)
     if opts.nodes is not None:
         scenario = scenario.with_nodes(opts.nodes)
     if opts.time is not None:
@@ -195,6 +200,8 @@ class _Run:
                     self.progress.note(f"--time {s.duration:g}: {dropped_count(s)}")
                 for why in s.dropped:
                     self.progress.note(f"--time {s.duration:g}: dropped {why}")
+                for window in s.skipped:
+                    self.progress.note(f"left out: {window}")
                 self._phases()
         except HarnessError as e:
             self.result.exit_code, self.result.reason = EXIT_HARNESS, str(e)
@@ -360,6 +367,8 @@ class _Run:
             self.result.summary["worker_disruptions"] = dict(disrupted)
         if self.scenario.dropped:
             self.result.summary["dropped"] = list(self.scenario.dropped)
+        if self.scenario.skipped:
+            self.result.summary["skipped_faults"] = list(self.scenario.skipped)
         if "drain" in self.info:
             d = self.info["drain"]
             self.result.summary["drain"] = (

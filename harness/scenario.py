@@ -31,7 +31,7 @@ import dataclasses
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,8 @@ class Scenario:
     source: str = ""
     #: the fault windows ``--time`` dropped, each with why (see :meth:`scaled`)
     dropped: tuple[str, ...] = ()
+    #: the fault windows left out on purpose (``--skip-fault``, see :meth:`without`)
+    skipped: tuple[str, ...] = ()
 
     @property
     def needs_partitions(self) -> bool:
@@ -250,6 +252,30 @@ class Scenario:
             for a, b, _, f in windows
         )
 
+    def without(self, kinds: Iterable[str]) -> Scenario:
+        """This scenario without its faults of ``kinds`` (``--skip-fault``: a backend or
+        image that cannot inject them, say), every window left out named in ``skipped``.
+        A kind no fault of this scenario has is fine (the nightly job passes what an image
+        lacks to every scenario); a kind that does not exist is a :class:`ScenarioError`."""
+        kinds = set(kinds)
+        unknown = sorted(kinds - FAULT_KINDS.keys())
+        if unknown:
+            raise ScenarioError(
+                f"--skip-fault {unknown[0]}: no such fault kind; known: "
+                + ", ".join(sorted(FAULT_KINDS))
+            )
+        left_out = [
+            f"{f.kind} at {a:g}-{b:g} s (--skip-fault)"
+            for f in self.faults
+            if f.kind in kinds
+            for a, b in f.windows(self.duration)
+        ]
+        return dataclasses.replace(
+            self,
+            faults=tuple(f for f in self.faults if f.kind not in kinds),
+            skipped=self.skipped + tuple(left_out),
+        )
+
     def with_nodes(self, nodes: int) -> Scenario:
         """This scenario on ``nodes`` nodes (checked against what its faults need)."""
         s = dataclasses.replace(self, nodes=nodes)
@@ -283,19 +309,20 @@ class Scenario:
         data = json.loads(json.dumps(data))  # tuples as lists, as a file holds them
         name = str(data.get("name") or name)
         where = where or f"scenario.json of {name}"
-        doc = {k: v for k, v in data.items() if k not in ("name", "source", "dropped")}
+        doc = {k: v for k, v in data.items() if k not in ("name", "source", "dropped", "skipped")}
         if isinstance(doc.get("faults"), list):
             doc["faults"] = [
                 {k: v for k, v in f.items() if v is not None} if isinstance(f, dict) else f
                 for f in doc["faults"]
             ]
-        dropped = data.get("dropped") or []
-        if not isinstance(dropped, list) or not all(isinstance(d, str) for d in dropped):
-            raise ScenarioError(f"{where}: key 'dropped': expected a list of strings")
+        lists = {}
+        for key in ("dropped", "skipped"):
+            items = data.get(key) or []
+            if not isinstance(items, list) or not all(isinstance(d, str) for d in items):
+                raise ScenarioError(f"{where}: key '{key}': expected a list of strings")
+            lists[key] = tuple(items)
         return dataclasses.replace(
-            parse_scenario(name, doc, where),
-            source=str(data.get("source") or ""),
-            dropped=tuple(dropped),
+            parse_scenario(name, doc, where), source=str(data.get("source") or ""), **lists
         )
 
 

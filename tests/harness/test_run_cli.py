@@ -294,3 +294,21 @@ def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
     assert json.loads((out / "run.json").read_text())["summary"]["dropped"] == [why]
     assert "fault dropped" in proc.stdout
     assert f"- {why}" in (out / "report.md").read_text()
+
+
+def test_a_fault_left_out_with_skip_fault_is_named_up_front_and_in_the_summary(tmp_path):
+    scenario = tmp_path / "two-kills.toml"
+    scenario.write_text(TWO_KILLS)
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(scenario), "--out", str(out),
+         "--time", "10", "--seed", "3", "--skip-fault", "kill-leader", "--no-plots"],
+        capture_output=True, text=True, cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    left_out = ["kill-leader at 2-4 s (--skip-fault)", "kill-leader at 12-14 s (--skip-fault)"]
+    assert proc.stderr.splitlines()[:2] == [f"left out: {w}" for w in left_out], proc.stderr
+    resolved = json.loads((out / "scenario.json").read_text())
+    assert resolved["faults"] == [] and resolved["skipped"] == left_out
+    assert json.loads((out / "run.json").read_text())["summary"]["skipped_faults"] == left_out
+    assert "fault left out" in proc.stdout

@@ -375,3 +375,19 @@ def test_blob_text_and_mixed_use_adversarial_text():
     assert load_scenario("blob-text").workload.adversarial_text == 1.0
     assert 0 < load_scenario("mixed").workload.adversarial_text < 1
     assert load_scenario("steady").workload.adversarial_text == 0
+
+
+def test_without_leaves_a_kind_out_and_names_every_window():
+    """``--skip-fault``: the nightly job runs ``clock-skew`` on the official image, whose
+    nodes share the host's clock, without its node clock skew (and says so)."""
+    s = load_scenario("clock-skew")
+    kept = s.without(["clock-skew-node"])
+    assert {f.kind for f in kept.faults} == {"clock-skew-worker"}
+    assert kept.skipped == (
+        "clock-skew-node at 10-25 s (--skip-fault)",
+        "clock-skew-node at 40-55 s (--skip-fault)",
+    )
+    assert Scenario.from_json(kept.to_json(), name="clock-skew").skipped == kept.skipped
+    assert s.without(["timezone"]).faults == s.faults  # a kind it lacks: nothing left out
+    with pytest.raises(ScenarioError, match="--skip-fault clock-skew: no such fault kind"):
+        s.without(["clock-skew"])
