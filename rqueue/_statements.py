@@ -134,16 +134,21 @@ class Statements(PublishStatements):
         #: whose lease has not yet run out
         self.lapse_margin = clock_tolerance + (SERVER_CLOCK_STEP if server_clock else 0.0)
         #: merged requests merge claims, acks and drops into one statement of each kind
-        #: (:meth:`fused`); the core turns it on where the server's parser takes
-        #: ``UPDATE ... FROM`` (rqlite >= 9), so the merged claim returns its rows
+        #: (:meth:`fused`), for :attr:`fuser`; a queue's core decides it for itself, by its
+        #: server (``QueueCore.fusing``: where the parser takes ``UPDATE ... FROM``, rqlite
+        #: >= 9, so the merged claim returns its rows) and asks :meth:`fuser_for`
         self.fusing = False
 
     @property
     def fuser(self) -> Statements | None:
+        """:meth:`fuser_for` :attr:`fusing`."""
+        return self.fuser_for(self.fusing)
+
+    def fuser_for(self, fusing: bool) -> Statements | None:
         """This object, for merged requests to fuse statements with (:meth:`fused`); None
-        when fusing is off, or when a subclass writes a claim, ack or drop its own way
+        when ``fusing`` is off, or when a subclass writes a claim, ack or drop its own way
         (a mutant's statement must not be replaced by this class's fused one)."""
-        return self if self.fusing and _own_fused_builders(type(self)) else None
+        return self if fusing and _own_fused_builders(type(self)) else None
 
     # -- claim --------------------------------------------------------------------------
     def _free_groups(self, min_priority: int) -> tuple[str, tuple[Any, ...]]:
