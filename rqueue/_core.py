@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import _dlq, _queues, _schema
+from . import _dlq, _queues, _schema, _validate
 from ._clock import MAX_SAMPLES, LeaderClock
 from ._decisions import (
     after_ack,
@@ -103,10 +103,7 @@ class QueueCore:
         text_as_bytes: bool = True,
         zone: ZoneGuard | None = None,
     ) -> None:
-        if read_consistency not in ("strong", "linearizable"):
-            raise ValueError(
-                f"read_consistency: must be 'strong' or 'linearizable', got {read_consistency!r}"
-            )
+        _validate.read_consistency("read_consistency", read_consistency)
         if read_consistency == "linearizable" and not server.linearizable_reads:
             raise ValueError(
                 "read_consistency: 'linearizable' needs rqlite >= 8.32, "

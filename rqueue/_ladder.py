@@ -149,7 +149,7 @@ class Ladder(Generic[T, V]):
     send: Callable[[Tries], Op[Results]]
     answered: Callable[[Results, Tries], Step[T] | Op[Step[T]]]
     lookup: Lookup[V] | None = None
-    proves: Callable[[V], Step[T]] = found_or_again  # type: ignore[assignment]
+    proves: Callable[[V], Step[T]] = found_or_again
     gave_up: Callable[[RqueueError, OutcomeUnknown | None], T] = give_up
 
 

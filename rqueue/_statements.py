@@ -33,6 +33,7 @@ from ._publish import (
     batch_params,
 )
 from ._render import CLOCK_REF, NOW, SERVER_CLOCK_STEP, SERVER_NOW, SERVER_UTC, STAMP
+from ._zone import ZoneGuard
 
 __all__ = [
     "BATCH_ITEMS",
@@ -119,8 +120,11 @@ class Statements(PublishStatements):
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         max_deliveries: int | None = None,
         max_age: float | None = None,
+        zone: ZoneGuard | None = None,
     ) -> None:
         self.server_clock = server_clock
+        #: the stamp's guard against nodes off UTC (rqueue._zone; None: an unguarded stamp)
+        self.zone = zone
         #: claims a message may get before it is dead-lettered (None: no limit)
         self.max_deliveries = max_deliveries
         #: seconds a message may stay queued once due before it is dead-lettered

@@ -12,6 +12,7 @@ import pytest
 
 import rqueue
 from rqueue import OutcomeUnknown, StatementError, Statements, Unavailable
+from rqueue._config import Settings
 from rqueue._core import QueueCore
 from rqueue._decisions import Proof, decide_after_unknown
 from rqueue._ladder import (
@@ -193,6 +194,33 @@ def test_a_rows_proof_is_typed() -> None:
 
 
 # -- the statements a core is given -------------------------------------------------------
+class SealedStatements(Statements):
+    """Statements that refuse to be changed once built."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.__dict__["sealed"] = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("sealed"):
+            raise AssertionError(f"{name} changed after the statements were built")
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("version", ["v10.2.7", "v8.36.18", "v8.30.0", "v7.0.0"])
+def test_nothing_changes_the_statements_once_built(version: str) -> None:
+    server = ServerInfo.from_version(version)
+    core = Settings.build("http://n:4001", max_deliveries=3, max_age=60.0).core(
+        server, SealedStatements
+    )
+    s = core.statements
+    assert (s.max_deliveries, s.max_age) == (3, 60.0)
+    assert s.zone is core.zone and (core.zone is not None) is server.time_rewriting
+    given = SealedStatements(server_clock=True, clock=lambda: 0.0)
+    fuses = QueueCore(given, server).fusing
+    assert fuses is (version in ("v10.2.7",)) and given.fusing is False
+
+
 def test_a_fusing_core_fuses_with_the_statements_it_was_given() -> None:
     given = Statements(server_clock=True, clock=lambda: 0.0)
     before = dict(vars(given))
