@@ -4,7 +4,8 @@ An operation yields :class:`~rqueue._models.HttpCall` objects and receives each 
 results (a tuple of :class:`~rqueue._models.Result`) or has the call's exception thrown
 into it; it returns the operation's value. The sync and async transports only drive
 these generators, so the twins cannot drift. The decisions that make the queue safe under
-faults live here:
+faults live here, each write's on the one unknown-outcome ladder (:func:`rqueue._ladder.climb`:
+an operation supplies its request, its lookup and what they prove, as a ``Ladder``):
 
 * a claim whose outcome is unknown looks its token up and, if the row is not there,
   retries with the same token (the lease UPDATE is a no-op for a token already in use);
