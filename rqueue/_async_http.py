@@ -33,9 +33,9 @@ class _Client:
     """
 
     def __init__(self, settings: Settings) -> None:
-        verify: bool | ssl.SSLContext = settings.verify
-        if settings.ca_bundle:
-            verify = ssl.create_default_context(cafile=settings.ca_bundle)
+        verify: bool | ssl.SSLContext = settings.options.verify
+        if settings.options.ca_bundle:
+            verify = ssl.create_default_context(cafile=settings.options.ca_bundle)
         self._transport = httpx.AsyncHTTPTransport(
             verify=verify,
             trust_env=False,  # no proxies or .netrc from the environment

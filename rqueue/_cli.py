@@ -186,7 +186,7 @@ def render_stats(s: Stats, nodes: Sequence[str], queue: str | None = None) -> st
 
 
 def _stats(t: Any, args: argparse.Namespace, out: TextIO) -> None:
-    nodes, queue = list(t.settings.urls), t.settings.queue
+    nodes, queue = list(t.settings.urls), t.settings.options.queue
     if args.watch is None:
         s = t.stats()
         out.write((json.dumps(s.as_dict()) if args.json else render_stats(s, nodes, queue)) + "\n")

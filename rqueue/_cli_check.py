@@ -17,10 +17,12 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from . import _cli_lease, _validate
 from ._config import Settings
 from ._endpoints import parse_urls
+from ._options import Seconds, check_of
 from ._queues import check_name
 from ._text import check as unicode_text
 
@@ -51,10 +53,25 @@ def seconds(name: str, value: float, *, allow_zero: bool = False) -> str | None:
     return None
 
 
+def option(name: str, value: Any) -> str | None:
+    """What is wrong with the connection option ``name`` (:mod:`rqueue._options`) given
+    as its flag (``--max-age`` for ``max_age``): its declared check, a number of seconds
+    in the words of :func:`seconds`."""
+    flag = "--" + name.replace("_", "-")
+    check = check_of(name)
+    if isinstance(check, Seconds) and value is not None:
+        return seconds(flag, value, allow_zero=check.allow_zero)
+    return _first(lambda: check(flag, value))
+
+
+def options(args: argparse.Namespace, *names: str) -> str | None:
+    """The first problem among the connection options ``names`` of ``args``."""
+    return next((p for p in (option(n, getattr(args, n)) for n in names) if p), None)
+
+
 def _command(args: argparse.Namespace) -> str | None:
     """The command's own arguments."""
-    problem = seconds("--timeout", args.timeout)
-    problem = problem or _first(lambda: check_name(args.queue, "--queue"))
+    problem = options(args, "timeout", "queue")
     if problem:
         return problem
     command = args.command

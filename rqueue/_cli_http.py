@@ -54,8 +54,8 @@ class SocketSession:
             import ssl  # only for https nodes
 
             s = self._settings
-            self._tls = ssl.create_default_context(cafile=s.ca_bundle)
-            if not s.verify:
+            self._tls = ssl.create_default_context(cafile=s.options.ca_bundle)
+            if not s.options.verify:
                 self._tls.check_hostname = False
                 self._tls.verify_mode = ssl.CERT_NONE
         return self._tls
@@ -139,7 +139,7 @@ class CliQueue(_sync.Admin):
         self._session = SocketSession(settings)
         self._endpoints = settings.endpoints()
         try:
-            deadline = time.monotonic() + settings.timeout
+            deadline = time.monotonic() + settings.options.timeout
             server = _sync.detect(self._session, self._endpoints, deadline, settings)
             self._core = settings.core(server, Statements)
         except BaseException:

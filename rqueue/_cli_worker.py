@@ -16,7 +16,6 @@ import asyncio
 import functools
 import inspect
 import logging
-import math
 import os
 import sys
 from typing import Any
@@ -64,20 +63,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _problem(args: argparse.Namespace) -> str | None:
-    from ._queues import check_name
+    from ._cli_check import options
 
-    try:
-        check_name(args.queue, "--queue")
-    except (TypeError, ValueError) as exc:
-        return str(exc)
-    if args.max_deliveries is not None and args.max_deliveries < 1:
-        return f"--max-deliveries: must be >= 1, got {args.max_deliveries}"
-    if args.max_age is not None and not (math.isfinite(args.max_age) and args.max_age > 0):
-        return f"--max-age: must be a number of seconds > 0, got {args.max_age:g}"
-    for name in ("timeout", "request_timeout"):
-        value = getattr(args, name)
-        if not (math.isfinite(value) and value > 0):
-            return f"--{name.replace('_', '-')}: must be a number of seconds > 0, got {value:g}"
+    # the connection options this command offers, by their declared checks
+    names = ("queue", "max_deliveries", "max_age", "timeout", "request_timeout")
+    problem = options(args, *names)
+    if problem:
+        return problem
     try:
         Options(
             args.concurrency,

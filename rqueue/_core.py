@@ -4,7 +4,8 @@ An operation yields :class:`~rqueue._models.HttpCall` objects and receives each 
 results (a tuple of :class:`~rqueue._models.Result`) or has the call's exception thrown
 into it; it returns the operation's value. The sync and async transports only drive
 these generators, so the twins cannot drift. The decisions that make the queue safe under
-faults live here:
+faults live here, each write's on the one unknown-outcome ladder (:func:`rqueue._ladder.climb`:
+an operation supplies its request, its lookup and what they prove, as a ``Ladder``):
 
 * a claim whose outcome is unknown looks its token up and, if the row is not there,
   retries with the same token (the lease UPDATE is a no-op for a token already in use);
@@ -26,21 +27,30 @@ The batch operations (``claim_many``, ``ack_many``) are in :mod:`rqueue._many`.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import _dlq, _queues, _schema
+from . import _dlq, _queues, _schema, _validate
 from ._clock import MAX_SAMPLES, LeaderClock
-from ._decisions import after_ack, decide_after_unknown, insert_id, lease_lost, with_expiry
+from ._decisions import (
+    after_ack,
+    decide_after_unknown,
+    fenced_step,
+    insert_id,
+    lease_lost,
+    with_expiry,
+)
 from ._exceptions import (
     OutcomeUnknown,
     ProtocolError,
     StatementError,
     Unavailable,
 )
+from ._ladder import LOOK_UP, Known, Ladder, Lookup, Step, Tries, climb, look_up, sending
 from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
 from ._statements import Statements, batch_chunks
 from ._version import ServerInfo
@@ -94,10 +104,7 @@ class QueueCore:
         text_as_bytes: bool = True,
         zone: ZoneGuard | None = None,
     ) -> None:
-        if read_consistency not in ("strong", "linearizable"):
-            raise ValueError(
-                f"read_consistency: must be 'strong' or 'linearizable', got {read_consistency!r}"
-            )
+        _validate.read_consistency("read_consistency", read_consistency)
         if read_consistency == "linearizable" and not server.linearizable_reads:
             raise ValueError(
                 "read_consistency: 'linearizable' needs rqlite >= 8.32, "
@@ -122,8 +129,9 @@ class QueueCore:
         #: (rqueue._zone; None: no server stamp, or a mutant without it)
         self.zone = zone
         #: merged requests fuse claims and acks where the server's parser returns the rows
-        #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`)
-        statements.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
+        #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`); the core's own
+        #: decision: the statements it was given are left as they are
+        self.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
 
     # -- calls --------------------------------------------------------------------------
     def write(
@@ -162,7 +170,7 @@ class QueueCore:
         s, stmts = self.statements, self.naming.stmts(stmts)
         kw["text_as_bytes"] = self.text_as_bytes
         if kw.get("mergeable"):
-            kw["fuser"] = self.naming.fuser(s.fuser)
+            kw["fuser"] = self.naming.fuser(s.fuser_for(self.fusing))
         if s.needs_stamp(stmts):
             stamp = s.stamp()
             assert stamp is not None
@@ -242,34 +250,29 @@ class QueueCore:
     def _publish_dedup(
         self, group_id: str, event: str, priority: int, dedup_id: str, delay: float
     ) -> Op[int]:
+        """A publish with a dedup id, sent again after an unknown outcome (no lookup: the
+        dedup id stores it at most once); its seq read back in the same request where the
+        server allows, else after it."""
         s = self.statements
         stmts = s.publish_dedup(group_id, event, priority, dedup_id, self.dedup_ttl, delay)
-        unknown: OutcomeUnknown | None = None
-        while True:
-            try:
-                if self.server.one_request_claim:
-                    results = yield self.request(
-                        [*stmts, s.dedup_seq(dedup_id)], "publish", mergeable=True
-                    )
-                    row = results[-1].rows
-                else:
-                    yield self.write(stmts, "publish")
-                    # stored: a failed read-back must not be reported as "not applied"
-                    unknown = unknown or OutcomeUnknown("publish: stored, seq not read back")
-                    (found,) = yield self.read([s.dedup_seq(dedup_id)], "publish")
-                    row = found.rows
-            except OutcomeUnknown as exc:
-                if exc.statement_failed:
-                    raise  # it would fail alike
-                unknown = unknown or exc
-                continue  # safe: the dedup id makes a repeat a no-op
-            except (Unavailable, StatementError) as exc:
-                if unknown is not None:
-                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
-                raise
+
+        def send(tries: Tries) -> Op[tuple[Result, ...]]:
+            if self.server.one_request_claim:
+                return (
+                    yield self.request([*stmts, s.dedup_seq(dedup_id)], "publish", mergeable=True)
+                )
+            yield self.write(stmts, "publish")
+            # stored: a failed read-back must not be reported as "not applied"
+            tries.unknown_from_here("publish: stored, seq not read back")
+            return (yield self.read([s.dedup_seq(dedup_id)], "publish"))
+
+        def answered(results: Sequence[Result], tries: Tries) -> Step[int]:
+            row = results[-1].rows
             if not row:
                 raise ProtocolError(f"publish: no seq recorded for dedup_id {dedup_id!r}")
-            return int(row[0][0])
+            return Known(int(row[0][0]))
+
+        return (yield from climb(Ladder(send, answered)))
 
     @_uses_clock
     def publish_many(self, items: Sequence[tuple[Any, ...]]) -> Op[list[int]]:
@@ -314,93 +317,42 @@ class QueueCore:
         s = self.statements
         move = self.dead.move(token)
 
-        def answered(results: Sequence[Result]) -> Op[Lease | None]:
+        def answered(results: Sequence[Result], tries: Tries) -> Op[Step[Lease | None]]:
             _dlq.collect(dead, results[len(move) + 1 :])
-            return (yield from self._leased(results[: len(move) + 1], token))
+            return Known((yield from self._leased(results[: len(move) + 1], token)))
 
-        return (
-            yield from self.claim_until_known(
-                lambda: self.request(
-                    [
-                        *move,
-                        s.claim_returning(token, visibility, min_priority),
-                        *self.dead.moved_by(token),
-                    ],
-                    "claim",
-                    mergeable=True,
-                ),
-                answered,
-                lambda unknown: self._look_up_token(token, unknown, dead),
-            )
+        claim = lambda: self.request(  # noqa: E731
+            [*move, s.claim_returning(token, visibility, min_priority), *self.dead.moved_by(token)],
+            "claim",
+            mergeable=True,
         )
-
-    def claim_until_known(
-        self,
-        call: Callable[[], HttpCall],
-        answered: Callable[[Sequence[Result]], Op[T]],
-        look_up: Callable[[OutcomeUnknown], Op[T | None]],
-    ) -> Op[T]:
-        """Send a claim (``call()``) until its outcome is known; the value of
-        ``answered(results)`` once a request is answered. After an unknown outcome
-        ``look_up(unknown)`` looks the claim's tokens up: found, the claim applied and
-        that is the value; not found (None or empty), nothing was leased, and the same
-        tokens are sent again (a token already in use leases nothing), unless a statement
-        failed (``statement_failed``: it would fail alike). Once an outcome was unknown, a
-        definite failure after it is :class:`OutcomeUnknown` too."""
-        unknown: OutcomeUnknown | None = None
-        while True:
-            try:
-                results = yield call()
-            except OutcomeUnknown as exc:
-                unknown, last = unknown or exc, exc
-            except (Unavailable, StatementError) as exc:
-                if unknown is not None:
-                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
-                raise
-            else:
-                return (yield from answered(results))
-            found = yield from look_up(unknown)
-            if found:
-                return found
-            if last.statement_failed:
-                raise last
+        return (yield from climb(Ladder(sending(claim), answered, self.token_lookup(token, dead))))
 
     def _claim_three_requests(
         self, token: str, visibility: float, min_priority: int, dead: dict[int, DeadLetter]
-    ) -> Op:
+    ) -> Op[Lease | None]:
         """The claim for servers without /db/request: lease (after dead-lettering
         exhausted heads, in the same transaction), then read back."""
         s = self.statements
         move = self.dead.move(token)
-        unknown: OutcomeUnknown | None = None
-        while True:
-            leased: bool | None
-            moved = False
-            try:
-                results = yield self.write(
-                    [*move, s.claim_lease(token, visibility, min_priority)], "claim"
-                )
-                leased = results[-1].rows_affected > 0
-                moved = bool(move) and results[0].rows_affected > 0
-            except OutcomeUnknown as exc:
-                unknown, leased = unknown or exc, None
-            except (Unavailable, StatementError) as exc:
-                if unknown is not None:
-                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
-                raise
-            if leased is False and unknown is None:
-                if moved:  # applied: a failed read-back leaves only the moves unknown
-                    yield from self._look_up_token(
-                        token, OutcomeUnknown("claim: dead-lettered, not read back"), dead
-                    )
-                return None
-            lease = yield from self._look_up_token(
-                token, unknown or OutcomeUnknown("claim: leased but not read back"), dead
-            )
-            if lease is not None:
-                return lease
-            if leased is not None:
-                return None  # nothing claimable now (or our lease already lapsed)
+        lookup = self.token_lookup(token, dead)
+
+        def answered(results: Sequence[Result], tries: Tries) -> Op[Step[Lease | None]]:
+            leased = results[-1].rows_affected > 0
+            if not leased and tries.unknown is None:
+                if move and results[0].rows_affected > 0:
+                    # applied: a failed read-back leaves only the moves unknown
+                    moved = OutcomeUnknown("claim: dead-lettered, not read back")
+                    yield from look_up(lookup, moved)
+                return Known(None)
+            unknown = tries.unknown or OutcomeUnknown("claim: leased but not read back")
+            # None: nothing claimable now (or our lease already lapsed)
+            return Known((yield from look_up(lookup, unknown)))
+
+        claim = lambda: self.write(  # noqa: E731
+            [*move, s.claim_lease(token, visibility, min_priority)], "claim"
+        )
+        return (yield from climb(Ladder(sending(claim), answered, lookup)))
 
     def _leased(self, results: Sequence[Result], token: str) -> Op[Lease | None]:
         """The lease a claim's applied request took: the rows of its last statement that
@@ -415,20 +367,25 @@ class QueueCore:
             raise OutcomeUnknown(f"claim: applied, but the lease could not be read: {exc}") from exc
         return self.lease_of(res, token)
 
-    def _look_up_token(
-        self, token: str, unknown: OutcomeUnknown, dead: dict[int, DeadLetter] | None = None
-    ) -> Op[Lease | None]:
-        """Read the lease of ``token`` (and what its claim dead-lettered, into ``dead``)."""
-        stmts = [self.statements.claim_read_back(token)]
-        if dead is not None:
-            stmts.extend(self.dead.moved_by(token))
-        try:
-            res, *moved = yield self.read(stmts, "claim: look up")
-        except (Unavailable, StatementError) as exc:
-            raise OutcomeUnknown(f"{unknown}; the token could not be looked up: {exc}") from exc
-        if dead is not None:
-            _dlq.collect(dead, moved)
-        return self.lease_of(res, token)
+    def token_lookup(
+        self, token: str, dead: dict[int, DeadLetter] | None = None
+    ) -> Lookup[Lease | None]:
+        """A claim's lookup: the lease of ``token`` (None: nothing leased), and what its
+        claim dead-lettered (into ``dead``)."""
+
+        def read() -> HttpCall:
+            stmts = [self.statements.claim_read_back(token)]
+            if dead is not None:
+                stmts.extend(self.dead.moved_by(token))
+            return self.read(stmts, "claim: look up")
+
+        def found(results: Sequence[Result]) -> Lease | None:
+            res, *moved = results
+            if dead is not None:
+                _dlq.collect(dead, moved)
+            return self.lease_of(res, token)
+
+        return Lookup(read, found, "the token could not be looked up")
 
     def lease_of(self, res: Result, token: str) -> Lease | None:
         """The lease of ``token`` in a claim's row (None: no row)."""
@@ -471,23 +428,28 @@ class QueueCore:
             self.report_dead(dead)
             return found
         stmts = self.statements.ack_and_claim(lease, token, visibility, min_priority)
-        try:
-            results = yield self.request(stmts, "ack_and_claim", mergeable=True)
-        except OutcomeUnknown as unknown:
-            # A found token proves the transaction applied, and with it the ack (the
-            # claim is chained to the ack's delete). Otherwise settle the ack alone.
-            found = yield from self._look_up_token(token, unknown)
-            if found is not None:
-                return found
-            yield from self._fenced(lease, self.statements.ack(lease), "ack", unknown)
-        else:
+
+        def answered(results: Sequence[Result], tries: Tries) -> Op[Step[Lease | None]]:
             if results[0].rows_affected == 0:
                 raise lease_lost("ack", lease, " and nothing was claimed")
             try:
-                return (yield from self._leased(results, token))
+                return Known((yield from self._leased(results, token)))
             except ProtocolError as exc:
                 exc.acked = True
                 raise
+
+        def proves(found: Lease | None) -> Step[Lease | _Then | None]:
+            # A found token proves the transaction applied, and with it the ack (the
+            # claim is chained to the ack's delete). Otherwise settle the ack alone.
+            return Known(_Then.SETTLE_ACK if found is None else found)
+
+        tries = Tries()
+        fused = lambda: self.request(stmts, "ack_and_claim", mergeable=True)  # noqa: E731
+        ladder = Ladder(sending(fused), answered, self.token_lookup(token), proves)
+        outcome = yield from climb(ladder, tries)
+        if outcome is not _Then.SETTLE_ACK:
+            return outcome
+        yield from self._fenced(lease, self.statements.ack(lease), "ack", tries.unknown)
         claim = self._claim_one_request(token, visibility, min_priority, dead)
         found = yield from after_ack(claim)
         self.report_dead(dead)
@@ -526,33 +488,38 @@ class QueueCore:
     ) -> Op[Result]:
         """A write that acts only while the row is leased to ``lease.token``; returns the
         result of its first statement, which changed the row (its ``RETURNING`` rows, or
-        ``rows_affected``).
+        ``rows_affected``). After an unknown outcome the row decides
+        (:func:`~rqueue._decisions.decide_after_unknown`).
 
         ``unknown``: an earlier attempt (by another operation) whose outcome is unknown.
         """
-        while True:
-            try:
-                results = yield self.write(stmts, what, mergeable=True)
-            except OutcomeUnknown as exc:
-                unknown = unknown or exc
-            except (Unavailable, StatementError) as exc:
-                if unknown is not None:
-                    raise OutcomeUnknown(f"{unknown}; retries gave up: {exc}") from exc
-                raise
-            else:
-                first = results[0]
-                if first.rows if first.columns else first.rows_affected > 0:
-                    return first
-                if unknown is None:
-                    raise lease_lost(what, lease)
-            # Unknown so far: look at the row to decide.
-            try:
-                (res,) = yield self.read([self.statements.lookup(lease)], f"{what}: look up")
-            except (Unavailable, StatementError) as exc:
-                raise OutcomeUnknown(f"{unknown}; the message could not be looked up") from exc
-            decision = decide_after_unknown(what, lease.token, res.rows)
-            if decision == "retry":
-                continue
-            if decision == "lost":
+
+        def answered(results: Sequence[Result], tries: Tries) -> Step[Result]:
+            first = results[0]
+            if first.rows if first.columns else first.rows_affected > 0:
+                return Known(first)
+            if tries.unknown is None:
                 raise lease_lost(what, lease)
-            raise OutcomeUnknown(f"{unknown}; the message's state does not settle it")
+            return LOOK_UP  # changed nothing after an unknown try: the row decides
+
+        lookup = Lookup(
+            lambda: self.read([self.statements.lookup(lease)], f"{what}: look up"),
+            lambda results: decide_after_unknown(what, lease.token, results[0].rows),
+            "the message could not be looked up",
+            names_cause=False,
+        )
+        ladder = Ladder(
+            sending(lambda: self.write(stmts, what, mergeable=True)),
+            answered,
+            lookup,
+            lambda proof: fenced_step(proof, what, lease),
+        )
+        return (yield from climb(ladder, Tries(unknown)))
+
+
+class _Then(enum.Enum):
+    """What ``ack_and_claim`` does after its fused request (when not its value)."""
+
+    #: the fused request did not apply (its token is not found): settle the ack alone,
+    #: then claim
+    SETTLE_ACK = "settle the ack alone"

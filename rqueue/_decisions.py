@@ -1,39 +1,67 @@
-"""What an outcome proves, for the core's operations (:mod:`rqueue._core`): the decision
-after an unknown outcome of a fenced write, the errors of a lost lease and of a claim
+"""What an outcome proves, for the core's operations (:mod:`rqueue._core`): what a row's
+lookup proves after an unknown outcome of a fenced write (:class:`Proof`) and the step
+it is on the ladder (:mod:`rqueue._ladder`), the errors of a lost lease and of a claim
 after its ack, and reading a write's answer."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from ._exceptions import LeaseLost, ProtocolError, RqueueError
+from ._ladder import AGAIN, Step, Unsettled
 from ._models import Lease, Op, Result
 
 T = TypeVar("T")
 
 
-def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -> str:
-    """After an unknown outcome, what a row lookup proves: "retry", "lost" or "unknown".
+class Proof(enum.StrEnum):
+    """What a fenced write's row proves after an unknown outcome."""
+
+    #: still leased to the token, live: the write did not apply yet; sending it again is
+    #: safe (a repeat is a no-op once either applies)
+    RETRY = "retry"
+    #: held by another token, or released: the write can never match (an ack's delete)
+    LOST = "lost"
+    #: it may still apply, or did: the outcome stays unknown
+    UNKNOWN = "unknown"
+
+
+def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -> Proof:
+    """After an unknown outcome, what a row lookup proves.
 
     ``rows`` is the lookup's result: ``[(locked_by, live)]`` or empty (row deleted).
     The unknown attempt may still be applied *after* the lookup (it can sit unread in a
     paused leader's socket, then be proposed when that node wakes up), with the ``now``
-    it was stamped with when the lease was live. So "lost" needs a row that such a late
-    attempt can no longer match: one leased to another token (or released).
+    it was stamped with when the lease was live. So :attr:`Proof.LOST` needs a row that
+    such a late attempt can no longer match: one leased to another token (or released).
     """
     found = list(rows)
     if not found:
-        return "unknown"  # deleted: by our ack, or by whoever held it after us
+        return Proof.UNKNOWN  # deleted: by our ack, or by whoever held it after us
     locked_by, live = found[0][0], bool(found[0][1])
     if locked_by == token:
-        # live: the write did not apply yet; trying again is safe (a repeat is a no-op
-        # once either applies). Lapsed: a late attempt may still apply, so unknown.
-        return "retry" if live else "unknown"
+        # live: the write did not apply yet. Lapsed: a late attempt may still apply.
+        return Proof.RETRY if live else Proof.UNKNOWN
     if what == "ack":
-        return "lost"  # held by another token or released: our delete can never match
-    return "unknown"
+        return Proof.LOST  # held by another token or released: our delete can never match
+    return Proof.UNKNOWN
+
+
+def fenced_step(proof: Proof, what: str, lease: Lease) -> Step[Any]:
+    """The ladder's step for a fenced write (``ack``, ``nack``, ``extend``) whose row
+    proved ``proof``: send it again, raise :class:`~rqueue.LeaseLost`, or unsettled."""
+    if proof is Proof.RETRY:
+        return AGAIN
+    if proof is Proof.LOST:
+        raise lease_lost(what, lease)
+    return Unsettled(UNSETTLED)
+
+
+#: why a fenced write's outcome stays unknown after its row was looked up
+UNSETTLED = "the message's state does not settle it"
 
 
 def lease_lost(what: str, lease: Lease, also: str = "") -> LeaseLost:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 
@@ -64,13 +65,18 @@ def parse_urls(
         host = split.hostname if ":" not in split.hostname else f"[{split.hostname}]"
         netloc = f"{host}:{port}" if port else host
         clean.append(urlunsplit((split.scheme, netloc, split.path.rstrip("/"), "", "")))
-    if auth is not None:
-        if not (
-            isinstance(auth, tuple) and len(auth) == 2 and all(isinstance(a, str) for a in auth)
-        ):
-            raise TypeError("auth: expected a (username, password) tuple of str")
+    if check_auth(auth) is not None:
         creds = Credentials(*auth)
     return clean, creds
+
+
+def check_auth(auth: Any) -> tuple[str, str] | None:
+    """``auth`` checked: None, or a ``(username, password)`` tuple of str."""
+    if auth is not None and not (
+        isinstance(auth, tuple) and len(auth) == 2 and all(isinstance(a, str) for a in auth)
+    ):
+        raise TypeError("auth: expected a (username, password) tuple of str")
+    return auth
 
 
 def _hide(split) -> str:  # a URL for messages, user info removed

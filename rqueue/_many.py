@@ -1,12 +1,13 @@
 """The batch operations of the core: ``claim_many`` and ``ack_many``.
 
 Each is an operation of :class:`~rqueue._core.QueueCore` (a generator of calls), driven
-by both twins as the single operations are, and safe under faults the same way:
+by both twins as the single operations are, and safe under faults the same way, on the
+same ladder (:func:`rqueue._ladder.climb`):
 
 * ``claim_many`` leases up to ``n`` heads of distinct groups in one request, each with a
   token of its own. The request is one transaction: after an unknown outcome the tokens
-  are looked up, and none found, the same tokens are sent again (the loop that
-  :meth:`QueueCore.claim_until_known` shares with the single claim);
+  are looked up, and none found, the same tokens are sent again (as a single claim's
+  token is);
 * ``ack_many`` acks every lease in one request, each fenced by its own token, and tells
   each outcome apart (acked, :class:`LeaseLost`, :class:`OutcomeUnknown`): after an
   unknown outcome it looks every undecided lease up and retries only those still live
@@ -19,9 +20,10 @@ from collections.abc import Sequence
 
 from . import _dlq
 from ._core import QueueCore, new_token
-from ._decisions import decide_after_unknown, lease_lost
-from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
-from ._models import Claim, DeadLetter, Lease, Op, Result, Stmt
+from ._decisions import UNSETTLED, Proof, decide_after_unknown, lease_lost
+from ._exceptions import OutcomeUnknown, RqueueError
+from ._ladder import AGAIN, LOOK_UP, Known, Ladder, Lookup, Step, Tries, climb, look_up, sending
+from ._models import Claim, DeadLetter, HttpCall, Lease, Op, Result, Stmt
 from ._statements import LEASE_RETURNING
 
 #: most messages one ``claim_many`` or ``ack_many`` takes
@@ -46,51 +48,52 @@ def _claim_many(
     tokens = [new_token(worker_id) for _ in range(n)]
     dead: dict[int, DeadLetter] = {}
     move = core.dead.move(tokens[0])
-    if s.fusing:
+    if core.fusing:
         claims = [s.claim_batch([Claim(t, visibility) for t in tokens], min_priority)]
     elif one_request:
         claims = [s.claim_returning(t, visibility, min_priority) for t in tokens]
     else:
         claims = [s.claim_lease(t, visibility, min_priority) for t in tokens]
     moved = core.dead.moved_by(tokens[0])
+    lookup = _tokens_lookup(core, tokens, dead)
 
-    def answered(results: Sequence[Result]) -> Op[list[Lease]]:
+    def answered(results: Sequence[Result], tries: Tries) -> Op[Step[list[Lease]]]:
         _dlq.collect(dead, results[len(move) + len(claims) :])
         leased = results[len(move) : len(move) + len(claims)]
         if any(r.columns for r in leased):
-            return _leases(core, leased, tokens)
+            return Known(_leases(core, leased, tokens))
         # run as a plain write: read the leases back by token
         applied = OutcomeUnknown("claim_many: applied, but not read back")
-        return (yield from _look_up_tokens(core, tokens, applied, dead))
+        return Known((yield from look_up(lookup, applied)))
 
-    found = yield from core.claim_until_known(
-        lambda: (
-            core.request([*move, *claims, *moved], "claim_many", mergeable=True)
-            if one_request
-            else core.write([*move, *claims], "claim_many")
-        ),
-        answered,
-        lambda unknown: _look_up_tokens(core, tokens, unknown, dead),
+    claim = lambda: (  # noqa: E731
+        core.request([*move, *claims, *moved], "claim_many", mergeable=True)
+        if one_request
+        else core.write([*move, *claims], "claim_many")
     )
+    found = yield from climb(Ladder(sending(claim), answered, lookup))
     core.report_dead(dead)
     return found
 
 
-def _look_up_tokens(
-    core: QueueCore, tokens: Sequence[str], unknown: OutcomeUnknown, dead: dict[int, DeadLetter]
-) -> Op[list[Lease]]:
-    """The leases of ``tokens`` (in their order), and what their claim moved."""
+def _tokens_lookup(
+    core: QueueCore, tokens: Sequence[str], dead: dict[int, DeadLetter]
+) -> Lookup[list[Lease]]:
+    """The lookup of a batched claim: the leases of ``tokens`` (in their order), and what
+    their claim moved (into ``dead``)."""
     marks = ", ".join("?" * len(tokens))
     stmt = Stmt(
         f'SELECT {LEASE_RETURNING}, locked_by AS token FROM "groups" WHERE locked_by IN ({marks})',
         tuple(tokens),
     )
-    try:
-        res, *moved = yield core.read([stmt, *core.dead.moved_by(tokens[0])], "claim: look up")
-    except (Unavailable, StatementError) as exc:
-        raise OutcomeUnknown(f"{unknown}; the tokens could not be looked up: {exc}") from exc
-    _dlq.collect(dead, moved)
-    return _leases(core, [res], tokens)
+
+    def found(results: Sequence[Result]) -> list[Lease]:
+        res, *moved = results
+        _dlq.collect(dead, moved)
+        return _leases(core, [res], tokens)
+
+    read = lambda: core.read([stmt, *core.dead.moved_by(tokens[0])], "claim: look up")  # noqa: E731
+    return Lookup(read, found, "the tokens could not be looked up")
 
 
 def _leases(core: QueueCore, results: Sequence[Result], tokens: Sequence[str]) -> list[Lease]:
@@ -118,52 +121,70 @@ def ack_many(core: QueueCore, leases: Sequence[Lease]) -> Op[list[RqueueError | 
 
 
 def _ack_many(core: QueueCore, leases: Sequence[Lease]) -> Op[list[RqueueError | None]]:
+    if not leases:
+        return []
     s, one_statement = core.statements, core.server.one_request_claim
     out: dict[int, RqueueError | None] = {}
-    pending = list(range(len(leases)))
-    unknown: OutcomeUnknown | None = None
-    while pending:
+    pending = list(range(len(leases)))  # the leases still undecided, sent each try
+    tries = Tries()
+
+    def outcomes() -> list[RqueueError | None]:
+        return [out[i] for i in range(len(leases))]
+
+    def acks() -> HttpCall:
         batch = [leases[i] for i in pending]
         stmts = s.ack_batch(batch) if one_statement else [st for x in batch for st in s.ack(x)]
-        try:
-            results = yield core.write(stmts, f"ack_many({len(batch)})", mergeable=True)
-        except OutcomeUnknown as exc:
-            unknown = unknown or exc
-            applied: set[str] | None = None
-        except (Unavailable, StatementError) as exc:
-            for i in pending:
-                out[i] = exc if unknown is None else OutcomeUnknown(f"{unknown}; {exc}")
-            break
-        else:
-            applied = _applied_acks(results, batch, one_statement)
+        return core.write(stmts, f"ack_many({len(batch)})", mergeable=True)
+
+    def answered(results: Sequence[Result], tries: Tries) -> Step[list[RqueueError | None]]:
+        nonlocal pending
+        applied = _applied_acks(results, [leases[i] for i in pending], one_statement)
         if applied is not None:
             for i in pending:
                 if leases[i].token in applied:
                     out[i] = None
-                elif unknown is None:
+                elif tries.unknown is None:
                     out[i] = lease_lost("ack", leases[i])
             pending = [i for i in pending if i not in out]
             if not pending:
-                break
-            unknown = unknown or OutcomeUnknown("ack_many: some acks were not told apart")
-        lookups = [s.lookup(leases[i]) for i in pending]
-        try:
-            found = yield core.read(lookups, "ack_many: look up")
-        except (Unavailable, StatementError) as exc:
-            for i in pending:
-                out[i] = OutcomeUnknown(f"{unknown}; could not be looked up: {exc}")
-            break
+                return Known(outcomes())
+        tries.unknown_from_here("ack_many: some acks were not told apart")
+        return LOOK_UP
+
+    def proves(proofs: list[Proof]) -> Step[list[RqueueError | None]]:
+        nonlocal pending
         again = []
-        for i, res in zip(pending, found, strict=True):
-            decision = decide_after_unknown("ack", leases[i].token, res.rows)
-            if decision == "retry":
+        for i, proof in zip(pending, proofs, strict=True):
+            if proof is Proof.RETRY:
                 again.append(i)
-            elif decision == "lost":
+            elif proof is Proof.LOST:
                 out[i] = lease_lost("ack", leases[i])
             else:
-                out[i] = OutcomeUnknown(f"{unknown}; the message's state does not settle it")
+                out[i] = OutcomeUnknown(f"{tries.unknown}; {UNSETTLED}")
         pending = again
-    return [out[i] for i in range(len(leases))]
+        return AGAIN if pending else Known(outcomes())
+
+    def gave_up(exc: RqueueError, unknown: OutcomeUnknown | None) -> list[RqueueError | None]:
+        # one definite failure (the same error for each: the transport raises it), or
+        # each undecided lease's own unknown outcome
+        for i in pending:
+            out[i] = exc if unknown is None else OutcomeUnknown(f"{unknown}; {exc}")
+        return outcomes()
+
+    lookup = Lookup(
+        lambda: core.read([s.lookup(leases[i]) for i in pending], "ack_many: look up"),
+        lambda found: [
+            decide_after_unknown("ack", leases[i].token, res.rows)
+            for i, res in zip(pending, found, strict=True)
+        ],
+        "could not be looked up",
+    )
+    try:
+        return (yield from climb(Ladder(sending(acks), answered, lookup, proves, gave_up), tries))
+    except OutcomeUnknown as exc:  # the ladder ended unknown: so did each undecided ack
+        for i in pending:
+            out[i] = OutcomeUnknown(str(exc))
+        return outcomes()
 
 
 def _applied_acks(

@@ -33,6 +33,7 @@ from ._publish import (
     batch_params,
 )
 from ._render import CLOCK_REF, NOW, SERVER_CLOCK_STEP, SERVER_NOW, SERVER_UTC, STAMP
+from ._zone import ZoneGuard
 
 __all__ = [
     "BATCH_ITEMS",
@@ -119,8 +120,11 @@ class Statements(PublishStatements):
         clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
         max_deliveries: int | None = None,
         max_age: float | None = None,
+        zone: ZoneGuard | None = None,
     ) -> None:
         self.server_clock = server_clock
+        #: the stamp's guard against nodes off UTC (rqueue._zone; None: an unguarded stamp)
+        self.zone = zone
         #: claims a message may get before it is dead-lettered (None: no limit)
         self.max_deliveries = max_deliveries
         #: seconds a message may stay queued once due before it is dead-lettered
@@ -134,16 +138,21 @@ class Statements(PublishStatements):
         #: whose lease has not yet run out
         self.lapse_margin = clock_tolerance + (SERVER_CLOCK_STEP if server_clock else 0.0)
         #: merged requests merge claims, acks and drops into one statement of each kind
-        #: (:meth:`fused`); the core turns it on where the server's parser takes
-        #: ``UPDATE ... FROM`` (rqlite >= 9), so the merged claim returns its rows
+        #: (:meth:`fused`), for :attr:`fuser`; a queue's core decides it for itself, by its
+        #: server (``QueueCore.fusing``: where the parser takes ``UPDATE ... FROM``, rqlite
+        #: >= 9, so the merged claim returns its rows) and asks :meth:`fuser_for`
         self.fusing = False
 
     @property
     def fuser(self) -> Statements | None:
+        """:meth:`fuser_for` :attr:`fusing`."""
+        return self.fuser_for(self.fusing)
+
+    def fuser_for(self, fusing: bool) -> Statements | None:
         """This object, for merged requests to fuse statements with (:meth:`fused`); None
-        when fusing is off, or when a subclass writes a claim, ack or drop its own way
+        when ``fusing`` is off, or when a subclass writes a claim, ack or drop its own way
         (a mutant's statement must not be replaced by this class's fused one)."""
-        return self if self.fusing and _own_fused_builders(type(self)) else None
+        return self if fusing and _own_fused_builders(type(self)) else None
 
     # -- claim --------------------------------------------------------------------------
     def _free_groups(self, min_priority: int) -> tuple[str, tuple[Any, ...]]:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol, Self
 
-from . import _admin, _batch, _many, _poll, _queues, _validate
+from . import _admin, _batch, _many, _options, _poll, _queues, _validate
 from ._attempts import Attempts, Reply, SendError, describe_error
 from ._config import STATUS_CALL, Settings, check_lease, publish_items
 from ._core import DEFAULT_DEDUP_TTL, QueueCore
@@ -112,7 +112,7 @@ class Admin:
         """Run one operation of the core: send each call it yields, hand back its results
         (or its error), until it returns; within ``timeout`` unless given a deadline."""
         if deadline is None:
-            deadline = time.monotonic() + self._settings.timeout
+            deadline = time.monotonic() + self._settings.options.timeout
         try:
             call = next(op)
             while True:
@@ -133,7 +133,12 @@ class Admin:
         decides; a node failed over to is asked ``/readyz`` first."""
         s = self._settings
         attempts = Attempts(
-            call, self._endpoints, deadline, s.request_timeout, limit=s.timeout, zone=self._zone
+            call,
+            self._endpoints,
+            deadline,
+            s.options.request_timeout,
+            limit=s.options.timeout,
+            zone=self._zone,
         )
         while True:
             url, timeout = attempts.next()
@@ -202,6 +207,7 @@ class Transport(Admin):
         self._poller = _poll.Poller()
 
     @classmethod
+    @_options.documented
     def from_url(
         cls,
         url: str | Iterable[str],
@@ -223,63 +229,33 @@ class Transport(Admin):
         max_age: float | None = None,
         create: bool = False,
     ) -> Self:
-        """Connect to the nodes in ``url`` (comma-separated), create the schema, return.
+        """Connect to the nodes in ``url`` (one URL, comma-separated URLs, or a list),
+        create the schema if absent, register the queue, return.
 
         ``queue``: the name of one of the database's queues (each with its own groups,
         FIFO and dead letters); None or ``"default"``: the queue of the tables without a
         prefix, the one of earlier releases, created when absent. A named queue is created
         on purpose: with ``create=True`` (or ``python -m rqueue queues create NAME``);
-        without, one that does not exist raises :class:`~rqueue.QueueNotFound` naming it,
-        so a misspelt name never becomes a new, empty queue.
+        without, one that does not exist raises :class:`~rqueue.QueueNotFound` naming it.
 
         Retries for at most ``timeout`` seconds in all until a node answers and the
         cluster has a leader; then raises :class:`~rqueue.Unavailable` naming the URLs
-        and the last failure. ``timeout`` also bounds every later operation;
-        ``request_timeout`` bounds one HTTP request. ``auth`` (or user info in the URL)
-        enables basic auth; ``ca_bundle`` names a CA file for HTTPS. Lease times come
-        from the server's stamp (rqlite >= 8.33) or, on servers without time rewriting
-        or with ``server_clock=False``, from the leader's clock read over HTTP and
-        advanced by this process's monotonic clock; ``clock`` (epoch seconds) replaces
-        that with a clock of your own. ``assume_version`` overrides the detected
-        server version (to exercise older protocols). ``clock_tolerance`` (seconds,
-        default 0.25) bounds how far apart the clocks that stamp and check a lease may be;
-        a lapsed lease is claimable again only that long (plus one server-clock step of
-        86.4 ms) after it expired. ``max_deliveries`` (off by default): a message claimed
-        that many times without an ack moves to the dead-letter queue at the next claim
-        that reaches it, and its group moves on; ``on_dead_letter`` is called with each
-        :class:`~rqueue.DeadLetter` a claim of this transport moved. ``max_age`` (seconds,
-        off by default: retention): a message still queued that long after it was due
-        moves to the dead-letter queue at the next claim that reaches it, unless leased.
+        and the last failure. Lease times come from the server's stamp (rqlite >= 8.33)
+        or, on servers without time rewriting or with ``server_clock=False``, from the
+        leader's clock read over HTTP and advanced by this process's monotonic clock.
+        Every option is checked before anything is sent; an error names it.
         """
-        settings = Settings.build(
-            url,
-            timeout=timeout,
-            request_timeout=request_timeout,
-            auth=auth,
-            verify=verify,
-            ca_bundle=ca_bundle,
-            read_consistency=read_consistency,
-            clock=clock,
-            server_clock=server_clock,
-            clock_tolerance=clock_tolerance,
-            assume_version=assume_version,
-            dedup_ttl=dedup_ttl,
-            max_deliveries=max_deliveries,
-            queue=queue,
-            on_dead_letter=on_dead_letter,
-            max_age=max_age,
-        )
-        if not isinstance(create, bool):
-            raise TypeError(f"create: expected a bool, got {type(create).__name__}")
+        # the signature above is rqueue._options' declaration (tests/rqueue/test_options.py)
+        settings = Settings.build(url, **_options.given(locals()))
         session = cls._session_class(settings)
         try:
             endpoints = settings.endpoints()
-            deadline = time.monotonic() + settings.timeout
+            deadline = time.monotonic() + settings.options.timeout
             server = detect(session, endpoints, deadline, settings)
             core = settings.core(server, cls.statements_class)
             self = cls(settings, session, core)
             self._endpoints = endpoints
-            self._drive(core.open(create=create), deadline)
+            self._drive(core.open(create=settings.options.create), deadline)
         except BaseException:
             session.close()
             raise
@@ -447,7 +423,7 @@ class Transport(Admin):
 
     def _send(self, call: HttpCall, deadline: float) -> tuple[Result, ...]:
         if call.mergeable:
-            settled = self._merger.run(call, deadline, self._settings.request_timeout)
+            settled = self._merger.run(call, deadline, self._settings.options.request_timeout)
             if isinstance(settled, _batch.Done):
                 return settled.results
             if isinstance(settled, _batch.Failed):
@@ -459,7 +435,7 @@ class Transport(Admin):
         ex = _batch.exchange(
             batch,
             self._endpoints,
-            self._settings.request_timeout,
+            self._settings.options.request_timeout,
             deadline - time.monotonic(),
             self._zone,
         )
@@ -481,7 +457,11 @@ def detect(
     asked again, and when every node is so this fails at once (``Attempts.hopeless``);
     a node that refuses, times out or answers 5xx is asked again until ``deadline``."""
     attempts = Attempts(
-        STATUS_CALL, endpoints, deadline, settings.request_timeout, limit=settings.timeout
+        STATUS_CALL,
+        endpoints,
+        deadline,
+        settings.options.request_timeout,
+        limit=settings.options.timeout,
     )
     while True:
         url, timeout = attempts.next()

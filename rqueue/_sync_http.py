@@ -42,7 +42,7 @@ class _Session:
     def __init__(self, settings: Settings) -> None:
         session = requests.Session()
         session.trust_env = False  # no proxies or .netrc from the environment
-        session.verify = settings.ca_bundle or settings.verify
+        session.verify = settings.options.ca_bundle or settings.options.verify
         adapter = requests.adapters.HTTPAdapter(pool_connections=8, pool_maxsize=64, max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)

@@ -103,20 +103,11 @@ def error_text(value: Any) -> str | None:
     return unicode_text("error", value[:4000])
 
 
-def max_deliveries(value: Any) -> int | None:
-    """The checked ``max_deliveries`` transport option: None (off) or an int >= 1."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_deliveries: expected an int or None, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"max_deliveries: must be >= 1, got {value}")
+def read_consistency(name: str, value: Any) -> str:
+    """The checked read consistency: ``"strong"`` or ``"linearizable"``."""
+    if value not in ("strong", "linearizable"):
+        raise ValueError(f"{name}: must be 'strong' or 'linearizable', got {value!r}")
     return value
-
-
-def max_age(value: Any) -> float | None:
-    """The checked ``max_age`` transport option: None (keep forever) or seconds > 0."""
-    return None if value is None else seconds("max_age", value, allow_zero=False)
 
 
 def limit(value: Any) -> int:
