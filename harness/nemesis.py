@@ -363,7 +363,8 @@ class Nemesis:
             jump = int(fault.jump or 3600)
             tzif = zonefile.dst_jump(at, offset, jump)
             value.update(jump=jump, transition=round(at - now, 3))
-            value["zone"] = f"UTC{_hhmm(offset)}, UTC{_hhmm(offset + jump)} from +{at - now:.1f} s"
+            label = f"UTC{_hhmm(offset)}, UTC{_hhmm(offset + jump)}"
+            value["zone"] = f"{label} from +{value['transition']:.1f} s"
 
         def set_zones(zone: bytes | None) -> Callable[[], None]:
             def act() -> None:
