@@ -13,8 +13,9 @@
   engine under test (embedded: the rqlite version it is compatible with; rqlited: its
   ``-version``; ``RQLITE_URLS``: the first node's ``/status``) is older. The
   ``server_version`` fixture gives that version, ``None`` when it cannot be read.
-- Parallel: ``addopts`` runs the suite in pytest-xdist workers (``-n auto``), two per
-  core (at most 8): most of its time is runs of a fixed length and waits for elections,
+- Parallel: ``addopts`` runs the suite in pytest-xdist workers (``-n auto``), three per
+  core (at most 8; three ran the suite on two cores in 3:53-4:01 where two took
+  4:39-4:54): most of its time is runs of a fixed length and waits for elections,
   so workers overlap them. Each worker has its own ``cluster``; every cluster takes free
   ports and network namespaces of its own. One process only (``-n 0``) under
   ``RQLITE_URLS`` (the workers would share one cluster's tables) and when chaos tests are
@@ -75,7 +76,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if wanted:
         return int(wanted)
-    return min(MAX_WORKERS, 2 * len(os.sched_getaffinity(0)))
+    return min(MAX_WORKERS, 3 * len(os.sched_getaffinity(0)))
 
 
 #: held by each test marked ``root`` while it runs (see the module docstring)

@@ -8,17 +8,14 @@ also draw the plots and the report. Full-length runs of every scenario are opt-i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 
 import pytest
 
-import rqueue
 from harness.cluster.engines import find_faketime
 from harness.scenario import list_scenarios
-from harness.subjects import SUBJECT_NAMES
 
 #: seconds of workload per run in the default suite (the whole schedule, fault lengths
 #: included, is squeezed into it: see the ``squeezed`` fixture)
@@ -31,14 +28,9 @@ SCENARIOS = {s.name: s for s in list_scenarios()}
 NOT_ROOT = os.geteuid() != 0
 #: an rqlited node's clock is skewed through libfaketime
 NO_NODE_CLOCK = os.environ.get("RQUEUE_TEST_ENGINE") == "rqlited" and find_faketime() is None
-#: rqueue keeps text shaped like a blob literal as it was given (issue 31: rqueue._text)
-KEEPS_TEXT = importlib.util.find_spec("rqueue._text") is not None
-#: rqueue refuses nodes whose rewritten 'now' is off UTC (issue 31: rqueue.ZoneRefused)
-ZONE_AWARE = hasattr(rqueue, "ZoneRefused")
-#: the subjects that send blob-shaped text as it is, and that ignore the nodes' zones:
-#: the mutants issue 31 adds, or rqueue itself until it has the fix
-BLOB_BLIND = "mutant-blob-text" if "mutant-blob-text" in SUBJECT_NAMES else "rqueue"
-ZONE_BLIND = "mutant-zone-blind" if "mutant-zone-blind" in SUBJECT_NAMES else "rqueue"
+#: the subjects that send blob-shaped text as it is, and that ignore the nodes' zones
+BLOB_BLIND = "mutant-blob-text"
+ZONE_BLIND = "mutant-zone-blind"
 
 
 def _params(names):
@@ -53,14 +45,6 @@ def _params(names):
         if any(f.kind == "clock-skew-node" for f in SCENARIOS[name].faults):
             reason = "clock-skew-node on rqlited needs libfaketime (scripts/install adds it)"
             marks.append(pytest.mark.skipif(NO_NODE_CLOCK, reason=reason))
-        # until issue 31's fix of rqueue is merged, rqueue here is the mutant these
-        # scenarios catch (test_blob_shaped_text_..., test_a_spring_forward_... below)
-        if SCENARIOS[name].workload.adversarial_text and not KEEPS_TEXT:
-            reason = "rqueue here sends blob-shaped text as it is (issue 31, branch rqueue)"
-            marks.append(pytest.mark.skip(reason=reason))
-        if SCENARIOS[name].needs_time_zones and not ZONE_AWARE:
-            reason = "rqueue here ignores the nodes' time zones (issue 31, branch rqueue)"
-            marks.append(pytest.mark.skip(reason=reason))
         out.append(pytest.param(name, marks=marks))
     return out
 
@@ -169,8 +153,6 @@ def test_rqueue_is_valid_at_full_length(run_scenario, scenario):
 def test_blob_shaped_text_sent_as_it_is_is_caught_as_corrupted(run_scenario, squeezed):
     # a short drain: the groups whose leases can never be acked never move on
     result = run_scenario(squeezed("blob-text", BRIEF, drain_timeout=5.0), subject=BLOB_BLIND)
-    if BLOB_BLIND == "rqueue" and KEEPS_TEXT:
-        pytest.skip("rqueue keeps blob-shaped text and no mutant-blob-text is registered")
     assert result.exit_code == 1, (result.reason, result.summary)
     assert result.check["anomalies"]["corrupted"]["count"] > 0, result.check["anomalies"]
     report = (result.run_dir / "report.md").read_text()
@@ -192,15 +174,12 @@ def spring_forward(tmp_path, seconds: float = 16.0) -> str:
 
 
 def test_a_spring_forward_gives_a_zone_blind_queue_duplicate_group_leases(run_scenario, tmp_path):
-    if ZONE_BLIND == "rqueue" and ZONE_AWARE:
-        pytest.skip("rqueue guards against zones and no mutant-zone-blind is registered")
     result = run_scenario(spring_forward(tmp_path), subject=ZONE_BLIND, plots=False)
     assert result.exit_code == 1, (result.reason, result.summary)
     assert result.check["anomalies"]["duplicate-group-lease"]["count"] > 0
     assert result.summary["faults"] == {"timezone": 1} and not result.summary.get("refused")
 
 
-@pytest.mark.skipif(not ZONE_AWARE, reason="rqueue here ignores the nodes' time zones")
 def test_rqueue_refuses_cleanly_while_every_node_is_off_utc(run_scenario, tmp_path):
     result = run_scenario(spring_forward(tmp_path), plots=False)
     assert result.exit_code == 0, (result.reason, result.summary)
