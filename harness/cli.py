@@ -20,7 +20,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .errors import EXIT_HARNESS, EXIT_OK, quiet_when_stdout_closes
+from rqueue._stdout import quiet_when_stdout_closes
+
+from .errors import EXIT_HARNESS, EXIT_OK
 
 DESCRIPTION = """\
 A Jepsen-style harness for rqueue, a FIFO queue on rqlite: start a cluster, drive

@@ -9,15 +9,12 @@ Exit statuses: every command returns 0 when all is well and 2 when the harness i
 failed; 1 and 3 carry the command's own meaning (a run: anomalies, inconclusive); 130 is
 a command that stopped on Ctrl-C after undoing what it had started; 141 a command whose
 standard output was closed by its reader (``| head``), which it leaves quietly, as Unix
-tools do (:func:`quiet_when_stdout_closes`, shared with ``python -m rqueue``: it lives in
-:mod:`rqueue._stdout`, since rqueue never imports the harness).
+tools do (``rqueue._stdout.quiet_when_stdout_closes``, shared with ``python -m rqueue``;
+the command-line modules import it from there, never this module: the node image holds
+the harness without rqueue, and its entrypoint imports this module).
 """
 
 from __future__ import annotations
-
-# standard output's reader went away (``| head``): 141, and the wrapper that leaves quietly
-from rqueue._stdout import EXIT_STDOUT_CLOSED as EXIT_STDOUT_CLOSED
-from rqueue._stdout import quiet_when_stdout_closes as quiet_when_stdout_closes
 
 #: a run or a check: the history is valid; any other command: done as asked
 EXIT_VALID = EXIT_OK = 0

@@ -49,13 +49,8 @@ from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import STATE_FILE, LocalCluster
 from harness.cluster.processes import reap
-from harness.errors import (
-    EXIT_HARNESS,
-    EXIT_INTERRUPTED,
-    EXIT_NO_LEADER,
-    EXIT_OK,
-    quiet_when_stdout_closes,
-)
+from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
+from rqueue._stdout import quiet_when_stdout_closes
 
 DOCKER_STATE_FILE = "docker-cluster.json"
 #: what a Docker cluster leaves in its directory when ``down --purge`` removed it

@@ -231,6 +231,20 @@ def _script(module_file: Path, interpreter: str) -> bytes:
     return f"#!{interpreter}\n".encode() + module_file.read_bytes()
 
 
+def site_files(project_root: Path) -> dict[str, Path]:
+    """What the image's ``PYTHONPATH`` directory holds (path under it -> file here): the
+    node's distributions and the ``harness`` package, nothing else (rqueue is not in it)."""
+    files: dict[str, Path] = {}
+    for dist in distributions(NODE_DISTRIBUTIONS, OPTIONAL_DISTRIBUTIONS):
+        for src, rel in distribution_files(dist):
+            files[rel] = src
+    package = project_root / "harness"
+    for path in package.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            files[path.relative_to(project_root).as_posix()] = path
+    return files
+
+
 def assemble(project_root: Path, rqlited: Path | None = None) -> RootFS:
     """The whole root filesystem (see the module docstring)."""
     fs = RootFS()
@@ -252,15 +266,10 @@ def assemble(project_root: Path, rqlited: Path | None = None) -> RootFS:
             fs.add(f"{PYTHON_HOME}/lib/python{version}/{rel.as_posix()}", path)
             if path.suffix == ".so":
                 elf.append(path)
-    for dist in distributions(NODE_DISTRIBUTIONS, OPTIONAL_DISTRIBUTIONS):
-        for src, rel in distribution_files(dist):
-            fs.add(f"{SITE}/{rel}", src)
-            if src.suffix == ".so" or ".so." in src.name:
-                elf.append(src)
-    package = project_root / "harness"
-    for path in package.rglob("*"):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            fs.add(f"{SITE}/{path.relative_to(project_root).as_posix()}", path)
+    for rel, src in site_files(project_root).items():
+        fs.add(f"{SITE}/{rel}", src)
+        if src.suffix == ".so" or ".so." in src.name:
+            elf.append(src)
     interpreter = f"{PYTHON_HOME}/bin/python3"
     here = Path(__file__).resolve().parent
     fs.add(ENTRYPOINT, _script(here / "entrypoint.py", interpreter), 0o755)

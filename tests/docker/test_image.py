@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from harness.cluster.docker import specs as db
-from harness.image import IMAGE_LABEL, changes
+from harness.image import IMAGE_LABEL, changes, project_root
 from harness.image.entrypoint import Refused, check_advertised_http, command, start_delay
-from harness.image.rootfs import STDLIB_EXCLUDE, _keep_stdlib, distributions
+from harness.image.rootfs import STDLIB_EXCLUDE, _keep_stdlib, distributions, site_files
 
 WGET = Path(__file__).resolve().parents[2] / "harness" / "image" / "wget.py"
 
@@ -122,6 +122,36 @@ def test_what_the_root_filesystem_leaves_out() -> None:
     assert _keep_stdlib(Path("json/decoder.py"))
     names = {d.metadata["Name"].lower() for d in distributions(["pysyncobj", "apsw"])}
     assert names == {"pysyncobj", "apsw"}
+
+
+#: imports every module of the node and of the entrypoint, as the image's Python would
+_IMPORT_THE_NODE = """
+import importlib, pkgutil, sys
+sys.path.insert(0, sys.argv[1])
+import harness.image.entrypoint, harness.node
+for info in pkgutil.walk_packages(harness.node.__path__, "harness.node."):
+    if not info.name.endswith("__main__"):
+        importlib.import_module(info.name)
+outside = sorted(n for n in sys.modules if n.split(".")[0] in {"rqueue", "hypothesis", "httpx"})
+print(len(sys.modules), outside)
+"""
+
+
+def test_the_node_imports_nothing_the_image_leaves_out(tmp_path: Path) -> None:
+    """The image's PYTHONPATH holds the harness and the node's distributions, not rqueue:
+    every module of the node and its entrypoint imports from that alone (a node that
+    imported rqueue died at start in every container)."""
+    site = tmp_path / "site"
+    for rel, src in site_files(project_root()).items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).symlink_to(src)
+    # -S: no site-packages (where this checkout's rqueue is installed); -c: cwd first
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", _IMPORT_THE_NODE, str(site)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(" ", 1)[1].strip() == "[]"
 
 
 def _wget(*args: str) -> subprocess.CompletedProcess[str]:

@@ -136,7 +136,7 @@ def test_a_run_refuses_the_timezone_fault_up_front_on_an_image_that_sets_tz(
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "timezone", "--backend", "docker",
-         "--image", image_with_tz, "--out", str(out), "--no-progress", "--time", "20"],
+         "--image", image_with_tz, "--out", str(out), "--no-progress", "--time", "30"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
