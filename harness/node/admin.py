@@ -256,7 +256,7 @@ class ClusterEndpoints:
         lead = self.leader()
         if lead is None:
             return text_reply(503, "leader not found")
-        served_by = self.cfg.http_addr if lead[0] == self.cfg.node_id else lead[1]
+        served_by = self.cfg.http_advertised if lead[0] == self.cfg.node_id else lead[1]
         return Reply(
             200, b"", "text/plain; charset=utf-8", served_by=served_by if self.api.proxy else None
         )

@@ -181,7 +181,7 @@ class NodeService(LeaderRelay, ClusterEndpoints):
             )
         except ValueError:  # an infinite REAL (SQLite turns NaN into NULL)
             return text_reply(500, UNSUPPORTED_VALUE.format(infinity_sign(out) or "+Inf"))
-        served_by = self.cfg.http_addr if self.api.proxy else None
+        served_by = self.cfg.http_advertised if self.api.proxy else None
         return Reply(200, text.encode("utf-8"), served_by=served_by)
 
     def _statements(

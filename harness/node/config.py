@@ -54,10 +54,18 @@ class NodeConfig:
     rqlite_version: str = versions.DEFAULT  # the rqlite release the node follows
 
     @property
+    def http_advertised(self) -> str:
+        """The HTTP address this node tells others and names in ``X-RQLITE-SERVED-BY``
+        (rqlited's ``cfg.HTTPAdv``: ``-http-adv-addr``, else the bound address)."""
+        return self.http_adv_addr or self.http_addr
+
+    @property
     def members(self) -> tuple[Peer, ...]:
         """Every member, this node included (as advertised)."""
-        advertised = self.http_adv_addr or self.http_addr
-        return (Peer(self.node_id, self.raft_addr, advertised, self.http_addr), *self.peers)
+        return (
+            Peer(self.node_id, self.raft_addr, self.http_advertised, self.http_addr),
+            *self.peers,
+        )
 
     def by_raft_addr(self, raft_addr: str) -> Peer | None:
         return next((p for p in self.members if p.raft_addr == raft_addr), None)

@@ -27,6 +27,7 @@ container the advertised address is the host's, unreachable from inside); ``/nod
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import sys
@@ -218,7 +219,22 @@ def parse(argv: Sequence[str]) -> RqlitedFlags | str:
     return flags
 
 
+def _unspecified_ip(host: str) -> bool:
+    """Whether ``host`` is an IP address that names no host (``0.0.0.0``, ``::``); a name,
+    or nothing at all, is not (Go's ``net.ParseIP(host).IsUnspecified()``)."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 def _check(flags: RqlitedFlags) -> None:
+    http_host = flags.http_advertised.rpartition(":")[0].strip("[]")
+    if _unspecified_ip(http_host):  # as rqlited's flag validation refuses it
+        raise FlagError(
+            f"advertised HTTP address is not routable ({http_host}), "
+            "specify it via -http-addr or -http-adv-addr"
+        )
     if flags.raft_advertised.rpartition(":")[0] in WILDCARDS:
         raise FlagError(
             f"-raft-addr {flags.raft_addr} binds every interface: give -raft-adv-addr, the "

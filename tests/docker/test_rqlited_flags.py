@@ -110,6 +110,8 @@ def test_rqlited_style_is_told_from_the_embedded_flags() -> None:
         (["-raft-addr", "0.0.0.0:4002", "-raft-adv-addr", "n1:5002", "d"], "different ports"),
         (["-node-id"], "needs a value"),
         (["-raft-addr", "0.0.0.0:4002", "d"], "give -raft-adv-addr"),
+        (["-http-addr", "0.0.0.0:4001", "d"], r"advertised HTTP address is not routable \(0\.0"),
+        (["-http-adv-addr", "[::]:4001", "d"], r"not routable \(::\), specify it via -http-addr"),
     ],
 )
 def test_what_the_embedded_node_cannot_run_is_named(argv: list[str], message: str) -> None:
@@ -275,6 +277,10 @@ def test_a_cluster_from_rqlited_flags_forwards_inside_and_advertises_outside(
         f"http://192.0.2.{i + 1}:{p}" for i, p in enumerate(http)
     }
     assert all(n["reachable"] for n in nodes.values()), nodes
+    # an answer a node gave itself names its advertised HTTP address (rqlited's HTTPAdv)
+    f = (lead_i + 1) % 3
+    _, headers, _ = _get(f"http://127.0.0.1:{follower}/db/query?level=none&q=SELECT%201")
+    assert headers["X-Rqlite-Served-By"] == f"192.0.2.{f + 1}:{http[f]}"
     # each node keeps what it learnt for its restarts
     saved = json.loads((advertised_cluster["dir"] / "n1" / "rqlited-peers.json").read_text())
     assert sorted(p["node_id"] for p in saved["peers"]) == ["n2", "n3"]
@@ -384,7 +390,7 @@ def test_no_cluster_secret_beyond_loopback_is_refused_before_waiting(tmp_path: P
     peers (which would be refused too)."""
     http, raft, other = _free_ports(3)
     argv = [
-        "-http-addr", f"0.0.0.0:{http}",
+        "-http-addr", f"0.0.0.0:{http}", "-http-adv-addr", f"127.0.0.1:{http}",
         "-raft-addr", f"127.0.0.1:{raft}",
         "-bootstrap-expect", "2",
         "-bootstrap-expect-timeout", "120s",
