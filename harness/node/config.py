@@ -52,6 +52,7 @@ class NodeConfig:
     #: authenticates (and encrypts) Raft traffic; every member must have the same one
     cluster_secret: bytes | None = field(default=None, repr=False)
     rqlite_version: str = versions.DEFAULT  # the rqlite release the node follows
+    foreign_keys: bool = False  # SQLite enforces foreign keys (rqlited's -fk)
 
     @property
     def http_advertised(self) -> str:
@@ -212,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the rqlite release to follow: its rewriting, its version in /status, its "
         f"/debug/vars counter names (default {versions.DEFAULT}, the current release)",
     )
+    p.add_argument(
+        "--fk",
+        action="store_true",
+        help="enforce foreign key constraints (rqlited's -fk; SQLite's default is not to)",
+    )
     return p
 
 
@@ -237,6 +243,7 @@ def parse_args(
         compaction_bytes=int(a.compaction_mib * 1024 * 1024) if a.compaction_mib > 0 else 0,
         cluster_secret=secret,
         rqlite_version=a.rqlite_version,
+        foreign_keys=a.fk,
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):

@@ -78,8 +78,14 @@ class Database:
     ``api`` the rqlite version's behaviour (whether ``EXPLAIN`` reads, how a read that
     would write fails)."""
 
-    def __init__(self, now: Callable[[], float] = time.time, api: Api = V10_API) -> None:
+    def __init__(
+        self,
+        now: Callable[[], float] = time.time,
+        api: Api = V10_API,
+        foreign_keys: bool = False,
+    ) -> None:
         self._api = api
+        self._foreign_keys = foreign_keys
         self._vfs = _ClockVFS(f"rqueue-clock-{next(_VFS_IDS)}", now)
         self._conn = self._open()
         self._lock = threading.RLock()
@@ -88,8 +94,13 @@ class Database:
         """A connection without apsw's statement cache: rqlite keeps none (its driver
         prepares, runs and finalizes every statement of every request on every replica,
         ``db/db.go``), so each statement here is prepared afresh too, and a statement
-        costs the node what it costs rqlite (docs/embedded-node.md, "Cost")."""
-        return apsw.Connection(":memory:", vfs=self._vfs.name, statementcachesize=0)
+        costs the node what it costs rqlite (docs/embedded-node.md, "Cost"). With
+        ``foreign_keys`` (rqlited's ``-fk``) SQLite enforces them on every connection,
+        a restored one included, as rqlite's ``_fk`` connection option does."""
+        conn = apsw.Connection(":memory:", vfs=self._vfs.name, statementcachesize=0)
+        if self._foreign_keys:
+            conn.execute("PRAGMA foreign_keys=ON")
+        return conn
 
     # -- writes (applied from the Raft log) -------------------------------------------
     def execute(

@@ -10,10 +10,12 @@ Flags are Go's (``-flag value``, ``-flag=value``, one or two dashes), the data d
 comes last. Supported: ``-node-id`` (default: the advertised Raft address), ``-http-addr``,
 ``-http-adv-addr``, ``-raft-addr``, ``-raft-adv-addr``, ``-bootstrap-expect``,
 ``-bootstrap-expect-timeout``, ``-join`` (Raft addresses, as rqlite v8+ takes them),
-``-version`` and the embedded node's own ``-cluster-secret-file`` and
-``-clock-offset-file``. The embedded node has
-no authentication and no TLS, so rqlited's ``-auth``, ``-http-cert`` and the like are
-refused like every other flag it lacks: one line naming the flag, exit status 2.
+``-fk`` (foreign key constraints enforced), ``-version`` and the embedded node's own
+``-cluster-secret-file`` and ``-clock-offset-file``. The embedded node has no
+authentication and no TLS, so rqlited's ``-auth``, ``-http-cert`` and the like are
+refused like every other flag it lacks: one line naming the flag, exit status 2. An
+advertised HTTP address that is unspecified (``0.0.0.0``, ``::``) is refused as rqlited
+refuses it.
 
 The embedded node's membership is fixed at start (``--peer ID,RAFT,HTTP`` each), but
 rqlited's flags name only the peers' Raft addresses. So before the node starts, each node
@@ -51,6 +53,7 @@ FLAGS: dict[str, str] = {
     "join": "str",
     "cluster-secret-file": "str",
     "clock-offset-file": "str",
+    "fk": "bool",
     "version": "bool",
     "h": "bool",
     "help": "bool",
@@ -63,7 +66,7 @@ USAGE = (
     "usage: python -m harness.node [-node-id ID] [-http-addr HOST:PORT] [-http-adv-addr "
     "HOST:PORT] [-raft-addr HOST:PORT] [-raft-adv-addr HOST:PORT] [-bootstrap-expect N "
     "-join RAFT_ADDR,...] [-bootstrap-expect-timeout DURATION] [-cluster-secret-file PATH] "
-    "[-clock-offset-file PATH] "
+    "[-clock-offset-file PATH] [-fk] "
     "DATA_DIR"
 )
 
@@ -87,6 +90,7 @@ class RqlitedFlags:
     join: tuple[str, ...] = field(default_factory=tuple)
     cluster_secret_file: str | None = None
     clock_offset_file: str | None = None
+    foreign_keys: bool = False
 
     @property
     def raft_advertised(self) -> str:
@@ -214,6 +218,7 @@ def parse(argv: Sequence[str]) -> RqlitedFlags | str:
         join=join,
         cluster_secret_file=values.get("cluster-secret-file"),
         clock_offset_file=values.get("clock-offset-file"),
+        foreign_keys=values.get("fk") in ("true", "1"),
     )
     _check(flags)
     return flags
@@ -280,6 +285,8 @@ def to_config(flags: RqlitedFlags, peers: Sequence[NodeCard]) -> NodeConfig:
         argv += ["--peer", f"{by_raft[addr].node_id},{addr},{reach[addr]}"]
     if flags.clock_offset_file is not None:
         argv += ["--clock-offset-file", flags.clock_offset_file]
+    if flags.foreign_keys:
+        argv.append("--fk")
     if flags.cluster_secret_file is not None:
         if "--cluster-secret-file" not in build_parser()._option_string_actions:
             raise FlagError(

@@ -66,7 +66,9 @@ def run(cfg: NodeConfig) -> int:
     log.info("node %s: %s", cfg.node_id, zone.describe(time.time() + clock.offset))
     _check_bindable("--raft-addr", cfg.raft_addr)
     _check_bindable("--http-addr", cfg.http_addr)
-    db = Database(now=clock.now, api=get_version(cfg.rqlite_version).api)
+    db = Database(
+        now=clock.now, api=get_version(cfg.rqlite_version).api, foreign_keys=cfg.foreign_keys
+    )
     store = RaftStore(cfg, db, clock.now)
     service = NodeService(cfg, store, db, clock)
     httpd = make_server(service)

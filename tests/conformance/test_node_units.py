@@ -156,6 +156,32 @@ def test_database_shapes_and_snapshot() -> None:
     assert render(other.query([Statement("SELECT COUNT(*) FROM t")], False)[0])["values"] == [[1]]
 
 
+def test_foreign_keys_are_enforced_only_with_fk_and_after_a_restore() -> None:
+    """rqlited's ``-fk`` opens every connection with foreign keys on (``_fk``); without it
+    SQLite's default leaves them unenforced. The embedded node's ``--fk`` and rqlited's
+    ``-fk`` reach the database."""
+    schema = [
+        Statement("CREATE TABLE p (id INTEGER PRIMARY KEY)"),
+        Statement("CREATE TABLE c (p INTEGER REFERENCES p(id))"),
+    ]
+    orphan = [Statement("INSERT INTO c VALUES (7)")]
+    loose = Database()
+    loose.execute(schema, tx=False, timings=False)
+    assert render(loose.execute(orphan, tx=False, timings=False)[0]) == {
+        "last_insert_id": 1, "rows_affected": 1,
+    }  # fmt: skip
+    strict = Database(foreign_keys=True)
+    strict.execute(schema, tx=False, timings=False)
+    assert render(strict.execute(orphan, tx=False, timings=False)[0]) == {
+        "error": "FOREIGN KEY constraint failed"
+    }
+    strict.restore(loose.serialize())
+    assert "error" in render(strict.execute(orphan, tx=False, timings=False)[0])
+    base = ["--node-id", "n1", "--http-addr", "127.0.0.1:1", "--raft-addr", "127.0.0.1:2"]
+    assert parse_args([*base, "--data-dir", "d", "--fk"]).foreign_keys
+    assert not parse_args([*base, "--data-dir", "d"]).foreign_keys
+
+
 def test_sqlite_clock_is_the_node_clock() -> None:
     db = Database(now=lambda: EPOCH)
     (res,) = db.query([Statement("SELECT unixepoch('now'), CURRENT_TIMESTAMP")], False)

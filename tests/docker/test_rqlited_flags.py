@@ -148,6 +148,14 @@ def test_cards_are_signed_with_the_secret() -> None:
     assert reach_addr(NodeCard("a", "h:2", "x:1", "127.0.0.1:1"), "h:2") == "127.0.0.1:1"
 
 
+def test_fk_reaches_the_node() -> None:
+    flags = parse(["-fk", "-http-adv-addr", "127.0.0.1:4001", "d"])
+    assert isinstance(flags, RqlitedFlags) and flags.foreign_keys
+    assert to_config(flags, []).foreign_keys
+    plain = parse(["-http-adv-addr", "127.0.0.1:4001", "d"])
+    assert isinstance(plain, RqlitedFlags) and not to_config(plain, []).foreign_keys
+
+
 def test_config_keeps_advertised_and_reached_addresses_apart() -> None:
     flags = parse(COMPOSE_N1)
     assert isinstance(flags, RqlitedFlags)
