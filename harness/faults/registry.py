@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..errors import HarnessError
 from .base import FaultKind
 from .clock_skew import ClockSkewNode, ClockSkewWorker
 from .kills import KillAll, KillLeader, KillRandom
@@ -31,7 +32,7 @@ KINDS: dict[str, type[FaultKind]] = {
 }
 
 
-class UnknownFaultKind(ValueError):
+class UnknownFaultKind(HarnessError, ValueError):
     """A name no fault kind has."""
 
 
