@@ -184,7 +184,8 @@ def _register_list(sub: argparse._SubParsersAction) -> None:
         "list",
         help="list the scenarios and subjects with a one-line description each",
         description=(
-            "List the scenarios in harness/scenarios/*.toml (name, nodes, duration, what it does) "
+            "List the scenarios in harness/scenarios/*.toml (name, nodes, duration, what it does), "
+            "the fault kinds (what each needs of the cluster, the backends that can run it) "
             "and the subjects: built in, and those installed packages register under the "
             "entry point group rqueue.harness.subjects."
         ),
@@ -204,10 +205,32 @@ def _list(args: argparse.Namespace) -> int:
     for s in scenarios:
         root = "  [root/docker]" if s.needs_partitions else ""
         print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
+    print("\nfault kinds (what each needs of the cluster; the backends that have it):")
+    for kind, needs, backends in _fault_kind_rows():
+        print(f"  {kind}  {needs}  {', '.join(backends) or 'none'}")
+    print("  (at best: partitions need root; docker skews clocks with the project's image only)")
     print("\nsubjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
     for name, text in _subject_lines():
         print(f"  {name}  {text}")
     return EXIT_OK
+
+
+def _fault_kind_rows() -> list[tuple[str, str, list[str]]]:
+    """(kind, what it needs, the backends that can run it), kinds and needs padded."""
+    from .cluster.docker.cluster import DockerCluster
+    from .cluster.external import ExternalCluster
+    from .cluster.local import LocalCluster
+    from .faults.capabilities import kinds_table
+
+    backends = {
+        "local": LocalCluster.CAPABILITIES,
+        "docker": DockerCluster.CAPABILITIES,
+        "external": ExternalCluster.CAPABILITIES,
+    }
+    rows = kinds_table(backends)
+    kw = max(len(k) for k, _, _ in rows)
+    nw = max(len(n) for _, n, _ in rows)
+    return [(k.ljust(kw), n.ljust(nw), b) for k, n, b in rows]
 
 
 def _subject_lines() -> list[tuple[str, str]]:

@@ -400,8 +400,9 @@ def completion_error(ev: dict, open_invoke: dict | None) -> HistoryFormatError:
 
 # -- faults ---------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Fault:
-    """One fault: ``kind`` from ``start`` to ``end`` (None if never ended), with its events."""
+class ObservedFault:
+    """One fault as the history shows it: ``kind`` from ``start`` to ``end`` (None if never
+    ended), with its events (the scheduled one is :class:`harness.scenario.Fault`)."""
 
     kind: str
     label: str
@@ -417,7 +418,7 @@ class Fault:
     transition: float | None = None
 
 
-def fault_intervals(events: Iterable[dict]) -> list[Fault]:
+def fault_intervals(events: Iterable[dict]) -> list[ObservedFault]:
     """Turn nemesis events into fault intervals, in start order.
 
     A nemesis ``invoke`` and the next completion with the same ``f`` form one action
@@ -462,7 +463,8 @@ def fault_intervals(events: Iterable[dict]) -> list[Fault]:
         for x in chosen:
             x[3], x[5] = ev["time"], ev["index"]
     return [
-        Fault(k, lab, s, e, si, ei, done, moved) for k, lab, s, e, si, ei, _, done, moved in faults
+        ObservedFault(k, lab, s, e, si, ei, done, moved)
+        for k, lab, s, e, si, ei, _, done, moved in faults
     ]
 
 

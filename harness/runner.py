@@ -218,6 +218,7 @@ class _Run:
     def _phases(self) -> None:
         from .cluster.base import ClusterError
         from .cluster.factory import make_cluster
+        from .faults.capabilities import refusal
         from .history import HistoryRecorder
         from .nemesis import Nemesis
         from .workload import Workload
@@ -236,16 +237,10 @@ class _Run:
                 )
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None
-            if s.needs_partitions and not self.cluster.supports_partitions:
-                # say so before the workload, not as failed faults in the middle of it
-                raise HarnessError(
-                    f"scenario {s.name} partitions the network, which the "
-                    f"{self.cluster.engine} cluster here cannot do (it needs root on the "
-                    "machine that runs the nodes, with nsenter and iptables)"
-                )
-            zones = self.cluster.time_zone_problem() if s.needs_time_zones else None
-            if zones is not None:
-                raise HarnessError(f"scenario {s.name} sets nodes' time zones (timezone): {zones}")
+            # say so before the workload, not as failed faults in the middle of it
+            lacking = refusal(s.name, (f.kind for f in s.faults), self.cluster)
+            if lacking is not None:
+                raise HarnessError(lacking)
         # the history's time 0 is the moment the cluster is up and the workload starts
         self.recorder = HistoryRecorder(self.store.history)
         # to compare server epoch times (a claim's expires_at) with the history's times

@@ -36,46 +36,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cluster.base import PARTITIONS, TIME_ZONES
 from .errors import HarnessError
+from .faults import KINDS, RECOVERY, Fault, kind_of, needs_of
+
+__all__ = [
+    "FAULT_KINDS",
+    "OUTAGE_KINDS",
+    "RECOVERY",
+    "SCENARIO_DIR",
+    "Fault",
+    "Scenario",
+    "ScenarioError",
+    "WorkloadSpec",
+    "dropped_count",
+    "list_scenarios",
+    "load_scenario",
+    "parse_scenario",
+    "scenario_path",
+]
 
 #: the scenarios shipped with the package (package data: an installed wheel has them too)
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
-#: fault kind -> optional parameters it accepts (beyond start/duration/every)
-FAULT_KINDS: dict[str, frozenset[str]] = {
-    "kill-leader": frozenset(),
-    "kill-random": frozenset(),
-    "kill-all": frozenset(),
-    "pause-leader": frozenset(),
-    "partition-leader": frozenset(),
-    "partition-majority": frozenset(),
-    "partition-bridge": frozenset(),
-    "clock-skew-node": frozenset({"offset", "target"}),
-    "clock-skew-worker": frozenset({"offset", "fraction"}),
-    "lease-expiry": frozenset({"probability"}),
-    "timezone": frozenset({"offset", "target", "transition", "jump"}),
-}
-PARTITION_KINDS = frozenset({"partition-leader", "partition-majority", "partition-bridge"})
-#: faults that take nodes away: the cluster needs time after them to elect and serve again
-#: (``timezone`` restarts its nodes in their new zone, and again in UTC at its end)
-OUTAGE_KINDS = PARTITION_KINDS | {
-    "kill-leader",
-    "kill-random",
-    "kill-all",
-    "pause-leader",
-    "timezone",
-}
-#: seconds a shortened schedule leaves after an outage window before the next window and
-#: before the run's end (never more than the scenario itself left): measured here, an
-#: election takes under 2 s and a restart of every node about 3.5 s, and the run's coverage
-#: (:mod:`harness.coverage`) judges a window by the work done in it and the seconds after
-RECOVERY = 5.0
-#: the nodes a fault with a ``target`` acts on: the leader, one follower, one node at
-#: random, a minority at random (the most nodes short of a majority), or every node
-NODE_TARGETS = ("leader", "follower", "random", "minority", "all")
-#: a ``timezone`` fault's zone: its offset and jump are whole seconds that a zone file
-#: can hold (harness.zonefile), the offset before and after the transition alike
-ZONE_OFFSET_LIMIT = 89999
+#: fault kind -> optional parameters it accepts (beyond start/duration/every); each kind
+#: declares its own in :mod:`harness.faults`
+FAULT_KINDS: dict[str, frozenset[str]] = {n: frozenset(k.params) for n, k in KINDS.items()}
+#: faults that take nodes away: the cluster needs :data:`RECOVERY` after them to elect and
+#: serve again (a kind's ``recovery``)
+OUTAGE_KINDS = frozenset(n for n, k in KINDS.items() if k.recovery)
 
 
 class ScenarioError(HarnessError, ValueError):
@@ -140,35 +129,6 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True)
-class Fault:
-    """One entry of the fault schedule (times in seconds from the workload's start)."""
-
-    kind: str
-    start: float
-    duration: float
-    every: float | None = None
-    offset: float = 0.0
-    target: str = "leader"
-    fraction: float = 0.5
-    probability: float = 0.6
-    #: ``timezone``: seconds into the window at which daylight saving moves the zone's
-    #: offset by ``jump`` seconds (None: a fixed zone of ``offset`` seconds)
-    transition: float | None = None
-    jump: float | None = None  # with a transition: 3600 unless given
-
-    def windows(self, until: float) -> list[tuple[float, float]]:
-        """The ``(start, end)`` intervals of this fault that begin before ``until``."""
-        out: list[tuple[float, float]] = []
-        t = self.start
-        while t < until:
-            out.append((t, min(t + self.duration, until)))
-            if not self.every:
-                break
-            t += self.every
-        return out
-
-
-@dataclass(frozen=True)
 class Scenario:
     """A resolved scenario: the file's values with defaults and any CLI overrides."""
 
@@ -185,13 +145,18 @@ class Scenario:
     skipped: tuple[str, ...] = ()
 
     @property
+    def needs(self) -> frozenset[str]:
+        """The cluster capabilities its faults need (``Cluster.capabilities``)."""
+        return needs_of(f.kind for f in self.faults)
+
+    @property
     def needs_partitions(self) -> bool:
-        return any(f.kind in PARTITION_KINDS for f in self.faults)
+        return PARTITIONS in self.needs
 
     @property
     def needs_time_zones(self) -> bool:
         """Whether a fault sets nodes' time zones (``Cluster.set_time_zone``)."""
-        return any(f.kind == "timezone" for f in self.faults)
+        return TIME_ZONES in self.needs
 
     def scaled(self, time: float) -> Scenario:
         """This scenario run for ``time`` seconds, its fault windows moved to match.
@@ -287,16 +252,7 @@ class Scenario:
         ``every`` only when it repeats: what a scenario file holds); :meth:`from_json` reads
         it back."""
         data = dataclasses.asdict(self)
-        data["faults"] = [
-            {
-                k: round(v, 6) if isinstance(v, float) else v
-                for k, v in dataclasses.asdict(f).items()
-                if k in ("kind", "start", "duration")
-                or (k in FAULT_KINDS[f.kind] and v is not None)
-                or (k == "every" and v is not None)
-            }
-            for f in self.faults
-        ]
+        data["faults"] = [f.to_json() for f in self.faults]
         return data
 
     @classmethod
@@ -337,7 +293,7 @@ def dropped_count(s: Scenario) -> str:
 
 
 def _room(f: Fault) -> float:
-    return RECOVERY if f.kind in OUTAGE_KINDS else 0.0
+    return kind_of(f.kind).recovery
 
 
 def _why_dropped(
@@ -533,57 +489,18 @@ def _parse_fault(where: str, i: int, table: Any, duration: float) -> Fault:
         raise r.fail("every", f"a period >= the fault's duration ({length:g})", every)
     if start >= duration:
         raise r.fail("start", f"a time before the scenario's duration ({duration:g})", start)
-    allowed = FAULT_KINDS[kind]
-    params: dict[str, Any] = {}
-    if "offset" in allowed:
-        params["offset"] = r.number("offset", 0.0, minimum=-1e9)
-    if "target" in allowed:
-        params["target"] = r.text("target", "leader", choices=NODE_TARGETS)
-    if "fraction" in allowed:
-        params["fraction"] = r.probability("fraction", 0.5)
-    if "probability" in allowed:
-        params["probability"] = r.probability("probability", 0.6)
-    if kind == "timezone":
-        params.update(_zone_params(r, params["offset"], length))
+    params = KINDS[kind].read(r, length)
     r.done()
-    return Fault(kind=kind, start=start, duration=length, every=every, **params)
-
-
-def _zone_params(r: _Reader, offset: float, length: float) -> dict[str, Any]:
-    """A ``timezone`` fault's zone: whole seconds a zone file holds, off UTC somewhere in
-    the window, its transition (if any) inside the window."""
-    limit = ZONE_OFFSET_LIMIT
-    if offset != int(offset) or abs(offset) > limit:
-        raise r.fail("offset", f"whole seconds between -{limit} and {limit} (a zone's)", offset)
-    out: dict[str, Any] = {}
-    if r.table.get("transition") is not None:
-        at = r.number("transition", 0.0)
-        if at >= length:
-            raise r.fail(
-                "transition", f"seconds into the fault, under its duration ({length:g})", at
-            )
-        jump = r.number("jump", 3600.0, minimum=-limit)
-        if jump == 0 or jump != int(jump) or abs(offset + jump) > limit:
-            raise r.fail(
-                "jump",
-                f"whole seconds other than 0, the offset after it within ±{limit}",
-                jump,
-            )
-        out.update(transition=at, jump=jump)
-    elif "jump" in r.table:
-        raise r.fail("transition", "seconds into the fault when 'jump' is given")
-    elif offset == 0:
-        raise r.fail("offset", "a zone off UTC: an offset other than 0, or a 'transition'", 0)
-    return out
+    return Fault(kind, start, length, every, params)
 
 
 def _check_nodes(s: Scenario, where: str) -> None:
     if s.nodes not in (3, 5):
         raise ScenarioError(f"{where}: expected 3 or 5 nodes, got {s.nodes}")
     for f in s.faults:
-        if f.kind == "partition-bridge" and s.nodes < 5:
+        if s.nodes < (least := kind_of(f.kind).min_nodes):
             raise ScenarioError(
-                f"{where}: fault 'partition-bridge' needs 5 nodes, the scenario has {s.nodes}"
+                f"{where}: fault '{f.kind}' needs {least} nodes, the scenario has {s.nodes}"
             )
 
 
@@ -601,11 +518,9 @@ def parse_scenario(name: str, data: Mapping[str, Any], where: str) -> Scenario:
         raise r.fail("faults", "an array of tables ([[faults]])", faults_raw)
     faults = tuple(_parse_fault(where, i, t, duration) for i, t in enumerate(faults_raw))
     r.done()
-    if workload.shared_transport and any(f.kind == "clock-skew-worker" for f in faults):
-        raise ScenarioError(
-            f"{where}: fault 'clock-skew-worker' skews each claimer's own clock, but with "
-            "'workload.shared_transport' the claimers share one transport and its clock"
-        )
+    for f in faults:
+        if (why := kind_of(f.kind).workload_problem(workload)) is not None:
+            raise ScenarioError(f"{where}: fault '{f.kind}' {why}")
     s = Scenario(name, description, nodes, duration, workload, faults, where)
     _check_nodes(s, f"{where}: key 'nodes'")
     return s

@@ -14,12 +14,30 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import HarnessError
 
 #: one statement as rqlite's HTTP API takes it: SQL text, or ``[sql, *params]``
 Statement = str | Sequence[Any]
+
+#: what a backend can do to its nodes (a fault kind names those it needs: harness.faults)
+KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES = (
+    "kill",
+    "pause",
+    "partitions",
+    "clock-skew",
+    "time-zones",
+)
+#: each capability as the default refusal names it: "the <engine> backend cannot ..."
+_CANNOT = {
+    KILL: "kill or restart a node",
+    PAUSE: "pause a node",
+    PARTITIONS: "partition the network",
+    CLOCK_SKEW: "skew a node's clock",
+    TIME_ZONES: "set a node's time zone",
+}
+CAPABILITY_NAMES = tuple(_CANNOT)
 
 
 class ClusterError(HarnessError):
@@ -112,20 +130,42 @@ class Cluster(abc.ABC):
         their local time (docs/embedded-node.md). Optional: see ``supports_time_zones``."""
         raise ClusterError(f"the {self.engine} backend cannot set a node's time zone")
 
+    # -- capabilities ---------------------------------------------------------------------
+    #: what the backend can do at best (a class declares it; see :data:`CAPABILITY_NAMES`)
+    CAPABILITIES: ClassVar[frozenset[str]] = frozenset()
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this cluster, as it was started, can do: its backend's ``CAPABILITIES``
+        less what it lacks here (root for partitions, say)."""
+        return self.CAPABILITIES
+
+    def capability_problem(self, capability: str) -> str | None:
+        """Why this cluster cannot do ``capability`` (None: it can), in one line."""
+        if capability == TIME_ZONES:
+            return self.time_zone_problem()
+        if capability in self.capabilities:
+            return None
+        return f"the {self.engine} backend cannot {_CANNOT.get(capability, capability)}"
+
     @property
     def supports_partitions(self) -> bool:
-        return False
+        return PARTITIONS in self.capabilities
+
+    @property
+    def supports_clock_skew(self) -> bool:
+        return CLOCK_SKEW in self.capabilities
 
     @property
     def supports_time_zones(self) -> bool:
-        """Whether :meth:`set_time_zone` works on this backend."""
-        return False
+        """Whether :meth:`set_time_zone` works on this cluster."""
+        return TIME_ZONES in self.capabilities
 
     def time_zone_problem(self) -> str | None:
         """Why :meth:`set_time_zone` cannot work here (None: it can), in one line."""
         if self.supports_time_zones:
             return None
-        return f"the {self.engine} backend cannot set a node's time zone"
+        return f"the {self.engine} backend cannot {_CANNOT[TIME_ZONES]}"
 
     # -- reading one replica --------------------------------------------------------------
     def read_node(

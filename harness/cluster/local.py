@@ -583,9 +583,12 @@ class LocalCluster(Cluster):
             spec.state = "running"
             self._save()
 
+    #: partitions: only a cluster started with ``netns`` (root), see :attr:`capabilities`
+    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+
     @property
-    def supports_partitions(self) -> bool:
-        return self._network is not None
+    def capabilities(self) -> frozenset[str]:
+        return self.CAPABILITIES - (set() if self._network is not None else {"partitions"})
 
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         """Cut the network between components (see :mod:`harness.cluster.partition`).
@@ -658,10 +661,6 @@ class LocalCluster(Cluster):
         tmp = spec.clock_file.with_suffix(".tmp")
         tmp.write_text(text + "\n")
         os.replace(tmp, spec.clock_file)
-
-    @property
-    def supports_time_zones(self) -> bool:
-        return True
 
     def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float = 30.0) -> None:
         """Run the node in the zone of the TZif file ``tzif`` (None: ``TZ=UTC`` again).

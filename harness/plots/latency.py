@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-from ..history import Fault, pairs
+from ..history import ObservedFault, pairs
 from .layout import (
     DATA_WIDTH,
     TITLES,
@@ -43,7 +43,7 @@ class _Milliseconds(LogFormatter):
 
 def latency_figure(
     events: Sequence[dict],
-    faults: list[Fault],
+    faults: list[ObservedFault],
     end: float,
     drain: tuple[float, float] | None = None,
 ) -> Figure:

@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..history import Fault
+from ..history import ObservedFault
 from ..report import PLOTS
 
 #: each plot's title: its caption in report.md
@@ -67,7 +67,7 @@ def assign_lanes(spans: Sequence[tuple[float, float]]) -> list[int]:
 
 
 def fault_lanes(
-    faults: list[Fault], labels: list[str], end: float, axes_inches: float
+    faults: list[ObservedFault], labels: list[str], end: float, axes_inches: float
 ) -> list[int]:
     """A lane for each fault such that no two faults' bars or labels overlap in a lane.
 
@@ -114,7 +114,7 @@ def draw_drain(fig_axes: tuple[Axes | None, Axes], drain: tuple[float, float] | 
             a.axvline(start, color="0.35", lw=1.0, ls="-.", zorder=1)
 
 
-def _fault_colours(faults: list[Fault]) -> dict[str, Any]:
+def _fault_colours(faults: list[ObservedFault]) -> dict[str, Any]:
     kinds = sorted({f.kind for f in faults})
     cmap = plt.get_cmap("Pastel1" if len(kinds) <= 9 else "tab20")
     return {k: cmap(i % cmap.N) for i, k in enumerate(kinds)}
@@ -122,7 +122,7 @@ def _fault_colours(faults: list[Fault]) -> dict[str, Any]:
 
 def draw_faults(
     fig_axes: tuple[Axes | None, Axes],
-    faults: list[Fault],
+    faults: list[ObservedFault],
     end: float,
     recovery: dict[int, float | None] | None = None,
 ) -> None:
@@ -161,7 +161,7 @@ def draw_faults(
                      ha="left", clip_on=False)  # fmt: skip
 
 
-def fault_label(fault: Fault, recovery: dict[int, float | None] | None) -> str:
+def fault_label(fault: ObservedFault, recovery: dict[int, float | None] | None) -> str:
     if recovery is None or fault.start_index not in recovery:
         return fault.label
     rec = recovery[fault.start_index]

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..history import ACK_MANY, CLAIM_MANY, Fault, pairs
+from ..history import ACK_MANY, CLAIM_MANY, ObservedFault, pairs
 from .layout import (
     DATA_WIDTH,
     TITLES,
@@ -34,7 +34,7 @@ SERIES = {  # name -> (colour, line width)
 
 def throughput_figure(
     events: Sequence[dict],
-    faults: list[Fault],
+    faults: list[ObservedFault],
     end: float,
     recovery: dict[int, float | None] | None = None,
     drain: tuple[float, float] | None = None,

@@ -515,3 +515,20 @@ class NodeStatusReady:
 
     def summary(self) -> str:
         return "ready"
+
+
+def test_capabilities_say_what_this_cluster_lacks_and_why(
+    setup: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, _, _ = setup  # the official image, no directory: no clock file, no zone file
+    monkeypatch.setattr(db.DockerCluster, "_partition_blockers", lambda self: [])
+    assert cluster.capabilities == {"kill", "pause", "partitions"}
+    assert cluster.capabilities < db.DockerCluster.CAPABILITIES
+    assert cluster.capability_problem("kill") is None
+    assert cluster.capability_problem("clock-skew") == db.clock_skew_message()
+    assert "no zone file mounted" in (cluster.capability_problem("time-zones") or "")
+    monkeypatch.setattr(db.DockerCluster, "_partition_blockers", lambda self: ["not root"])
+    assert "partitions" not in cluster.capabilities and not cluster.supports_partitions
+    assert cluster.capability_problem("partitions") == (
+        "the docker backend cannot partition the network"
+    )

@@ -244,10 +244,24 @@ class DockerCluster(Cluster):
             self._paused.discard(node_id)
             self._write_pending_clock(node_id)
 
+    #: at best: partitions as root with nsenter and iptables, clock skew with the project's
+    #: node image (its nodes read a clock offset file), time zones with a zone file mounted
+    #: and no ``TZ`` in the image; :attr:`capabilities` says which this cluster has
+    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+
     @property
-    def supports_clock_skew(self) -> bool:
-        """Whether the nodes read a clock offset file: the project's node image."""
-        return all("-clock-offset-file" in s.command for s in self._specs.values())
+    def capabilities(self) -> frozenset[str]:
+        lacking = {
+            "partitions": bool(self._partition_blockers()),
+            "clock-skew": not all("-clock-offset-file" in s.command for s in self._specs.values()),
+            "time-zones": self.time_zone_problem() is not None,
+        }
+        return self.CAPABILITIES - {c for c, lacks in lacking.items() if lacks}
+
+    def capability_problem(self, capability: str) -> str | None:
+        if capability == "clock-skew" and not self.supports_clock_skew:
+            return clock_skew_message()
+        return super().capability_problem(capability)
 
     def set_clock_offset(self, node_id: str, seconds: float) -> None:
         """The project's node image: write the offset to the node's clock file on its
@@ -275,10 +289,6 @@ class DockerCluster(Cluster):
             raise ClusterError(
                 f"cannot set the clock of {node_id}: {text[-1] if text else f'exit {code}'}"
             )
-
-    @property
-    def supports_time_zones(self) -> bool:
-        return self.time_zone_problem() is None
 
     def time_zone_problem(self) -> str | None:
         """Why the nodes' zones cannot be set (no zone file mounted, or the image sets
@@ -331,10 +341,6 @@ class DockerCluster(Cluster):
                     f"restart in a new time zone; it said: {status.summary()}"
                 )
             time.sleep(0.25)
-
-    @property
-    def supports_partitions(self) -> bool:
-        return not self._partition_blockers()
 
     def _partition_blockers(self) -> list[str]:
         which = {t: shutil.which(t) for t in ("nsenter", "iptables")}

@@ -1,0 +1,76 @@
+"""Skew wall clocks by ``offset`` seconds and set them right again: ``clock-skew-node``
+(the ``target`` nodes) and ``clock-skew-worker`` (a ``fraction`` of the claimers).
+Recorded as ``clock-skew`` then ``clock-reset``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from ..cluster.base import CLOCK_SKEW
+from .base import NODE_TARGETS, Action, FaultKind, ParamReader, Stage, WorkloadShape
+
+
+def _offsets(
+    set_one: Callable[[str, float], None], who: list[str], offset: float, value: dict[str, Any]
+) -> Action:
+    """Set every clock in ``who`` ``offset`` ahead, and back to 0 at the end."""
+
+    def set_all(seconds: float) -> Callable[[], None]:
+        def act() -> None:
+            for n in who:
+                set_one(n, seconds)
+
+        return act
+
+    return Action("clock-skew", "clock-reset", value, set_all(offset), set_all(0.0))
+
+
+class ClockSkewNode(FaultKind):
+    name = "clock-skew-node"
+    params: ClassVar[Mapping[str, Any]] = {"offset": 0.0, "target": "leader"}
+    needs = frozenset({CLOCK_SKEW})
+
+    @classmethod
+    def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
+        return {
+            "offset": r.number("offset", 0.0, minimum=-1e9),
+            "target": r.text("target", "leader", choices=NODE_TARGETS),
+        }
+
+    @classmethod
+    def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
+        nodes, offset, c = stage.targets(params["target"]), params["offset"], stage.cluster
+        value = {"nodes": nodes, "offset": offset}
+        return _offsets(lambda n, s: c.set_clock_offset(n, s), nodes, offset, value)
+
+
+class ClockSkewWorker(FaultKind):
+    name = "clock-skew-worker"
+    params: ClassVar[Mapping[str, Any]] = {"offset": 0.0, "fraction": 0.5}
+
+    @classmethod
+    def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
+        return {
+            "offset": r.number("offset", 0.0, minimum=-1e9),
+            "fraction": r.probability("fraction", 0.5),
+        }
+
+    @classmethod
+    def workload_problem(cls, workload: WorkloadShape) -> str | None:
+        if not workload.shared_transport:
+            return None
+        return (
+            "skews each claimer's own clock, but with 'workload.shared_transport' the "
+            "claimers share one transport and its clock"
+        )
+
+    @classmethod
+    def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
+        names = list(stage.workload.claimer_names)
+        k = max(1, math.ceil(params["fraction"] * len(names)))
+        workers = sorted(stage.rng.sample(names, min(k, len(names))))
+        w, offset = stage.workload, params["offset"]
+        value = {"targets": workers, "offset": offset}
+        return _offsets(lambda n, s: w.set_clock_offset(n, s), workers, offset, value)

@@ -1,0 +1,29 @@
+"""Make claimers stall past their lease with ``probability``: ``lease-expiry``, recorded
+as ``start-stall`` then ``stop-stall``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from .base import Action, FaultKind, ParamReader, Stage
+
+
+class LeaseExpiry(FaultKind):
+    name = "lease-expiry"
+    params: ClassVar[Mapping[str, Any]] = {"probability": 0.6}
+
+    @classmethod
+    def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
+        return {"probability": r.probability("probability", 0.6)}
+
+    @classmethod
+    def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
+        w, p = stage.workload, params["probability"]
+        return Action(
+            "start-stall",
+            "stop-stall",
+            {"probability": p},
+            lambda: w.set_stall_probability(p),
+            lambda: w.set_stall_probability(None),
+        )

@@ -1,0 +1,50 @@
+"""Every fault kind by name, in the order ``harness list`` and the scenario errors name
+them. A new kind is a class in a module of this package, imported and listed here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..errors import HarnessError
+from .base import FaultKind
+from .clock_skew import ClockSkewNode, ClockSkewWorker
+from .kills import KillAll, KillLeader, KillRandom
+from .lease_expiry import LeaseExpiry
+from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
+from .pause import PauseLeader
+from .timezone import Timezone
+
+KINDS: dict[str, type[FaultKind]] = {
+    k.name: k
+    for k in (
+        KillLeader,
+        KillRandom,
+        KillAll,
+        PauseLeader,
+        PartitionLeader,
+        PartitionMajority,
+        PartitionBridge,
+        ClockSkewNode,
+        ClockSkewWorker,
+        LeaseExpiry,
+        Timezone,
+    )
+}
+
+
+class UnknownFaultKind(HarnessError, ValueError):
+    """A name no fault kind has."""
+
+
+def kind_of(name: str) -> type[FaultKind]:
+    """The kind called ``name``; :class:`UnknownFaultKind` when there is none."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        known = ", ".join(sorted(KINDS))
+        raise UnknownFaultKind(f"no fault kind {name!r}; known: {known}") from None
+
+
+def needs_of(names: Iterable[str]) -> frozenset[str]:
+    """The cluster capabilities the kinds ``names`` need together."""
+    return frozenset(c for n in names for c in kind_of(n).needs)
