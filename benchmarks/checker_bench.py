@@ -320,7 +320,8 @@ def write_history(events: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from harness.checker import check, main_check
+    from harness.check_cli import main_check
+    from harness.checker import check
     from harness.history import gc_paused, read_history
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -266,7 +266,9 @@ def _register_check(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("file", type=Path, help="a history.jsonl")
-    p.set_defaults(handler=lambda a: importlib.import_module("harness.checker").main_check(a.file))
+    p.set_defaults(
+        handler=lambda a: importlib.import_module("harness.check_cli").main_check(a.file)
+    )
 
 
 def _register_plot(sub: argparse._SubParsersAction) -> None:

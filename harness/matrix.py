@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from .errors import (
     EXIT_ANOMALIES,
@@ -32,6 +31,7 @@ from .errors import (
     EXIT_VALID,
 )
 from .interrupts import Terminated, sigterm_unwinds
+from .store import SCENARIO, RunStore
 
 #: how long an interrupted run gets to tear down its cluster before it is killed
 TEARDOWN_SECONDS = 60.0
@@ -120,7 +120,7 @@ def run_cell(cell: Cell, engine: Engine, seconds: float, out: Path, timeout: flo
     cell.seconds = round(time.monotonic() - t, 1)
     cell.run_dir = str(run_dir)
     cell.verdict = VERDICTS.get(cell.exit, f"exit {cell.exit}")
-    summary = _summary(run_dir)
+    summary = RunStore(run_dir).summary()
     cell.anomalies = {k: v for k, v in (summary.get("anomalies") or {}).items() if v}
     replicas = summary.get("replicas")
     cell.replicas = replicas.split(" (")[0] if isinstance(replicas, str) else None
@@ -176,18 +176,11 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 def _schedule(run_dir: Path) -> tuple[int, int]:
     """(fault windows planned, dropped by --time) from the run's resolved scenario."""
     try:
-        resolved = json.loads((run_dir / "scenario.json").read_text())
+        resolved = RunStore(run_dir).read_json(SCENARIO)
     except (OSError, ValueError):
         return 0, 0
     kept, dropped = len(resolved.get("faults") or []), len(resolved.get("dropped") or [])
     return kept + dropped, dropped
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "run.json").read_text()).get("summary") or {}
-    except (OSError, ValueError):
-        return {}
 
 
 def table(cells: Iterable[Cell]) -> str:

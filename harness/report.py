@@ -17,25 +17,27 @@ from typing import Any
 
 from . import divergence
 from .checker import ANOMALIES as ANOMALY_KINDS
-from .checker import check
 from .explanations import explain
-from .history import HistoryFormatError, read_history
-from .verdict import (
-    ANOMALIES,
-    INCONCLUSIVE,
-    NO_VERDICT,
-    Verdict,
-    decide,
-    run_coverage,
-    run_failure,
+from .history import HistoryFormatError
+from .store import (
+    ANOMALY_TIMELINE,
+    LATENCY,
+    REPLICAS,
+    REPORT,
+    SCENARIO,
+    THROUGHPUT,
+    VERSIONS,
+    Judgement,
+    RunStore,
 )
+from .verdict import ANOMALIES, INCONCLUSIVE, NO_VERDICT, Verdict
 
 REPORT_EXAMPLES = 5
 #: each plot's file and title: the plot draws this title, the report uses it as caption
 PLOTS = (
-    ("throughput.png", "Throughput: successful operations per second, faults shaded"),
-    ("latency.png", "Latency of every operation by outcome, p50 and p99 of the successful ones"),
-    ("anomaly-timeline.png", "Leases around the first anomalies"),
+    (THROUGHPUT, "Throughput: successful operations per second, faults shaded"),
+    (LATENCY, "Latency of every operation by outcome, p50 and p99 of the successful ones"),
+    (ANOMALY_TIMELINE, "Leases around the first anomalies"),
 )
 #: the summary table's rows in the order of the run's closing table (nested keys sorted),
 #: whether the summary comes from the runner or from run.json (stored with sorted keys)
@@ -48,37 +50,26 @@ SUMMARY_ORDER = (
 )  # fmt: skip
 
 
-def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
+def write_report(run_dir: str | Path, summary: dict | None = None, run: dict | None = None) -> Path:
     """Write ``run_dir/report.md`` and return its path.
 
-    ``summary`` (the runner's summary) is shown as a table; without it the ``summary``
-    saved in ``run.json`` is used, if any. The check result comes from ``check.json``,
-    or from checking ``history.jsonl`` when there is none.
+    ``run`` is the run's record (the runner passes it as it wrote it; else ``run.json``'s
+    is read). ``summary`` (the runner's summary) is shown as a table; without it the
+    record's ``summary`` is used, if any. The run is judged by
+    :meth:`harness.store.RunStore.judge`: the check result comes from ``check.json``, or
+    from checking ``history.jsonl`` when there is none.
     """
-    root = Path(run_dir)
-    run = _json(root / "run.json") or {}
+    store = RunStore(run_dir)
+    record = run if run is not None else store.run_info()  # None: the run never finished
+    run = record if isinstance(record, dict) else {}
     summary = summary if summary is not None else run.get("summary")
-    lines: list[str] = [f"# Run report: {root.resolve().name}", ""]
-    history_lines, error = _history_lines(root / "history.jsonl")
-    result = _json(root / "check.json")
-    if error is None and (result is None or "coverage" not in result):
-        # not checked yet, or checked without the run's coverage (python -m harness check
-        # before it recomputed it): judge it here as the run would have
-        try:
-            events = read_history(root / "history.jsonl")
-            if result is None:
-                result = check(events, divergence.read(root / divergence.FILE))
-            coverage = run_coverage(root, events, result)
-            if coverage is not None:
-                result = {**result, "coverage": coverage}
-        except HistoryFormatError as e:
-            error = f"line {e.line}: {e.reason}"
-        except divergence.SnapshotFormatError as e:
-            error = f"{divergence.FILE}: {e}"
-    verdict = decide(result, run_failure(root))
+    lines: list[str] = [f"# Run report: {store.root.resolve().name}", ""]
+    history_lines, error = _history_lines(store.history)
+    judged, error = _judged(store, record, error)
+    result, verdict = judged.result, judged.verdict
     lines += _verdict(verdict, result, error, run)
-    lines += _scenario(_json(root / "scenario.json"))
-    lines += _setup(run, _json(root / "versions.json"))
+    lines += _scenario(store.json_or_none(SCENARIO))
+    lines += _setup(run, store.json_or_none(VERSIONS))
     if summary:
         if "verdict" in summary:  # the one verdict, also where the run's summary said it
             summary = {**summary, "verdict": verdict.label}
@@ -87,10 +78,23 @@ def write_report(run_dir: str | Path, summary: dict | None = None) -> Path:
         lines += _anomalies(result, history_lines)
         lines += _refusals((result.get("stats") or {}).get("refusals"))
         lines += _statistics(result.get("stats", {}))
-    lines += _plots(root)
-    path = root / "report.md"
-    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
-    return path
+    lines += _plots(store)
+    return store.write_text(REPORT, "\n".join(lines).rstrip() + "\n")
+
+
+def _judged(store: RunStore, run: Any, error: str | None) -> tuple[Judgement, str | None]:
+    """The run judged as its folder says, from ``check.json`` when it has one (then not
+    checked again, unless it lacks the run's coverage), and why the history could not be
+    checked, if so (``error``: it cannot even be read)."""
+    stored = store.stored_check()
+    if error is None:
+        try:
+            return store.judge(run, stored), None
+        except HistoryFormatError as e:
+            error = f"line {e.line}: {e.reason}"
+        except divergence.SnapshotFormatError as e:
+            error = f"{REPLICAS}: {e}"
+    return store.judge(run, stored, history=False), error
 
 
 def ordered_summary(summary: dict[str, Any]) -> dict[str, Any]:
@@ -105,13 +109,6 @@ def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value, key=str)}
     return value
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _history_lines(path: Path) -> tuple[list[str], str | None]:
@@ -235,7 +232,7 @@ def _refusals(refusals: Any) -> list[str]:
 def _divergence_examples(shown: list) -> list[str]:
     out = [
         f"{len(shown)} of the examples, each a row (or table) as each node held it, read "
-        f"from that node alone once all had applied the same Raft index ({divergence.FILE} "
+        f"from that node alone once all had applied the same Raft index ({REPLICAS} "
         "has every row):",
         "",
     ]
@@ -284,10 +281,10 @@ def _statistics(stats: dict) -> list[str]:
     return [*out, ""]
 
 
-def _plots(root: Path) -> list[str]:
+def _plots(store: RunStore) -> list[str]:
     out: list[str] = []
     for name, caption in PLOTS:
-        if (root / name).exists():
+        if store.path(name).exists():
             out += [f"### {caption}", "", f"![{caption}]({name})", ""]
     return ["## Plots", "", *out] if out else []
 

@@ -28,7 +28,19 @@ from typing import Any
 from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
 from .interrupts import Terminated, sigterm_unwinds
 from .scenario import Scenario, ScenarioError, dropped_count, load_scenario
-from .store import RunStore, engine_version, versions
+from .store import (
+    CHECK,
+    REPLICAS,
+    RUN,
+    SCENARIO,
+    VERSIONS,
+    Judgement,
+    Plan,
+    RunStore,
+    engine_version,
+    judge,
+    versions,
+)
 from .subjects import get_subject
 from .verdict import decide
 
@@ -114,7 +126,7 @@ def run(opts: RunOptions) -> RunResult:
     except (ScenarioError, ValueError, HarnessError, FileExistsError, ImportError) as e:
         return RunResult(EXIT_HARNESS, reason=str(e))
     seed = opts.seed if opts.seed is not None else int(time.time()) % 100_000
-    store.write_json("scenario.json", scenario.to_json())
+    store.write_json(SCENARIO, scenario.to_json())
     run_info: dict[str, Any] = {
         "options": {**asdict(opts), "seed": seed},
         "phases": {},
@@ -134,14 +146,18 @@ def run(opts: RunOptions) -> RunResult:
         verdict=decide(result.check, failed).label,  # what report.md and `check` say too
     )
     run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
-    store.write_json("run.json", run_info)
+    # the run's record, before the plots: it stands if they fail or are interrupted
+    # (Ctrl-C, or the matrix's SIGINT, reaches them outside the run's own unwinding)
+    store.write_json(RUN, run_info)
     if opts.plots and store.history.is_file():
         _plots_and_report(store, run_info, result)
+        store.write_json(RUN, run_info)  # now with what the plots and report wrote
     return result
 
 
 def _plots_and_report(store: RunStore, run_info: dict[str, Any], result: RunResult) -> None:
-    """Draw the plots and write report.md (after run.json, which the report reads).
+    """Draw the plots and write report.md from ``run_info`` as it is (not read back);
+    adds what they wrote, or why they failed, to it.
 
     A failure here leaves the verdict as it is; the summary and run.json say what is missing.
     """
@@ -150,14 +166,13 @@ def _plots_and_report(store: RunStore, run_info: dict[str, Any], result: RunResu
         from .plots import plot_run
         from .report import write_report
 
-        run_info["plots"] = [str(p) for p in plot_run(store.root)]
-        run_info["report"] = str(write_report(store.root, result.summary))
+        run_info["plots"] = [str(p) for p in plot_run(store.root, run_info)]
+        run_info["report"] = str(write_report(store.root, result.summary, run_info))
     except Exception as e:
         log.exception("plots or report failed")
         run_info["plots_error"] = f"{type(e).__name__}: {e}"
         result.summary["warning"] = f"plots/report failed: {e}"
     run_info["phases"]["plots"] = round(time.monotonic() - t, 3)
-    store.write_json("run.json", run_info)
 
 
 class _Run:
@@ -247,7 +262,7 @@ class _Run:
         self.info["epoch_at_time_0"] = time.time() - self.recorder.elapsed()
         urls = list(self.cluster.urls)
         self.info["urls"] = urls
-        self.store.write_json("versions.json", versions(self.cluster.engine, engine_version(urls)))
+        self.store.write_json(VERSIONS, versions(self.cluster.engine, engine_version(urls)))
         self.workload = Workload(
             s.workload,
             self.subject,
@@ -286,32 +301,27 @@ class _Run:
         with self.phase("replicas"):
             self._snapshot_replicas()
         with self.phase("check"):
-            self.result.check = self._check()
-        self.result.exit_code = decide(self.result.check).exit_code
+            judged = self._check()
+        self.result.check = judged.result
+        self.result.exit_code = judged.verdict.exit_code
 
     def _snapshot_replicas(self) -> None:
         """Record every node's tables at one agreed applied index in replicas.json."""
-        from . import divergence
         from .replicas import snapshot
 
         record = snapshot(self.cluster, self.opts.cluster_timeout, self.opts.request_timeout)
         if record["error"]:
             log.warning("replicas not compared: %s", record["error"])
-        self.store.write_json(divergence.FILE, record)
+        self.store.write_json(REPLICAS, record)
 
-    def _check(self) -> dict[str, Any]:
-        from . import checker, divergence
-        from .history import read_history
-        from .verdict import coverage
-
-        replicas = divergence.read(self.store.root / divergence.FILE)
-        events = read_history(self.store.history)
-        check = checker.check(events, replicas)
+    def _check(self) -> Judgement:
+        """Judge the run from its history and replicas as written (as ``check`` would),
+        with its plan in memory; check.json gets the result."""
         # did the run test what it planned? (``python -m harness check`` recomputes it alike)
-        errors = list(self.nemesis.errors) if self.nemesis else []
-        check["coverage"] = coverage(events, self.scenario, check, errors)
-        self.store.write_json("check.json", check)
-        return check
+        errors = tuple(self.nemesis.errors) if self.nemesis else ()
+        judged = judge(self.store.events(), self.store.replicas(), Plan(self.scenario, errors))
+        self.store.write_json(CHECK, judged.result)
+        return judged
 
     def _teardown(self) -> None:
         """Stop everything this run started; each step runs even if an earlier one fails."""

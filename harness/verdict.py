@@ -19,21 +19,20 @@ verdict           exit  when
 
 A run folder (one holding ``scenario.json``) is judged as a run: its coverage is
 recomputed from the history and the resolved scenario whenever the check is redone
-(:func:`run_coverage`), and a folder whose ``run.json`` records a failure, or that has
-no ``run.json`` at all, gets no verdict. A history alone is judged by its anomalies.
+(:func:`coverage`), and a folder whose ``run.json`` records a failure, or that has no
+``run.json`` at all, gets no verdict. A history alone is judged by its anomalies.
+:func:`harness.store.judge` puts these together; this module decides from what it is given.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .coverage import assess
 from .errors import EXIT_ANOMALIES, EXIT_HARNESS, EXIT_INCONCLUSIVE, EXIT_VALID
-from .scenario import Scenario, ScenarioError
+from .scenario import Scenario
 
 VALID, ANOMALIES, INCONCLUSIVE, NO_VERDICT = "valid", "ANOMALIES", "INCONCLUSIVE", "no verdict"
 EXIT_CODES = {
@@ -98,23 +97,6 @@ def decide(check: Mapping[str, Any] | None, failed: str | None = None) -> Verdic
     return Verdict(VALID)
 
 
-def is_run_folder(root: Path) -> bool:
-    """Whether ``root`` holds a run (``python -m harness run`` writes scenario.json first)."""
-    return (root / "scenario.json").is_file()
-
-
-def run_failure(root: Path) -> str | None:
-    """Why the run in ``root`` failed, or ``None`` (it ended, or ``root`` is no run folder)."""
-    if not is_run_folder(root):
-        return None
-    run = _json(root / "run.json")
-    if not isinstance(run, dict):
-        return "it never finished (run.json is missing or unreadable: was it killed?)"
-    if run.get("exit") == EXIT_CODES[NO_VERDICT]:
-        return str(run.get("reason") or "the harness failed")
-    return None
-
-
 def planned_windows(scenario: Scenario) -> list[tuple[str, float, float]]:
     """The scenario's fault windows as ``(kind, start, end)`` in history time."""
     return [(f.kind, a, b) for f in scenario.faults for a, b in f.windows(scenario.duration)]
@@ -135,29 +117,3 @@ def coverage(
         result["reasons"].append(f"the replicas were not compared: {replicas.get('reason')}")
         result["conclusive"] = False
     return result
-
-
-def run_coverage(
-    root: Path, events: Sequence[dict[str, Any]], check: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """The coverage of the run in ``root`` as the run judged it (its resolved scenario,
-    its nemesis errors from run.json), or ``None`` when ``root`` is no run folder. A
-    scenario.json that cannot be read makes it inconclusive: the plan is unknown."""
-    if not is_run_folder(root):
-        return None
-    path = root / "scenario.json"
-    try:
-        scenario = Scenario.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
-    except (OSError, ValueError) as e:  # ScenarioError is a ValueError
-        why = e if isinstance(e, ScenarioError) else f"{path}: cannot read: {e}"
-        return {"conclusive": False, "reasons": [f"the run's plan is unknown: {why}"]}
-    run = _json(root / "run.json")
-    errors = (run.get("nemesis_errors") if isinstance(run, dict) else None) or []
-    return coverage(events, scenario, check, [str(e) for e in errors])
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -11,11 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..store import REPO
+from ..store import ANOMALY_TIMELINE, REPO, SCENARIO, THROUGHPUT, RunStore
 from . import tables
 
 #: the figure copied for each shrink: the first of these the reproducing run has
-FIGURES = ("anomaly-timeline.png", "throughput.png")
+FIGURES = (ANOMALY_TIMELINE, THROUGHPUT)
 
 
 def report(
@@ -77,7 +76,7 @@ def plan_table(cells: Sequence[dict[str, Any]], matrices: Sequence[Path]) -> str
 def _duration(cells: Sequence[dict[str, Any]]) -> str:
     for c in cells:
         try:
-            data = json.loads((Path(c["run_dir"]) / "scenario.json").read_text())
+            data = RunStore(c["run_dir"]).read_json(SCENARIO)
             return f"{data['duration']:g}"
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -145,7 +144,7 @@ def shrink_section(s: dict[str, Any], assets: Path) -> str:
 def _figures(trial: Path | None, assets: Path, name: str) -> list[Path]:
     """Plot the reproducing run (trials run without plots) and copy one figure: the
     anomaly timeline when the run drew one, else the throughput against the faults."""
-    if trial is None or not (trial / "history.jsonl").is_file():
+    if trial is None or not RunStore(trial).history.is_file():
         return []
     if not (trial / FIGURES[1]).is_file():
         from ..plots import plot_run

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..store import VERSIONS, RunStore
+
 Cell = dict[str, Any]
 
 
@@ -127,7 +129,7 @@ def versions(cells: Sequence[Cell]) -> dict[str, dict[str, str]]:
         if not c.get("run_dir"):
             continue
         try:
-            v = json.loads((Path(c["run_dir"]) / "versions.json").read_text())
+            v = RunStore(c["run_dir"]).read_json(VERSIONS)
         except (OSError, ValueError):
             continue
         e = c["engine"]

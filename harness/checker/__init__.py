@@ -6,7 +6,7 @@ The format and the definitions are the project's public contract
 :func:`check` is a pure function of the events: it builds the model (:mod:`.model`: the
 operations paired, the leases, each message's publishes and acks, the dead-letterings),
 runs one finder per anomaly (:mod:`.finders`, :mod:`.deadletters`) and adds statistics
-(:mod:`.statistics`). :func:`main_check` is ``python -m harness check FILE`` (:mod:`.cli`).
+(:mod:`.statistics`). ``python -m harness check FILE`` is :mod:`harness.check_cli`.
 
 Definitions, in short (the document is the authority):
 
@@ -25,7 +25,6 @@ Definitions, in short (the document is the authority):
   ``early-delivery``.
 """
 
-from .cli import history_path, main_check, print_check
 from .finders import ANOMALIES, FINDERS
 from .model import CLOCK_TOLERANCE, Dead, HistoryModel, Lease
 from .result import MAX_EXAMPLES, check
@@ -41,8 +40,5 @@ __all__ = [
     "Lease",
     "availability",
     "check",
-    "history_path",
-    "main_check",
-    "print_check",
     "statistics",
 ]

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
 from ..history import ObservedFault, pairs
+from ..store import LATENCY
 from .layout import (
     DATA_WIDTH,
     TITLES,
@@ -93,7 +94,7 @@ def latency_figure(
     ax.set_xlim(0, max(end, 1.0))
     ax.set_xlabel("invoke time since start (s)")
     ax.set_ylabel("latency (ms)")
-    (lane_ax or ax).set_title(TITLES["latency.png"])
+    (lane_ax or ax).set_title(TITLES[LATENCY])
     legend_outside(ax)
     return fig
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,39 +9,39 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from ..checker import check, history_path
 from ..errors import EXIT_HARNESS, EXIT_OK
-from ..history import HistoryFormatError, fault_intervals, gc_paused, read_history
+from ..history import HistoryFormatError, fault_intervals, gc_paused
+from ..store import ANOMALY_TIMELINE, LATENCY, THROUGHPUT, RunStore, judge
 from .latency import latency_figure
 from .layout import DPI
 from .throughput import throughput_figure
 from .timeline import anomaly_timeline_figure
 
 
-def plot_run(run_dir: str | Path) -> list[Path]:
+def plot_run(run_dir: str | Path, run: dict[str, Any] | None = None) -> list[Path]:
     """Write the run's plots into ``run_dir``; returns the paths written.
 
     Reads ``run_dir/history.jsonl`` (raises :class:`~harness.history.HistoryFormatError`
-    if it is unreadable) and ``check.json`` if present (else checks the history).
+    if it is unreadable) and ``check.json`` if present (else judges the history alone:
+    the replicas do not show in the plots). ``run`` is the run's record (the runner
+    passes it; else ``run.json``'s is read) for the drain's span.
     """
-    root = Path(run_dir)
-    source = history_path(root)
-    root = source.parent
+    store = RunStore.holding(run_dir)
     with gc_paused():
-        events = read_history(source)
-        result = _load_check(root) or check(events)
+        events = store.events()
+        result = judge(events, result=store.stored_check()).result or {}
     faults = fault_intervals(events)
     end = events[-1]["time"] if events else 1.0
     recovery = recoveries(result)
-    drain = drain_span(_load_json(root / "run.json"))
+    drain = drain_span(store.run_info() if run is None else run)
     written = [
-        _save(throughput_figure(events, faults, end, recovery, drain), root / "throughput.png"),
-        _save(latency_figure(events, faults, end, drain), root / "latency.png"),
+        _save(throughput_figure(events, faults, end, recovery, drain), store.path(THROUGHPUT)),
+        _save(latency_figure(events, faults, end, drain), store.path(LATENCY)),
     ]
     if not result.get("valid", True):
         fig = anomaly_timeline_figure(events, result)
         if fig is not None:
-            written.append(_save(fig, root / "anomaly-timeline.png"))
+            written.append(_save(fig, store.path(ANOMALY_TIMELINE)))
     return written
 
 
@@ -79,7 +78,7 @@ def main_plot(run_dir: str | Path) -> int:
     """
     from ..report import write_report
 
-    source = history_path(run_dir)
+    source = RunStore.holding(run_dir).history
     try:
         written = plot_run(source.parent)
     except HistoryFormatError as e:
@@ -94,18 +93,6 @@ def main_plot(run_dir: str | Path) -> int:
         print(path)
     print(write_report(source.parent))
     return EXIT_OK
-
-
-def _load_check(root: Path) -> dict[str, Any] | None:
-    result = _load_json(root / "check.json")
-    return result if isinstance(result, dict) and "anomalies" in result else None
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _save(fig: Figure, path: Path) -> Path:

@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..history import ACK_MANY, CLAIM_MANY, ObservedFault, pairs
+from ..store import THROUGHPUT
 from .layout import (
     DATA_WIDTH,
     TITLES,
@@ -99,6 +100,6 @@ def throughput_figure(
     ax.set_ylim(0, top)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("operations per second" + (f" (bins of {width:g} s)" if width > 1 else ""))
-    (lane_ax or ax).set_title(TITLES["throughput.png"])
+    (lane_ax or ax).set_title(TITLES[THROUGHPUT])
     legend_outside(ax, extra)
     return fig

@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..checker import HistoryModel, Lease
+from ..store import ANOMALY_TIMELINE
 from .layout import (
     DATA_WIDTH,
     LABEL_FONT,
@@ -108,7 +109,7 @@ def anomaly_timeline_figure(events: Sequence[dict], result: dict[str, Any]) -> F
     ax.set_ylim(len(groups) - 0.3, -0.6)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("time since start (s)")
-    lane_ax.set_title(TITLES["anomaly-timeline.png"])
+    lane_ax.set_title(TITLES[ANOMALY_TIMELINE])
     legend_outside(ax, TIMELINE_KEY)
     return fig
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import EXIT_HARNESS, EXIT_NOT_REPRODUCED, EXIT_OK, HarnessError
 from ..interrupts import Terminated, sigterm_unwinds
+from ..store import RUN, SCENARIO, RunStore
 from .search import Options, Search, table
 from .steps import describe, validate
 from .trials import run_argv
@@ -75,8 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def load_run(run_dir: Path) -> dict[str, Any]:
     """The run's options, scenario and anomaly counts (``ShrinkError`` if unusable)."""
     try:
-        run = json.loads((run_dir / "run.json").read_text())
-        data = json.loads((run_dir / "scenario.json").read_text())
+        store = RunStore(run_dir)
+        run, data = store.read_json(RUN), store.read_json(SCENARIO)
     except OSError as e:
         raise ShrinkError(f"{run_dir} is not a run folder: {e}") from None
     except ValueError as e:

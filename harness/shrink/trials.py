@@ -8,7 +8,6 @@ to tear its cluster down (bounded), so an interrupted shrink leaves no node behi
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -16,9 +15,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..interrupts import Terminated
+from ..store import RunStore
 
 #: how long an interrupted child gets to stop its workload and cluster
 TEARDOWN_WAIT = 120.0
@@ -90,7 +89,7 @@ def run_trial(
     except (KeyboardInterrupt, Terminated):
         _stop(proc)
         raise
-    summary = _summary(out)
+    summary = RunStore(out).summary()
     anomalies = {k: v for k, v in (summary.get("anomalies") or {}).items() if v}
     if code == 3:
         reason = summary.get("inconclusive") or "inconclusive"
@@ -128,10 +127,3 @@ def _stop(proc: subprocess.Popen) -> None:
         )
         proc.kill()
         proc.wait()
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "run.json").read_text()).get("summary") or {}
-    except (OSError, ValueError):
-        return {}

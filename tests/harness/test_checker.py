@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from harness.checker import ANOMALIES, CLOCK_TOLERANCE, check, main_check
+from harness.check_cli import main_check
+from harness.checker import ANOMALIES, CLOCK_TOLERANCE, check
 from harness.history import HistoryFormatError, read_history
 from rqueue._statements import DEFAULT_CLOCK_TOLERANCE, SERVER_CLOCK_STEP
 

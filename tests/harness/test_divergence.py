@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from harness import divergence
-from harness.checker import ANOMALIES, check, main_check
+from harness.check_cli import main_check
+from harness.checker import ANOMALIES, check
 from harness.cluster.base import raft_index
 from harness.divergence import SnapshotFormatError, compare, describe
 from harness.history import read_history

@@ -18,7 +18,8 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from harness.checker import check, main_check
+from harness.check_cli import main_check
+from harness.checker import check
 from harness.history import fault_intervals, read_history
 from harness.plots.latency import _steps_with_gaps, binned_percentiles, latency_figure
 from harness.plots.layout import DPI, SIZE

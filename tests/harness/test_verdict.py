@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checker import main_check
+from harness.check_cli import main_check
 from harness.report import write_report
 from harness.scenario import load_scenario
 from harness.verdict import decide

@@ -1,49 +1,41 @@
-"""``python -m harness check FILE``: check a history, write check.json, print a summary."""
+"""``python -m harness check FILE``: judge a history, write check.json, print a summary.
+
+It stands above the checker (:mod:`harness.checker`) and the run folder
+(:mod:`harness.store`), whose :meth:`~harness.store.RunStore.judge` it calls.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from .. import divergence
-from ..errors import EXIT_HARNESS
-from ..history import HistoryFormatError, gc_paused, read_history
-from .result import check
-
-
-def history_path(path: str | Path) -> Path:
-    """The history file named by ``path``: the file itself, or a run folder's history.jsonl."""
-    p = Path(path)
-    return p / "history.jsonl" if p.is_dir() else p
+from . import divergence
+from .errors import EXIT_HARNESS
+from .history import HistoryFormatError
+from .store import CHECK, REPLICAS, RunStore
+from .verdict import ANOMALIES, VALID
 
 
 def main_check(path: str | Path) -> int:
     """``python -m harness check FILE``: check, write check.json beside it, print a summary.
 
-    The replicas' tables are compared too when ``replicas.json`` (a run's record) is
-    beside the history, and in a run folder the run's coverage is recomputed. Returns
-    the verdict's exit status (:mod:`harness.verdict`): 0 valid, 1 anomalies, 3 a run
-    that did not test what it planned, 2 a run that failed or a file that cannot be read
-    (the message names the line and what is wrong).
+    ``FILE`` is a history file or a run folder holding ``history.jsonl``. The replicas'
+    tables are compared too when ``replicas.json`` (a run's record) is beside the
+    history, and in a run folder the run's coverage is recomputed. Returns the verdict's
+    exit status (:mod:`harness.verdict`): 0 valid, 1 anomalies, 3 a run that did not test
+    what it planned, 2 a run that failed or a file that cannot be read (the message names
+    the line and what is wrong).
     """
-    from ..verdict import decide, run_coverage, run_failure  # a run folder's verdict
-
-    source = history_path(path)
+    store = RunStore.holding(path)
+    source = store.history
     try:
-        replicas = divergence.read(source.with_name(divergence.FILE))
-        with gc_paused():
-            events = read_history(source)
-            result = check(events, replicas)
-            coverage = run_coverage(source.parent, events, result)
-        if coverage is not None:
-            result["coverage"] = coverage
+        judged = store.judge()
     except HistoryFormatError as e:
         print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
         return EXIT_HARNESS
     except divergence.SnapshotFormatError as e:
-        print(f"{source.with_name(divergence.FILE)}: {e}", file=sys.stderr)
+        print(f"{store.path(REPLICAS)}: {e}", file=sys.stderr)
         return EXIT_HARNESS
     except OSError as e:
         print(
@@ -51,11 +43,11 @@ def main_check(path: str | Path) -> int:
             file=sys.stderr,
         )
         return EXIT_HARNESS
-    out = source.with_name("check.json")
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    verdict = decide(result, run_failure(source.parent))
-    history_says = verdict.label in ("valid", "ANOMALIES")  # else the run's own verdict
-    print_check(result, source, out, None if history_says else verdict.line())
+    assert judged.result is not None  # judged from the history
+    out = store.write_json(CHECK, judged.result, sort_keys=False)
+    verdict = judged.verdict
+    history_says = verdict.label in (VALID, ANOMALIES)  # else the run's own verdict
+    print_check(judged.result, source, out, None if history_says else verdict.line())
     return verdict.exit_code
 
 
