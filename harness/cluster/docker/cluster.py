@@ -40,7 +40,6 @@ import math
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -93,22 +92,9 @@ from harness.cluster.docker.specs import (
 )
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.owners import identity
+from harness.cluster.ports import free_ports
 
 # -- the engine ------------------------------------------------------------------------
-
-
-def _free_ports(count: int, host: str) -> list[int]:
-    """Ports free on ``host`` right now (Docker binds them a moment later)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class DockerCluster(Cluster):
@@ -514,7 +500,7 @@ def start_docker_cluster(
     tz = image_tz(_image_environment(client, image))
     for attempt in range(1, PORT_ATTEMPTS + 1):
         cluster_id = uuid.uuid4().hex[:8]
-        ports = _free_ports(nodes, bind_host)
+        ports = free_ports(nodes, bind_host)
         specs = container_specs(
             cluster_id, ids, ports, image, bind_host, secret, embedded,
             owner=None if detached else identity(), tag=os.environ.get(REAP_TAG_ENV),
