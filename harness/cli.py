@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -147,14 +146,12 @@ def _run(args: argparse.Namespace) -> int:
     from .progress import summary_table
     from .runner import RunOptions, run
 
-    if args.image is not None:
-        if args.backend != "docker":
-            print(
-                "harness: error: --image names a Docker image: it needs --backend docker",
-                file=sys.stderr,
-            )
-            return EXIT_HARNESS
-        os.environ["RQLITE_IMAGE"] = args.image  # what the Docker backend reads
+    if args.image is not None and args.backend != "docker":
+        print(
+            "harness: error: --image names a Docker image: it needs --backend docker",
+            file=sys.stderr,
+        )
+        return EXIT_HARNESS
     opts = RunOptions(
         scenario=args.scenario,
         time=args.time,
@@ -164,6 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         engine=args.engine,
         rqlited=args.rqlited,
         backend=args.backend,
+        image=args.image,
         out=args.out,
         progress=not args.no_progress,
         plots=not args.no_plots,
