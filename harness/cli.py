@@ -1,13 +1,16 @@
 """``python -m harness``: run scenarios, list them, check histories, plot runs, manage clusters.
 
-Each subcommand lives in its own module and is imported only when it is the one asked
-for, so a missing optional piece (say, the Docker SDK or matplotlib) breaks only the
-commands that need it. A module adds its parser with ``register(subparsers)`` and sets
-``handler`` (a function of the parsed arguments returning the exit status).
+``run``, ``list``, ``check`` and ``plot`` add their parsers here; every other command
+lives in its own module (:data:`COMMANDS` names it), which adds its parser with
+``register(subparsers)``. Only the command asked for is built and imported, so a missing
+optional piece (say, the Docker SDK or matplotlib) breaks only the commands that need it:
+they answer with one line saying why. Each parser sets ``handler``, a function of the
+parsed arguments returning the exit status.
 
-Exit status: 0 valid, 1 anomalies found, 2 the harness itself failed (one line on stderr
-says why), 3 inconclusive (a run: no anomaly, but the run did not test what it planned;
-the verdict says why). :mod:`harness.verdict` decides them.
+Exit status of ``run`` and ``check``: 0 valid, 1 anomalies found, 2 the harness itself
+failed (one line on stderr says why), 3 inconclusive (a run: no anomaly, but the run did
+not test what it planned; the verdict says why); :mod:`harness.verdict` decides them. The
+other commands give 1 and 3 their own meanings (:mod:`harness.errors` names them all).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -147,14 +149,12 @@ def _run(args: argparse.Namespace) -> int:
     from .progress import summary_table
     from .runner import RunOptions, run
 
-    if args.image is not None:
-        if args.backend != "docker":
-            print(
-                "harness: error: --image names a Docker image: it needs --backend docker",
-                file=sys.stderr,
-            )
-            return EXIT_HARNESS
-        os.environ["RQLITE_IMAGE"] = args.image  # what the Docker backend reads
+    if args.image is not None and args.backend != "docker":
+        print(
+            "harness: error: --image names a Docker image: it needs --backend docker",
+            file=sys.stderr,
+        )
+        return EXIT_HARNESS
     opts = RunOptions(
         scenario=args.scenario,
         time=args.time,
@@ -164,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
         engine=args.engine,
         rqlited=args.rqlited,
         backend=args.backend,
+        image=args.image,
         out=args.out,
         progress=not args.no_progress,
         plots=not args.no_plots,
@@ -304,7 +305,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     "check": ("check a history file for anomalies", _register_check),
     "plot": ("(re)draw a run folder's plots and report", _register_plot),
     "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),
-    # the benchmark command (issue 6) plugs in here: harness/bench/ with register()
+    # the benchmarks: harness/bench/, one register() per command
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
     "bench-polling": ("long polling vs a sleep loop", _external("harness.bench.polling")),
     "bench-batch": ("claim_many vs single claims", _external("harness.bench.batch")),
@@ -319,7 +320,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
 
 
 def build_parser(command: str | None) -> argparse.ArgumentParser:
-    """The parser, with the full parser only for ``command`` (the others are stubs)."""
+    """The parser, with the full parser only for ``command`` (the others are stubs, for
+    ``--help``); a command whose module cannot be imported gets a stub that says why."""
     parser = argparse.ArgumentParser(
         prog="python -m harness",
         description=DESCRIPTION,

@@ -12,6 +12,31 @@ standard output was closed by its reader (``| head``), which it leaves quietly, 
 tools do (``rqueue._stdout.quiet_when_stdout_closes``, shared with ``python -m rqueue``;
 the command-line modules import it from there, never this module: the node image holds
 the harness without rqueue, and its entrypoint imports this module).
+
+The errors stay beside the code that raises them; their tree, each class with its module
+(under ``harness.``; after a comma, a second base) and when it is raised, is drawn here
+and held against the classes by ``tests/harness/test_errors.py``::
+
+    HarnessError (errors): the harness could not do its job
+    ├── ClusterError (cluster.base): a cluster cannot be started, reached or controlled
+    │   ├── QueryRefused (cluster.base): a node refused a read (HTTP 4xx, a statement's error)
+    │   ├── NodeDied (cluster.local): a local node's process exited on its own
+    │   ├── DockerUnreachable (cluster.docker.specs): the Docker engine cannot be reached
+    │   ├── PortTaken (cluster.docker.specs): a host port was taken before Docker bound it
+    │   └── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled
+    ├── ScenarioError (scenario, ValueError): a scenario file or a value for it is malformed
+    ├── HistoryFormatError (history, ValueError): a history breaks docs/history-format.md
+    ├── SnapshotFormatError (divergence, ValueError): a replicas record has the wrong shape
+    ├── SubjectError (subjects.base, ValueError): a subject cannot load or misfits the protocol
+    ├── WorkloadError (workload.record): the workload cannot start or stop
+    │   └── WorkerPoolError (workload.processes): the worker processes cannot start or stop
+    ├── ZoneFileError (zonefile, ValueError): a time zone cannot be written as asked
+    ├── ShrinkError (shrink, ValueError): a run folder cannot be shrunk
+    ├── ImageError (image.rootfs, RuntimeError): ``image build`` cannot build the node image
+    ├── Refused (image.entrypoint): a node container refuses its settings at start
+    ├── LoadError (bench.load): a benchmark's load cannot run
+    ├── StoreError (bench.store): the store refused or failed a benchmark's request
+    └── ProfileError (bench.pprof, ValueError): bytes that are not a CPU profile
 """
 
 from __future__ import annotations

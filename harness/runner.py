@@ -59,6 +59,8 @@ class RunOptions:
     engine: str = "embedded"
     rqlited: str | None = None
     backend: str = "local"
+    #: the Docker backend's node image (``--image``; None: ``$RQLITE_IMAGE`` or the pinned one)
+    image: str | None = None
     out: Path | None = None
     progress: bool = True
     plots: bool = True
@@ -249,6 +251,7 @@ class _Run:
                     rqlited=o.rqlited,
                     netns=self.netns,
                     timeout=o.cluster_timeout,
+                    image=o.image,
                 )
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
@@ -74,11 +75,15 @@ class Cluster(abc.ABC):
     def urls(self) -> list[str]:
         return [n.url for n in self.nodes()]
 
-    @abc.abstractmethod
+    #: what "every node ready" means here, in :meth:`wait_for_leader`'s error
+    ready_phrase: str = " and every node ready"
+    #: seconds between two probes in :meth:`wait_for_leader`
+    leader_poll: float = 0.1
+
     def leader(self, timeout: float = 1.0) -> NodeInfo | None:
         """The node that currently calls itself leader and is agreed on, or None."""
+        return self._leader_round(timeout)[0]
 
-    @abc.abstractmethod
     def wait_for_leader(
         self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
     ) -> NodeInfo:
@@ -87,8 +92,50 @@ class Cluster(abc.ABC):
         ``all_ready=False`` waits for the leader only (nodes cut off by a partition are
         never ready); ``exclude`` waits for a leader other than those node ids (right
         after a fault the others may still name the old leader for a moment).
-        Raises :class:`ClusterError` naming what it waited for when ``timeout`` passes.
+        Raises :class:`ClusterError` naming what it waited for when ``timeout`` passes
+        (:meth:`_leader_wait_error`), or earlier when :meth:`_raise_if_dead` finds a
+        node dead.
         """
+        exclude = set(exclude)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_if_dead()
+            lead, statuses = self._leader_round(min(1.0, max(0.1, deadline - time.monotonic())))
+            if (
+                lead is not None
+                and lead.id not in exclude
+                and (not all_ready or all(s.ready for s in statuses))
+            ):
+                return lead
+            if time.monotonic() >= deadline:
+                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
+                what += self.ready_phrase if all_ready else ""
+                raise self._leader_wait_error(timeout, what, statuses)
+            time.sleep(self.leader_poll)
+
+    # -- hooks of leader and wait_for_leader ----------------------------------------------
+    def _live_nodes(self) -> Sequence[NodeInfo]:
+        """The nodes to probe for a leader (those killed or paused answer nobody)."""
+        return self.nodes()
+
+    def _leader_round(self, timeout: float) -> tuple[NodeInfo | None, list[NodeStatus]]:
+        """Probe the live nodes once: the agreed leader (or None) and what each said."""
+        live = self._live_nodes()
+        statuses = probe_nodes([n.url for n in live], timeout)
+        lead = agreed_leader(statuses, len(self.nodes()))
+        info = next((n for n, s in zip(live, statuses, strict=True) if s is lead), None)
+        return info, statuses
+
+    def _raise_if_dead(self) -> None:
+        """Raise :class:`ClusterError` if a node died on its own (checked every probe)."""
+        return
+
+    def _leader_wait_error(
+        self, timeout: float, what: str, statuses: Sequence[NodeStatus]
+    ) -> ClusterError:
+        """The error :meth:`wait_for_leader` raises after waiting ``timeout`` for ``what``."""
+        seen = "; ".join(s.summary() for s in statuses) or "no live node"
+        return ClusterError(f"waited {timeout:.1f}s for {what}, gave up. Nodes said: {seen}")
 
     # -- faults ---------------------------------------------------------------------------
     @abc.abstractmethod

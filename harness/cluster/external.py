@@ -12,14 +12,19 @@ Leadership comes from each node's ``/status`` like for local clusters. Every fau
 from __future__ import annotations
 
 import os
-import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from harness.cluster.base import Cluster, ClusterError, NodeInfo, agreed_leader, probe_nodes
+from harness.cluster.base import (
+    Cluster,
+    ClusterError,
+    NodeInfo,
+    NodeStatus,
+    agreed_leader,
+    probe_nodes,
+)
 
 URLS_ENV = "RQLITE_URLS"
-_POLL = 0.1
 
 
 def parse_urls(text: str) -> list[str]:
@@ -58,7 +63,9 @@ class ExternalCluster(Cluster):
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo(self._ids.get(u, f"e{i}"), u) for i, u in enumerate(self._urls, 1)]
 
-    def _leader(self, timeout: float) -> tuple[NodeInfo | None, list]:
+    # -- hooks of Cluster.leader and Cluster.wait_for_leader -----------------------------
+    def _leader_round(self, timeout: float) -> tuple[NodeInfo | None, list[NodeStatus]]:
+        """Probe every URL once, learning node ids from the answers."""
         statuses = probe_nodes(self._urls, timeout)
         for st in statuses:
             if st.node_id:
@@ -67,31 +74,13 @@ class ExternalCluster(Cluster):
         info = NodeInfo(lead.node_id or lead.url, lead.url) if lead else None
         return info, statuses
 
-    def leader(self, timeout: float = 1.0) -> NodeInfo | None:
-        return self._leader(timeout)[0]
-
-    def wait_for_leader(
-        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
-    ) -> NodeInfo:
-        exclude = set(exclude)
-        deadline = time.monotonic() + timeout
-        while True:
-            lead, statuses = self._leader(min(1.0, max(0.1, deadline - time.monotonic())))
-            if (
-                lead is not None
-                and lead.id not in exclude
-                and (not all_ready or all(s.ready for s in statuses))
-            ):
-                return lead
-            if time.monotonic() >= deadline:
-                seen = "; ".join(s.summary() for s in statuses)
-                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
-                what += " and every node ready" if all_ready else ""
-                raise ClusterError(
-                    f"waited {timeout:.1f}s for {what} in the external cluster, gave up. "
-                    f"Nodes said: {seen}"
-                )
-            time.sleep(_POLL)
+    def _leader_wait_error(
+        self, timeout: float, what: str, statuses: Sequence[NodeStatus]
+    ) -> ClusterError:
+        seen = "; ".join(s.summary() for s in statuses)
+        return ClusterError(
+            f"waited {timeout:.1f}s for {what} in the external cluster, gave up. Nodes said: {seen}"
+        )
 
     def _refuse(self, *_: object) -> None:
         raise ClusterError("cannot control an external cluster")

@@ -51,7 +51,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -63,9 +63,7 @@ from harness.cluster.base import (
     ClusterError,
     NodeInfo,
     NodeStatus,
-    agreed_leader,
     probe_node,
-    probe_nodes,
 )
 from harness.cluster.engines import (
     ENGINES,
@@ -454,54 +452,26 @@ class LocalCluster(Cluster):
         s = self._spec(node_id)
         return NodeInfo(s.id, s.url, s.pid if s.state in ("running", "paused") else None)
 
-    def _probe(self, timeout: float) -> list[tuple[NodeSpec, NodeStatus]]:
-        live = [s for s in self._specs.values() if s.state == "running"]
-        return list(zip(live, probe_nodes([s.url for s in live], timeout), strict=True))
+    # -- hooks of Cluster.leader and Cluster.wait_for_leader -----------------------------
+    ready_phrase = " and every running node ready"
+    leader_poll = POLL
 
-    def leader(self, timeout: float = 1.0) -> NodeInfo | None:
-        """The node a majority of the cluster's nodes agree is leader (probed via /status)."""
-        probed = self._probe(timeout)
-        lead = agreed_leader([st for _, st in probed], len(self._specs))
-        if lead is None:
-            return None
-        for spec, st in probed:
-            if st is lead:
-                return self.node(spec.id)
-        return None
+    def _live_nodes(self) -> list[NodeInfo]:
+        """The running nodes: paused and killed ones are not waited for."""
+        return [self.node(s.id) for s in self._specs.values() if s.state == "running"]
 
-    def wait_for_leader(
-        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
-    ) -> NodeInfo:
-        """Wait until an agreed leader exists and (``all_ready``) every running node is ready.
+    def _raise_if_dead(self) -> None:
+        """:class:`NodeDied` with the tail of its log if a node process died."""
+        with self._lock:  # a node restarting right now (its old process gone) is no death
+            self._check_processes()
 
-        Paused and killed nodes are not waited for. Pass ``all_ready=False`` while a
-        partition cuts nodes off, and ``exclude`` to wait for a leader other than those
-        nodes (right after a fault the others may still name the old leader). Raises
-        :class:`ClusterError` with what each node said, or with the tail of its log if a
-        node process died.
-        """
-        exclude = set(exclude)
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:  # a node restarting right now (its old process gone) is no death
-                self._check_processes()
-            probed = self._probe(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
-            lead = agreed_leader([st for _, st in probed], len(self._specs))
-            if (
-                lead is not None
-                and lead.node_id not in exclude
-                and (not all_ready or all(st.ready for _, st in probed))
-            ):
-                return next(self.node(sp.id) for sp, st in probed if st is lead)
-            if time.monotonic() >= deadline:
-                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
-                what += " and every running node ready" if all_ready else ""
-                seen = "; ".join(st.summary() for _, st in probed) or "no running nodes"
-                raise ClusterError(
-                    f"waited {timeout:.1f}s for {what} in {self.directory}, "
-                    f"gave up. Nodes said: {seen}"
-                )
-            time.sleep(POLL)
+    def _leader_wait_error(
+        self, timeout: float, what: str, statuses: Sequence[NodeStatus]
+    ) -> ClusterError:
+        seen = "; ".join(st.summary() for st in statuses) or "no running nodes"
+        return ClusterError(
+            f"waited {timeout:.1f}s for {what} in {self.directory}, gave up. Nodes said: {seen}"
+        )
 
     def _check_processes(self) -> None:
         for spec in self._specs.values():

@@ -1,6 +1,7 @@
-"""The loopback ports of a local cluster: free ones, fixed ones from a base, busy ones.
+"""The host ports of a cluster: free ones, fixed ones from a base, busy ones.
 
-Free ports are drawn from below the kernel's ephemeral range, so that a killed node's
+Free ports (a local cluster's, and the host ports a Docker cluster publishes on its bind
+address) are drawn from below the kernel's ephemeral range, so that a killed node's
 port is not handed to some client's outgoing connection before the node restarts on it.
 With a base port P, node k listens on P + 10k (HTTP) and the port after it (Raft).
 """

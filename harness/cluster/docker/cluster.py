@@ -40,7 +40,6 @@ import math
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -56,7 +55,6 @@ from harness.cluster.base import (
     ClusterError,
     NodeInfo,
     NodeStatus,
-    agreed_leader,
     probe_nodes,
 )
 from harness.cluster.docker.engine import (
@@ -94,22 +92,9 @@ from harness.cluster.docker.specs import (
 )
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.owners import identity
+from harness.cluster.ports import free_ports
 
 # -- the engine ------------------------------------------------------------------------
-
-
-def _free_ports(count: int, host: str) -> list[int]:
-    """Ports free on ``host`` right now (Docker binds them a moment later)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class DockerCluster(Cluster):
@@ -156,44 +141,21 @@ class DockerCluster(Cluster):
                 f"container {self._specs[node_id].name} of node {node_id} is gone"
             ) from None
 
-    def _statuses(self, timeout: float = 1.0) -> list[NodeStatus]:
-        return probe_nodes([s.url for s in self._live()], timeout)
+    # -- hooks of Cluster.leader and Cluster.wait_for_leader -----------------------------
+    ready_phrase = " and /readyz 200 on every live node"
+    leader_poll = 0.25
 
-    def leader(self, timeout: float = 1.0) -> NodeInfo | None:
-        """The live node that calls itself leader and that a majority names leader."""
-        lead = agreed_leader(self._statuses(timeout), len(self._specs))
-        if lead is None or lead.node_id not in self._specs:
-            return None
-        return NodeInfo(id=lead.node_id, url=self._specs[lead.node_id].url, pid=None)
+    def _live_nodes(self) -> list[NodeInfo]:
+        return [NodeInfo(id=s.node_id, url=s.url, pid=None) for s in self._live()]
 
-    def wait_for_leader(
-        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
-    ) -> NodeInfo:
-        """Wait for an agreed leader (not in ``exclude``) and, with ``all_ready``, every
-        live container ready; see :meth:`Cluster.wait_for_leader`."""
-        exclude = set(exclude)
-        deadline = time.monotonic() + timeout
-        while True:
-            statuses = self._statuses()
-            lead = agreed_leader(statuses, len(self._specs))
-            waiting = [s for s in statuses if not s.ready] if all_ready else []
-            if (
-                lead is not None
-                and lead.node_id in self._specs
-                and lead.node_id not in exclude
-                and not waiting
-            ):
-                return NodeInfo(id=lead.node_id, url=self._specs[lead.node_id].url, pid=None)
-            if time.monotonic() >= deadline:
-                self._raise_if_exited()
-                what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
-                what += " and /readyz 200 on every live node" if all_ready else ""
-                seen = "; ".join(s.summary() for s in statuses) or "no live node"
-                raise ClusterError(
-                    f"docker cluster {self.cluster_id}: waited {timeout:.0f}s for {what}; "
-                    f"saw {seen}"
-                )
-            time.sleep(0.25)
+    def _leader_wait_error(
+        self, timeout: float, what: str, statuses: Sequence[NodeStatus]
+    ) -> ClusterError:
+        self._raise_if_exited()  # a container that died on its own says more
+        seen = "; ".join(s.summary() for s in statuses) or "no live node"
+        return ClusterError(
+            f"docker cluster {self.cluster_id}: waited {timeout:.0f}s for {what}; saw {seen}"
+        )
 
     def _raise_if_exited(self) -> None:
         """Name containers that died on their own (bad flags, image) with their last log."""
@@ -544,7 +506,7 @@ def start_docker_cluster(
     tz = image_tz(_image_environment(client, image))
     for attempt in range(1, PORT_ATTEMPTS + 1):
         cluster_id = uuid.uuid4().hex[:8]
-        ports = _free_ports(nodes, bind_host)
+        ports = free_ports(nodes, bind_host)
         specs = container_specs(
             cluster_id, ids, ports, image, bind_host, secret, embedded,
             owner=None if detached else identity(), tag=os.environ.get(REAP_TAG_ENV),
