@@ -291,8 +291,7 @@ def reap_networks(
     cluster directory ``owner`` when given, except those ``keep`` says are in use.
 
     With neither ``tag`` nor ``owner``, also removes the pieces of networks no record
-    names any more (a teardown that was interrupted): namespaces and links with the
-    project's prefixes, and ``FORWARD`` rules. Returns the names of what was removed.
+    names any more (:func:`sweep_unrecorded`). Returns the names of what was removed.
     """
     removed: list[str] = []
     for net in _registered():
@@ -302,23 +301,34 @@ def reap_networks(
             continue
         net.teardown()
         removed.append(net.bridge)
-    if tag is None and owner is None and os.geteuid() == 0 and shutil.which("ip"):
-        namespaces, links = _list_netns(), _list_links()
-        rules = forward_rule_cids() if shutil.which("iptables") else []
-        # read after listing: a network is recorded before any piece of it is made
-        recorded = {net.cid for net in _registered()}
-        for ns in namespaces:
-            if ns.startswith(NETNS_PREFIX) and _cid_of(ns) not in recorded:
-                run(["ip", "netns", "del", ns], check=False)
-                removed.append(ns)
-        for link in links:
-            if link.startswith((BRIDGE_PREFIX, VETH_PREFIX)) and _cid_of(link) not in recorded:
-                run(["ip", "link", "del", link], check=False)
-                removed.append(link)
-        for cid in rules:
-            if cid not in recorded:
-                _delete_forward_rules(cid)
-                removed.append(f"FORWARD rule {FORWARD_COMMENT_PREFIX}{cid}")
+    if tag is None and owner is None:
+        removed += sweep_unrecorded()
+    return removed
+
+
+def sweep_unrecorded() -> list[str]:
+    """Remove the pieces of networks that no record names any more (a teardown that was
+    interrupted): namespaces and links with the project's prefixes, and ``FORWARD`` rules.
+    A registered network, live or not, is never touched. Returns what was removed."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        return []
+    removed: list[str] = []
+    namespaces, links = _list_netns(), _list_links()
+    rules = forward_rule_cids() if shutil.which("iptables") else []
+    # read after listing: a network is recorded before any piece of it is made
+    recorded = {net.cid for net in _registered()}
+    for ns in namespaces:
+        if ns.startswith(NETNS_PREFIX) and _cid_of(ns) not in recorded:
+            run(["ip", "netns", "del", ns], check=False)
+            removed.append(ns)
+    for link in links:
+        if link.startswith((BRIDGE_PREFIX, VETH_PREFIX)) and _cid_of(link) not in recorded:
+            run(["ip", "link", "del", link], check=False)
+            removed.append(link)
+    for cid in rules:
+        if cid not in recorded:
+            _delete_forward_rules(cid)
+            removed.append(f"FORWARD rule {FORWARD_COMMENT_PREFIX}{cid}")
     return removed
 
 

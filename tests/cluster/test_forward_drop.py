@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster import netns
-from harness.cluster.netns import NetnsNetwork, forward_rule_cids, reap_networks
+from harness.cluster.netns import NetnsNetwork, forward_rule_cids, sweep_unrecorded
 
 BR_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 pytestmark = [
@@ -118,12 +118,21 @@ def test_teardown_removes_exactly_the_network_rule() -> None:
     assert forward_chain(net) == before
 
 
-def test_reaper_removes_a_crashed_network_rule() -> None:
+def test_the_sweep_removes_a_crashed_network_rule_and_nothing_registered() -> None:
+    """Only what no record names: a registered network (another run's, live) stays whole.
+    The sweep, not ``reap_networks()``, which tears down every registered network on the
+    machine (a test calling it broke a live cluster's namespaces beside it)."""
     before = forward_chain()
-    net = NetnsNetwork.create(["n1"], owner="test_forward_drop_reaper")
-    (netns.REGISTRY / f"{net.cid}.json").unlink()  # as if the run crashed mid-way
-    assert net.cid in forward_rule_cids()
-    removed = reap_networks()
-    assert any(net.cid in name for name in removed)
-    assert net.cid not in forward_rule_cids()
+    live = NetnsNetwork.create(["n1"], owner="test_forward_drop_live")
+    try:
+        net = NetnsNetwork.create(["n1"], owner="test_forward_drop_reaper")
+        (netns.REGISTRY / f"{net.cid}.json").unlink()  # as if the run crashed mid-way
+        assert net.cid in forward_rule_cids()
+        removed = sweep_unrecorded()
+        assert any(net.cid in name for name in removed)
+        assert not any(live.cid in name for name in removed)
+        assert net.cid not in forward_rule_cids() and live.cid in forward_rule_cids()
+        assert all(os.path.exists(f"/run/netns/{m.netns}") for m in live.members.values())
+    finally:
+        live.teardown()
     assert forward_chain(net) == before
