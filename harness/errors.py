@@ -25,6 +25,7 @@ and held against the classes by ``tests/harness/test_errors.py``::
     │   ├── PortTaken (cluster.docker.specs): a host port was taken before Docker bound it
     │   └── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled
     ├── ScenarioError (scenario, ValueError): a scenario file or a value for it is malformed
+    ├── UnknownFaultKind (faults.registry, ValueError): a name no fault kind has
     ├── HistoryFormatError (history, ValueError): a history breaks docs/history-format.md
     ├── SnapshotFormatError (divergence, ValueError): a replicas record has the wrong shape
     ├── SubjectError (subjects.base, ValueError): a subject cannot load or misfits the protocol
