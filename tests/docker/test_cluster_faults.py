@@ -34,6 +34,7 @@ class FakeContainer:
         self.ip = f"172.30.0.{10 + index}"
         self.calls: list[str] = []
         self.refuse_paused = False  # older engines refuse to kill a paused container
+        self.freeze_failures = 0  # pauses the freezer fails ("unable to freeze") first
         self.port_taken = False  # its host port was taken by someone else meanwhile
 
     @property
@@ -69,6 +70,11 @@ class FakeContainer:
 
     def pause(self) -> None:
         self.calls.append("pause")
+        if self.freeze_failures:
+            self.freeze_failures -= 1
+            raise docker.errors.APIError(
+                "Cannot pause container: OCI runtime pause failed: unable to freeze: unknown"
+            )
         self.status = "paused"
 
     def unpause(self) -> None:
@@ -268,6 +274,21 @@ def test_kill_a_paused_node(setup: tuple) -> None:
     assert "n2" not in cluster._paused and [s.node_id for s in cluster._live()] == ["n1", "n3"]
     cluster.restart("n2")
     assert n2.status == "running"
+
+
+def test_a_pause_the_freezer_could_not_make_is_tried_again_within_a_bound(setup: tuple) -> None:
+    cluster, client, _ = setup
+    n1 = client.get("rqueue-t1-n1")
+    n1.freeze_failures = db.FREEZE_ATTEMPTS - 1
+    cluster.pause("n1")
+    assert n1.status == "paused" and n1.calls == ["pause"] * db.FREEZE_ATTEMPTS
+    cluster.resume("n1")
+    n1.calls.clear()
+    n1.freeze_failures = db.FREEZE_ATTEMPTS  # never freezes: the last refusal is raised
+    with pytest.raises(docker.errors.APIError, match="unable to freeze"):
+        cluster.pause("n1")
+    assert n1.status == "running" and n1.calls == ["pause"] * db.FREEZE_ATTEMPTS
+    assert "n1" in [s.node_id for s in cluster._live()]
 
 
 def test_kill_a_paused_node_where_the_engine_refuses(setup: tuple) -> None:

@@ -197,7 +197,7 @@ class DockerCluster(Cluster):
 
     def pause(self, node_id: str) -> None:
         with self._lock:
-            self._container(node_id).pause()
+            _freeze(self._container(node_id))
             self._paused.add(node_id)
 
     def resume(self, node_id: str) -> None:
@@ -446,6 +446,9 @@ class DockerCluster(Cluster):
 
 #: the image a cluster ran (tag, id), written into its directory and kept
 IMAGE_FILE = "docker-image.json"
+#: how many times a pause is tried when the cgroup freezer did not freeze in time (runc
+#: gives up after its own wait and thaws the container again; a loaded host sees it)
+FREEZE_ATTEMPTS = 3
 #: what a node's zone file holds when its zone is not set: UTC
 UTC_ZONE = zonefile.fixed(0, "UTC")
 #: run in the node's container: write the offset next to the clock file, then replace it
@@ -643,3 +646,18 @@ def restart_docker_cluster(directory: Path, timeout: float = 60.0) -> DockerClus
             cluster.resume(nid)
     cluster.wait_for_leader(timeout)
     return cluster
+
+
+def _freeze(container: Any) -> None:
+    """Pause ``container``, trying again (:data:`FREEZE_ATTEMPTS` in all) when the engine
+    says the freezer could not freeze it (``unable to freeze``: runc waited for the
+    cgroup's tasks, gave up and thawed them); any other refusal is raised at once."""
+    import docker
+
+    for attempt in range(1, FREEZE_ATTEMPTS + 1):
+        try:
+            container.pause()
+            return
+        except docker.errors.APIError as exc:
+            if "unable to freeze" not in str(exc) or attempt == FREEZE_ATTEMPTS:
+                raise
