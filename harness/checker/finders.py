@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from .model import CLOCK_TOLERANCE, INF, HistoryModel, Lease
 
-_time = attrgetter("time")
+_first = itemgetter(0)
 _ci, _co = attrgetter("ci"), attrgetter("co")
 
 
@@ -111,29 +111,33 @@ def find_fifo_violations(h: HistoryModel) -> list[list[int]]:
     lease of ``b`` violates FIFO when that reaches the lease's claim ok.
     """
     settled, pub_ok, pub_group = h.settled, h.pub_ok, h.pub_group
-    groups: dict[Any, tuple[list[_Earlier], list[_Later]]] = {}
+    # per group: as a, (first publish ok, first possible ack invoke, msg); as b, (first
+    # publish invoke, msg); plain tuples, sorted by their first item
+    groups: dict[Any, tuple[list[tuple[float, float, Any]], list[tuple[float, Any]]]] = {}
     for msg, first in h.pub_inv.items():
         as_a, as_b = groups.setdefault(pub_group[msg], ([], []))
-        as_b.append(_Later(first.time, msg))
+        as_b.append((first.time, msg))
         done = pub_ok.get(msg)
         if done is not None:
             s = settled.get(msg)
-            as_a.append(_Earlier(done.time, INF if s is None else s.time, msg))
+            as_a.append((done.time, INF if s is None else s.time, msg))
     worst: dict[Any, _Blocker] = {}  # b -> the a whose first possible ack is the latest
     for as_a, as_b in groups.values():
         if not as_a:
             continue
-        as_a.sort(key=_time)
-        as_b.sort(key=_time)
-        k, running = 0, _Blocker(-INF, None)
-        for b in as_b:
-            while k < len(as_a) and as_a[k].time < b.time:
-                a = as_a[k]
-                if a.first_ack > running.first_ack:
-                    running = _Blocker(a.first_ack, a.msg)
+        as_a.sort(key=_first)
+        as_b.sort(key=_first)
+        k, n, running = 0, len(as_a), _Blocker(-INF, None)
+        for invoked, msg in as_b:
+            while k < n:
+                published, first_ack, a = as_a[k]
+                if published >= invoked:
+                    break
+                if first_ack > running.first_ack:
+                    running = _Blocker(first_ack, a)
                 k += 1
             if running.msg is not None:
-                worst[b.msg] = running
+                worst[msg] = running
     found = []
     for x in h.leases:
         w = worst.get(x.msg)
@@ -141,22 +145,6 @@ def find_fifo_violations(h: HistoryModel) -> list[list[int]]:
             a_ok = pub_ok[w.msg]
             found.append([a_ok.i_inv, a_ok.i_ok, h.pub_inv[x.msg].index, x.i_inv, x.i_ok])
     return found
-
-
-class _Earlier(NamedTuple):
-    """A message as ``a`` (published before): its first publish ``ok`` and the invoke of
-    its first possible acknowledgement (infinite if none)."""
-
-    time: float
-    first_ack: float
-    msg: Any
-
-
-class _Later(NamedTuple):
-    """A message as ``b`` (published after): its first publish invoke."""
-
-    time: float
-    msg: Any
 
 
 class _Blocker(NamedTuple):

@@ -93,15 +93,15 @@ class HistoryModel:
             elif typ == "ok":
                 latencies[f].append(ev["time"] - inv["time"])
             ops[f, typ] += 1
-            HANDLERS[f](self, Call(inv, ev, typ))
+            HANDLERS[f](self, inv, ev, typ)
         for inv in sorted(open_ops.values(), key=lambda e: e["index"]):
             f = inv["f"]
             ops[f, "open"] += 1
-            HANDLERS[f](self, Call(inv, None, "open"))
+            HANDLERS[f](self, inv, None, "open")
         self._absorb_dead_letters()
 
-    def _publish(self, call: Call) -> None:
-        inv, value = call.inv, call.value
+    def _publish(self, inv: dict, comp: dict | None, typ: str) -> None:
+        value = inv.get("value")
         try:
             msg, group = value["msg"], value["group"]  # type: ignore[index]
         except (TypeError, KeyError):
@@ -116,7 +116,7 @@ class HistoryModel:
             self.pub_forms[msg] = [form]
         elif form not in forms:
             forms.append(form)
-        t, i = call.t_inv, call.i_inv
+        t, i = inv["time"], inv["index"]
         delay = value.get("delay", 0)  # type: ignore[union-attr]
         if delay is None:
             delay = 0
@@ -126,60 +126,62 @@ class HistoryModel:
             )
         elif delay > 0:
             self.delayed.add(msg)
+        invoked = Stamp(t, i)
         ready = self.ready.get(msg)
         if ready is None or t + delay < ready.time:
-            self.ready[msg] = Stamp(t + delay, i)
+            self.ready[msg] = Stamp(t + delay, i) if delay else invoked
         first = self.pub_inv.get(msg)
         if first is None:
-            self.pub_inv[msg] = Stamp(t, i)
+            self.pub_inv[msg] = invoked
             self.pub_group[msg] = group
         elif t < first.time:
-            self.pub_inv[msg] = Stamp(t, i)
-        if call.outcome == "ok":
+            self.pub_inv[msg] = invoked
+        if typ == "ok":
             done = self.pub_ok.get(msg)
-            if done is None or call.t_ok < done.time:
-                self.pub_ok[msg] = OpStamp(call.t_ok, i, call.i_ok)
+            if done is None or comp["time"] < done.time:  # type: ignore[index]
+                self.pub_ok[msg] = OpStamp(comp["time"], i, comp["index"])  # type: ignore[index]
 
-    def _claim(self, call: Call) -> None:
-        self._claims.append(call)
-        if call.outcome != "ok":
+    def _claim(self, inv: dict, comp: dict | None, typ: str) -> None:
+        self._claims.append(Call(inv, comp, typ))
+        if typ != "ok":
             return
-        value = call.done.get("value")
+        value = comp.get("value")  # type: ignore[union-attr]
         if value is None or (type(value) is dict and value.keys() == {"dead_lettered"}):
             self.empty_claims += 1  # nothing leased (perhaps some dead-lettered)
             return
         if type(value) is not dict:
-            raise HistoryFormatError(call.i_ok + 1, "claim ok value must be an object or null")
-        self._lease(call, value)
+            raise HistoryFormatError(comp["index"] + 1, "claim ok value must be an object or null")  # type: ignore[index]
+        self._lease(inv, comp, value)  # type: ignore[arg-type]
 
-    def _claim_many(self, call: Call) -> None:
+    def _claim_many(self, inv: dict, comp: dict | None, typ: str) -> None:
         """Each lease of a batch claim is a lease, as a claim's would be."""
-        self._claims.append(call)
-        if call.outcome != "ok":
+        self._claims.append(Call(inv, comp, typ))
+        if typ != "ok":
             return
-        value = call.done.get("value")
+        value = comp.get("value")  # type: ignore[union-attr]
         leases = value.get("leases") if type(value) is dict else None
         if type(leases) is not list:
             raise HistoryFormatError(
-                call.i_ok + 1, "claim-many ok value must be an object with a 'leases' list"
+                comp["index"] + 1,  # type: ignore[index]
+                "claim-many ok value must be an object with a 'leases' list",
             )
         if not leases:
             self.empty_claims += 1
         for lease in leases:
             if type(lease) is not dict:
                 raise HistoryFormatError(
-                    call.i_ok + 1, f"claim-many lease must be an object, got {lease!r}"
+                    comp["index"] + 1,  # type: ignore[index]
+                    f"claim-many lease must be an object, got {lease!r}",
                 )
-            self._lease(call, lease)
+            self._lease(inv, comp, lease)  # type: ignore[arg-type]
 
-    def _lease(self, call: Call, value: dict) -> None:
-        comp = call.done
+    def _lease(self, inv: dict, comp: dict, value: dict) -> None:
         vis = value.get("visibility")
-        if vis is None and type(call.value) is dict:
-            vis = call.value.get("visibility")
+        if vis is None and type(inv.get("value")) is dict:
+            vis = inv["value"].get("visibility")
         if (type(vis) is not float and type(vis) is not int) or not 0 <= vis < INF:
             raise HistoryFormatError(
-                call.i_ok + 1, "claim needs a numeric 'visibility' in its ok or invoke value"
+                comp["index"] + 1, "claim needs a numeric 'visibility' in its ok or invoke value"
             )
         msg, group = value.get("msg"), value.get("group")
         if (type(group) is not str and type(group) is not int) or (
@@ -187,36 +189,40 @@ class HistoryModel:
         ):
             _check_key(msg, "msg", comp)
             _key(value, "group", comp)
-        lease = Lease.taken(call, group, msg, value.get("token"), vis, _digest(value, comp))
+        ci, co = inv["time"], comp["time"]
+        token, digest = value.get("token"), _digest(value, comp)
+        i, j, p = inv["index"], comp["index"], inv["process"]
+        lease = Lease(p, i, j, ci, co, group, msg, token, digest, ci + vis, co + vis)
         self.leases.append(lease)
-        self._holding[call.process, msg] = lease
+        self._holding[inv["process"], msg] = lease
 
-    def _holder_lease(self, call: Call) -> tuple[Any, Lease | None]:
-        inv, value = call.inv, call.value
+    def _holder_lease(self, inv: dict) -> tuple[Any, Lease | None]:
+        value = inv.get("value")
         if type(value) is not dict or "msg" not in value:
             _key(value, "msg", inv, nullable=True)  # raises, naming what is missing
         msg = value["msg"]  # type: ignore[index]
         if msg is not None and type(msg) is not str and type(msg) is not int:
             _check_key(msg, "msg", inv)
-        lease = self._holding.get((call.process, msg))
+        lease = self._holding.get((inv["process"], msg))
         if lease is not None:
             token = value.get("token")  # type: ignore[union-attr]
             if token is not None and lease.token is not None and token != lease.token:
                 lease = None
         return msg, lease
 
-    def _release(self, call: Call) -> None:
-        """An ack, nack or dead-letter (or one lease of a batch ack)."""
-        f, typ = call.f, call.outcome
+    def _release(self, inv: dict, comp: dict | None, typ: str) -> None:
+        """An ack, nack or dead-letter (or one lease of a batch ack, with its outcome)."""
+        f = inv["f"]
         if f == "dead-letter":
-            _key(call.value, "msg", call.inv, nullable=True)  # names what is missing
-        msg, lease = self._holder_lease(call)
-        t = call.t_inv
+            _key(inv.get("value"), "msg", inv, nullable=True)  # names what is missing
+        msg, lease = self._holder_lease(inv)
+        t = inv["time"]
+        done = OpStamp(t, inv["index"], -1 if comp is None else comp["index"])
         if lease is not None:  # the holder's own ack, nack or dead-letter ends its window
             if t < lease.cut:
                 lease.cut = t
             if typ == "ok":
-                lease.releases.append(OpStamp(t, call.i_inv, call.i_ok))
+                lease.releases.append(done)
         if f == "nack":
             return
         if f == "dead-letter" and typ == "ok":
@@ -225,24 +231,24 @@ class HistoryModel:
             return
         first = self.settled.get(msg)
         if first is None or t < first.time:
-            self.settled[msg] = OpStamp(t, call.i_inv, call.i_ok)
+            self.settled[msg] = done
         if typ == "ok":
-            done = self.acked.get(msg)
-            if done is None or call.t_ok < done.time:
-                self.acked[msg] = OpStamp(call.t_ok, call.i_inv, call.i_ok)
+            acked = self.acked.get(msg)
+            if acked is None or comp["time"] < acked.time:  # type: ignore[index]
+                self.acked[msg] = OpStamp(comp["time"], done.i_inv, done.i_ok)  # type: ignore[index]
 
-    def _ack_many(self, call: Call) -> None:
+    def _ack_many(self, inv: dict, comp: dict | None, typ: str) -> None:
         """Each lease of a batch ack is an ack with that lease's outcome: the ok value's
         ``outcomes`` when the call returned, else the call's own (fail, info or open)."""
-        inv, comp, value = call.inv, call.comp, call.value
+        value = inv.get("value")
         entries = value.get("leases") if type(value) is dict else None
         if type(entries) is not list or any(type(e) is not dict for e in entries):
             raise HistoryFormatError(
-                call.i_inv + 1, "ack-many invoke value must be an object with a 'leases' list"
+                inv["index"] + 1, "ack-many invoke value must be an object with a 'leases' list"
             )
-        kinds = [call.outcome] * len(entries)
-        if call.outcome == "ok":
-            done = call.done.get("value")
+        kinds = [typ] * len(entries)
+        if typ == "ok":
+            done = comp.get("value")  # type: ignore[union-attr]
             kinds = done.get("outcomes") if type(done) is dict else None
             if (
                 type(kinds) is not list
@@ -250,30 +256,29 @@ class HistoryModel:
                 or any(k not in ("ok", "fail", "info") for k in kinds)
             ):
                 raise HistoryFormatError(
-                    call.i_ok + 1,
+                    comp["index"] + 1,  # type: ignore[index]
                     "ack-many ok value needs 'outcomes': ok, fail or info for each lease",
                 )
         for entry, kind in zip(entries, kinds, strict=True):
-            self._release(Call({**inv, "f": "ack", "value": entry}, comp, kind))
+            self._release({**inv, "f": "ack", "value": entry}, comp, kind)
 
-    def _extend(self, call: Call) -> None:
-        _, lease = self._holder_lease(call)
-        typ = call.outcome
+    def _extend(self, inv: dict, comp: dict | None, typ: str) -> None:
+        _, lease = self._holder_lease(inv)
         if lease is None or typ == "fail":
             return
-        vis = call.value.get("visibility")
+        vis = inv["value"].get("visibility")
         if not _is_number(vis):
-            raise HistoryFormatError(call.i_inv + 1, "extend needs a numeric 'visibility'")
-        until = call.t_inv + vis
-        latest = (call.t_ok if typ == "ok" else call.t_inv) + vis
+            raise HistoryFormatError(inv["index"] + 1, "extend needs a numeric 'visibility'")
+        until = inv["time"] + vis
+        latest = (comp["time"] if typ == "ok" else inv["time"]) + vis  # type: ignore[index]
         if latest > lease.expiry:
             lease.expiry = latest
         if typ == "ok" and until > lease.stretch:
             lease.stretch = until
 
-    def _read_dead_letters(self, call: Call) -> None:
-        if call.outcome == "ok":
-            self.dead_reads.append(call)
+    def _read_dead_letters(self, inv: dict, comp: dict | None, typ: str) -> None:
+        if typ == "ok":
+            self.dead_reads.append(Call(inv, comp, typ))
 
     def _absorb_dead_letters(self) -> None:
         """Turn the claims' ``dead_lettered`` lists and the reads into acknowledgements.
@@ -329,7 +334,7 @@ class HistoryModel:
 
 #: The one dispatch on an operation's name: the handler of each client operation, called
 #: once per operation (completed, or still open at the end of the history).
-HANDLERS: dict[str, Callable[[HistoryModel, Call], None]] = {
+HANDLERS: dict[str, Callable[[HistoryModel, dict, dict | None, str], None]] = {
     "publish": HistoryModel._publish,
     "claim": HistoryModel._claim,
     CLAIM_MANY: HistoryModel._claim_many,

@@ -17,17 +17,13 @@ INF = math.inf
 
 class Call(NamedTuple):
     """One client operation, its events paired: the invoke, the completion (None while
-    it is still open at the end of the history) and its outcome."""
+    it is still open at the end of the history) and its outcome. The model keeps the
+    claims and the reads of the dead-letter queue as these."""
 
     inv: dict
     comp: dict | None
     #: ``ok``, ``fail``, ``info``, or ``open`` (no completion)
     outcome: str
-
-    @property
-    def f(self) -> str:
-        """The operation's name."""
-        return self.inv["f"]
 
     @property
     def process(self) -> int:
@@ -106,26 +102,6 @@ class Lease:
     cut: float = INF  # invoke of the holder's first ack/nack/dead-letter
     #: the holder's ok acks/nacks/dead-letters: (invoke time, invoke index, ok index)
     releases: list[OpStamp] = field(default_factory=list)
-
-    @classmethod
-    def taken(
-        cls, claim: Call, group: Any, msg: Any, token: Any, vis: float, digest: str | None
-    ) -> Lease:
-        """The lease a claim that returned ``ok`` took, for ``vis`` seconds."""
-        ci, co = claim.t_inv, claim.t_ok
-        return cls(
-            claim.process,
-            claim.i_inv,
-            claim.i_ok,
-            ci,
-            co,
-            group,
-            msg,
-            token,
-            digest,
-            ci + vis,
-            co + vis,
-        )
 
     @property
     def end(self) -> float:
