@@ -5,7 +5,8 @@ The format and the definitions are the project's public contract
 
 :func:`check` is a pure function of the events: it builds the model (:mod:`.model`: the
 operations paired, the leases, each message's publishes and acks, the dead-letterings),
-runs one finder per anomaly (:mod:`.finders`, :mod:`.deadletters`) and adds statistics
+runs one finder per anomaly (:mod:`.finders`, :mod:`.deadletters`; each anomaly
+registered once, with its finder, in :mod:`.registry`) and adds statistics
 (:mod:`.statistics`). ``python -m harness check FILE`` is :mod:`harness.check_cli`.
 
 Definitions, in short (the document is the authority):
@@ -25,8 +26,8 @@ Definitions, in short (the document is the authority):
   ``early-delivery``.
 """
 
-from .finders import ANOMALIES, FINDERS
 from .model import CLOCK_TOLERANCE, Dead, HistoryModel, Lease
+from .registry import ANOMALIES, FINDERS
 from .result import MAX_EXAMPLES, check
 from .statistics import availability, statistics
 

@@ -5,7 +5,7 @@ many claims. The workload records it on the claim that did it (``dead_lettered``
 claim's ``ok`` value) and reads the whole dead-letter queue once after the drain
 (``read-dead-letters``; see :mod:`harness.workload.deadletters`);
 :class:`~harness.checker.model.HistoryModel` turns both into acknowledgements and
-``dead`` entries. The three anomalies:
+``dead`` entries. The three anomalies (their finders registered in :mod:`.registry`):
 
 * ``early-dead-letter``: dead-lettered although fewer than ``max_deliveries`` claims
   can have leased it: its ``ok`` leases plus every claim that may have delivered unseen
@@ -19,13 +19,9 @@ claim's ``ok`` value) and reads the whole dead-letter queue once after the drain
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 from typing import Any
 
 from .model import HistoryModel, Lease
-
-Finder = Callable[[HistoryModel], list[list[int]]]
-ANOMALIES = ("early-dead-letter", "over-delivered", "dead-letter-while-leased")
 
 
 def find_early(h: HistoryModel) -> list[list[int]]:
@@ -78,10 +74,3 @@ def _leases_by_msg(h: HistoryModel) -> dict[Any, list[Lease]]:
     for x in h.leases:
         out.setdefault(x.msg, []).append(x)
     return out
-
-
-FINDERS: dict[str, Finder] = {
-    "early-dead-letter": find_early,
-    "over-delivered": find_over_delivered,
-    "dead-letter-while-leased": find_while_leased,
-}

@@ -1,5 +1,6 @@
 """The anomaly finders: each returns the examples (lists of event indices) of every
-instance of its anomaly in a :class:`~harness.checker.model.HistoryModel`.
+instance of its anomaly in a :class:`~harness.checker.model.HistoryModel`. Each is
+registered, under its anomaly's name, in :mod:`.registry`.
 
 Every finder sorts once and sweeps (or binary-searches), so a history of n events is
 checked in O(n log n).
@@ -10,25 +11,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
-from .. import divergence
-from . import deadletters
-from .deadletters import Finder
 from .model import CLOCK_TOLERANCE, INF, HistoryModel, Lease
 
-ANOMALIES = (
-    "lost",
-    "duplicate-group-lease",
-    "fifo-violation",
-    "delivered-after-ack",
-    "unexpected",
-    "corrupted",
-    "stale-ack-accepted",
-    "early-delivery",
-    *deadletters.ANOMALIES,
-    divergence.NAME,  # from the replicas' tables (replicas.json), not from the history
-)
 _first = itemgetter(0)
 _ci, _co = attrgetter("ci"), attrgetter("co")
 
@@ -36,7 +22,7 @@ _ci, _co = attrgetter("ci"), attrgetter("co")
 def find_lost(h: HistoryModel) -> list[list[int]]:
     """Published ``ok`` and never acknowledged by an ``ok``/``info`` ack or dead-letter."""
     settled = h.settled
-    return [[i, j] for msg, (_, i, j) in h.pub_ok.items() if msg not in settled]
+    return [[p.i_inv, p.i_ok] for msg, p in h.pub_ok.items() if msg not in settled]
 
 
 def find_unexpected(h: HistoryModel) -> list[list[int]]:
@@ -55,11 +41,11 @@ def find_corrupted(h: HistoryModel) -> list[list[int]]:
         if published is None:
             continue  # unexpected, not comparable
         group = x.group if type(x.group) is str else str(x.group)
-        digests = {d for _, d in published if d is not None}
-        if all(g != group for g, _ in published) or (
+        digests = {p.digest for p in published if p.digest is not None}
+        if all(p.group != group for p in published) or (
             x.digest is not None and digests and x.digest not in digests
         ):
-            found.append([first[x.msg][1], x.i_inv, x.i_ok])
+            found.append([first[x.msg].index, x.i_inv, x.i_ok])
     return found
 
 
@@ -69,8 +55,8 @@ def find_delivered_after_ack(h: HistoryModel) -> list[list[int]]:
     found = []
     for x in h.leases:
         a = acked.get(x.msg)
-        if a is not None and x.ci > a[0]:
-            found.append([a[1], a[2], x.i_inv, x.i_ok])
+        if a is not None and x.ci > a.time:
+            found.append([a.i_inv, a.i_ok, x.i_inv, x.i_ok])
     return found
 
 
@@ -125,35 +111,47 @@ def find_fifo_violations(h: HistoryModel) -> list[list[int]]:
     lease of ``b`` violates FIFO when that reaches the lease's claim ok.
     """
     settled, pub_ok, pub_group = h.settled, h.pub_ok, h.pub_group
-    groups: dict[Any, tuple[list, list]] = {}
-    for msg, (t_inv, _) in h.pub_inv.items():
+    # per group: as a, (first publish ok, first possible ack invoke, msg); as b, (first
+    # publish invoke, msg); plain tuples, sorted by their first item
+    groups: dict[Any, tuple[list[tuple[float, float, Any]], list[tuple[float, Any]]]] = {}
+    for msg, first in h.pub_inv.items():
         as_a, as_b = groups.setdefault(pub_group[msg], ([], []))
-        as_b.append((t_inv, msg))
+        as_b.append((first.time, msg))
         done = pub_ok.get(msg)
         if done is not None:
             s = settled.get(msg)
-            as_a.append((done[0], INF if s is None else s[0], msg))
-    worst: dict[Any, tuple[float, Any]] = {}  # b -> (latest first-ack invoke, its a)
+            as_a.append((done.time, INF if s is None else s.time, msg))
+    worst: dict[Any, _Blocker] = {}  # b -> the a whose first possible ack is the latest
     for as_a, as_b in groups.values():
         if not as_a:
             continue
         as_a.sort(key=_first)
         as_b.sort(key=_first)
-        k, running = 0, (-INF, None)
-        for t_inv, msg in as_b:
-            while k < len(as_a) and as_a[k][0] < t_inv:
-                if as_a[k][1] > running[0]:
-                    running = (as_a[k][1], as_a[k][2])
+        k, n, running = 0, len(as_a), _Blocker(-INF, None)
+        for invoked, msg in as_b:
+            while k < n:
+                published, first_ack, a = as_a[k]
+                if published >= invoked:
+                    break
+                if first_ack > running.first_ack:
+                    running = _Blocker(first_ack, a)
                 k += 1
-            if running[1] is not None:
+            if running.msg is not None:
                 worst[msg] = running
     found = []
     for x in h.leases:
         w = worst.get(x.msg)
-        if w is not None and w[0] >= x.co:
-            _, ai, aj = pub_ok[w[1]]
-            found.append([ai, aj, h.pub_inv[x.msg][1], x.i_inv, x.i_ok])
+        if w is not None and w.first_ack >= x.co:
+            a_ok = pub_ok[w.msg]
+            found.append([a_ok.i_inv, a_ok.i_ok, h.pub_inv[x.msg].index, x.i_inv, x.i_ok])
     return found
+
+
+class _Blocker(NamedTuple):
+    """The ``a`` a ``b`` waits for longest: its first possible ack invoke, its msg."""
+
+    first_ack: float
+    msg: Any
 
 
 def find_stale_acks(h: HistoryModel) -> list[list[int]]:
@@ -174,11 +172,11 @@ def find_stale_acks(h: HistoryModel) -> list[list[int]]:
         for i in range(len(leases) - 1, -1, -1):
             suffix[i] = _best_two(leases[i], *suffix[i + 1])
         for x in leases:
-            for t_inv, i_inv, i_ok in x.releases:
+            for r in x.releases:
                 best, second = suffix[bisect_left(starts, x.expiry)]
                 other = second if best is not None and best.process == x.process else best
-                if other is not None and other.co <= t_inv:
-                    found.append([x.i_inv, x.i_ok, other.i_inv, other.i_ok, i_inv, i_ok])
+                if other is not None and other.co <= r.time:
+                    found.append([x.i_inv, x.i_ok, other.i_inv, other.i_ok, r.i_inv, r.i_ok])
     return found
 
 
@@ -193,9 +191,9 @@ def find_early_deliveries(h: HistoryModel) -> list[list[int]]:
     delayed, ready = h.delayed, h.ready
     for x in h.leases:
         if x.msg in delayed:
-            t, i = ready[x.msg]
-            if x.co + CLOCK_TOLERANCE < t:
-                found.append([i, x.i_inv, x.i_ok])
+            due = ready[x.msg]
+            if x.co + CLOCK_TOLERANCE < due.time:
+                found.append([due.index, x.i_inv, x.i_ok])
     return found
 
 
@@ -208,19 +206,6 @@ def _best_two(x: Lease, best: Lease | None, second: Lease | None) -> tuple:
     if best.process != x.process and (second is None or x.co < second.co):
         return best, x
     return best, second
-
-
-FINDERS: dict[str, Finder] = {
-    "lost": find_lost,
-    "duplicate-group-lease": find_duplicate_group_leases,
-    "fifo-violation": find_fifo_violations,
-    "delivered-after-ack": find_delivered_after_ack,
-    "unexpected": find_unexpected,
-    "corrupted": find_corrupted,
-    "stale-ack-accepted": find_stale_acks,
-    "early-delivery": find_early_deliveries,
-    **deadletters.FINDERS,
-}
 
 
 def _by(items: Iterable[Lease], key: Callable[[Lease], Any]) -> dict[Any, list[Lease]]:

@@ -1,8 +1,9 @@
 """The model a history is checked against: its operations paired, its leases, each
 message's publishes and acknowledgements, and its dead-letterings, built in one pass.
 
-Every field the finders read is declared in :class:`HistoryModel`; nothing is added to
-it from outside.
+Every field the finders read is declared in :class:`HistoryModel`, as a typed record of
+:mod:`.records`; nothing is added to it from outside. Each paired operation goes to the
+one handler :data:`HANDLERS` names for it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..history import (
@@ -22,71 +23,15 @@ from ..history import (
     completion_error,
     invoke_error,
 )
+from .records import INF, Call, Dead, Form, Lease, OpStamp, Stamp
 
-INF = math.inf
+__all__ = ["CLOCK_TOLERANCE", "HANDLERS", "INF", "Dead", "HistoryModel", "Lease"]
+
 #: Seconds by which two readings of the queue's clock may disagree with the real time
 #: elapsed between them: rqueue's default ``clock_tolerance`` (0.25 s, how far apart the
 #: nodes' clocks may be) plus the rounding of its server timestamps (0.0864 s), rounded
 #: up. A delayed message counts as delivered early only beyond it.
 CLOCK_TOLERANCE = 0.35
-
-
-class Lease:
-    """A claim that returned a message, with what its holder did with it."""
-
-    __slots__ = (
-        "ci",
-        "co",
-        "cut",
-        "digest",
-        "expiry",
-        "group",
-        "i_inv",
-        "i_ok",
-        "msg",
-        "process",
-        "releases",
-        "stretch",
-        "token",
-    )
-
-    def __init__(
-        self,
-        inv: dict,
-        ok: dict,
-        group: Any,
-        msg: Any,
-        token: Any,
-        vis: float,
-        digest: str | None = None,
-    ) -> None:
-        self.process = inv["process"]
-        self.i_inv, self.i_ok = inv["index"], ok["index"]
-        self.ci, self.co = inv["time"], ok["time"]
-        self.group, self.msg, self.token = group, msg, token
-        self.digest = digest  # of the delivered body, when the history records it
-        self.stretch = self.ci + vis  # certain end before the cut: ok extends only
-        # for stale acks: the latest the lease can end (it may apply as late as claim ok)
-        self.expiry = self.co + vis
-        self.cut = INF  # invoke of the holder's first ack/nack
-        self.releases: list[tuple[float, int, int]] = []  # ok acks/nacks: (invoke, i, i)
-
-    @property
-    def end(self) -> float:
-        """End of the certain validity window."""
-        return min(self.stretch, self.cut)
-
-
-class Dead:
-    """One dead-lettering: by a claim (``ci``/``co``, its process) or seen by a read."""
-
-    __slots__ = ("ci", "co", "i_inv", "i_ok", "msg", "process")
-
-    def __init__(self, msg: Any, inv: dict, ok: dict, by_claim: bool) -> None:
-        self.msg = msg
-        self.ci, self.co = inv["time"], ok["time"]
-        self.i_inv, self.i_ok = inv["index"], ok["index"]
-        self.process = inv["process"] if by_claim else None
 
 
 class HistoryModel:
@@ -99,18 +44,19 @@ class HistoryModel:
     def __init__(self, events: Sequence[dict]) -> None:
         self.ops: Counter[tuple[str, str]] = Counter()
         self.latencies: dict[str, list[float]] = {f: [] for f in CLIENT_FS}
-        self.pub_inv: dict[Any, tuple[float, int]] = {}  # msg -> earliest publish invoke
-        self.pub_ok: dict[Any, tuple[float, int, int]] = {}  # msg -> earliest publish ok
+        self.pub_inv: dict[Any, Stamp] = {}  # msg -> earliest publish invoke
+        self.pub_ok: dict[Any, OpStamp] = {}  # msg -> earliest publish ok (its time)
         self.pub_group: dict[Any, Any] = {}
-        #: msg -> the distinct (group as text, body digest or None) of its publishes
-        self.pub_forms: dict[Any, list[tuple[str, str | None]]] = {}
-        #: msg -> (earliest publish invoke + its delay, that publish's invoke index)
-        self.ready: dict[Any, tuple[float, int]] = {}
+        #: msg -> the distinct forms (group as text, body digest or None) of its publishes
+        self.pub_forms: dict[Any, list[Form]] = {}
+        #: msg -> earliest publish invoke + its delay, with that publish's invoke index
+        self.ready: dict[Any, Stamp] = {}
         self.delayed: set[Any] = set()  # messages with a publish of positive ``delay``
-        self.settled: dict[Any, tuple[float, int, int]] = {}  # msg -> first ok/info ack invoke
-        self.acked: dict[Any, tuple[float, int, int]] = {}  # msg -> earliest ack ok
+        #: msg -> its first ok/info ack (its invoke time)
+        self.settled: dict[Any, OpStamp] = {}
+        self.acked: dict[Any, OpStamp] = {}  # msg -> earliest ack ok (its time)
         self.dead_lettered: set[Any] = set()
-        self.dead_reads: list[tuple[dict, dict]] = []  # ok reads of the dead-letter queue
+        self.dead_reads: list[Call] = []  # ok reads of the dead-letter queue
         self.dead: list[Dead] = []  # every dead-lettering, by a claim or seen by a read
         self.max_deliveries: int | None = None  # the queue's limit, if the claims say one
         #: invoke times of the claims that may have delivered unseen (unknown outcome, or
@@ -118,17 +64,15 @@ class HistoryModel:
         self.unseen_claims: list[float] = []
         #: invoke times of the claims of unknown outcome: only when the queue was read
         self.unknown_claims: list[float] = []
-        claims: list[tuple[dict, dict | None, str]] = []  # every claim, for dead letters
         self.leases: list[Lease] = []
         self.empty_claims = 0
         self.nemesis: list[dict] = []
         self.duration = events[-1]["time"] if events else 0.0
+        self._claims: list[Call] = []  # every claim, for dead letters
         self._holding: dict[tuple[int, Any], Lease] = {}
         open_ops: dict[int, dict] = {}
         retired: dict[int, int] = {}
         ops, latencies = self.ops, self.latencies
-        publish, claim, release, extend = self._publish, self._claim, self._release, self._extend
-        claim_many, ack_many = self._claim_many, self._ack_many
         for ev in events:
             p = ev["process"]
             typ = ev["type"]
@@ -149,37 +93,12 @@ class HistoryModel:
             elif typ == "ok":
                 latencies[f].append(ev["time"] - inv["time"])
             ops[f, typ] += 1
-            if f == "claim":
-                claim(inv, ev, typ)
-                claims.append((inv, ev, typ))
-            elif f == CLAIM_MANY:
-                claim_many(inv, ev, typ)
-                claims.append((inv, ev, typ))
-            elif f == ACK_MANY:
-                ack_many(inv, ev, typ)
-            elif f == READ_DEAD_LETTERS:
-                if typ == "ok":
-                    self.dead_reads.append((inv, ev))
-            elif f == "publish":
-                publish(inv, ev, typ)
-            elif f == "extend":
-                extend(inv, ev, typ)
-            else:
-                release(inv, ev, typ)
+            HANDLERS[f](self, inv, ev, typ)
         for inv in sorted(open_ops.values(), key=lambda e: e["index"]):
             f = inv["f"]
             ops[f, "open"] += 1
-            if f == "publish":
-                publish(inv, None, "open")
-            elif f == "extend":
-                extend(inv, None, "open")
-            elif f == "claim" or f == CLAIM_MANY:
-                claims.append((inv, None, "open"))
-            elif f == ACK_MANY:
-                ack_many(inv, None, "open")
-            elif f != READ_DEAD_LETTERS:
-                release(inv, None, "open")
-        self._absorb_dead_letters(claims)
+            HANDLERS[f](self, inv, None, "open")
+        self._absorb_dead_letters()
 
     def _publish(self, inv: dict, comp: dict | None, typ: str) -> None:
         value = inv.get("value")
@@ -191,65 +110,70 @@ class HistoryModel:
             type(group) is not str and type(group) is not int
         ):
             msg, group = _key(value, "msg", inv), _key(value, "group", inv)
-        form = (_text(group), _digest(value, inv))
+        form = Form(_text(group), _digest(value, inv))
         forms = self.pub_forms.get(msg)
         if forms is None:
             self.pub_forms[msg] = [form]
         elif form not in forms:
             forms.append(form)
-        t = inv["time"]
+        t, i = inv["time"], inv["index"]
         delay = value.get("delay", 0)  # type: ignore[union-attr]
         if delay is None:
             delay = 0
         elif not _is_number(delay):
             raise HistoryFormatError(
-                inv["index"] + 1, f"publish 'delay' must be a number of seconds, got {delay!r}"
+                i + 1, f"publish 'delay' must be a number of seconds, got {delay!r}"
             )
         elif delay > 0:
             self.delayed.add(msg)
+        invoked = Stamp(t, i)
         ready = self.ready.get(msg)
-        if ready is None or t + delay < ready[0]:
-            self.ready[msg] = (t + delay, inv["index"])
+        if ready is None or t + delay < ready.time:
+            self.ready[msg] = Stamp(t + delay, i) if delay else invoked
         first = self.pub_inv.get(msg)
         if first is None:
-            self.pub_inv[msg] = (t, inv["index"])
+            self.pub_inv[msg] = invoked
             self.pub_group[msg] = group
-        elif t < first[0]:
-            self.pub_inv[msg] = (t, inv["index"])
+        elif t < first.time:
+            self.pub_inv[msg] = invoked
         if typ == "ok":
             done = self.pub_ok.get(msg)
-            if done is None or comp["time"] < done[0]:  # type: ignore[index]
-                self.pub_ok[msg] = (comp["time"], inv["index"], comp["index"])  # type: ignore[index]
+            if done is None or comp["time"] < done.time:  # type: ignore[index]
+                self.pub_ok[msg] = OpStamp(comp["time"], i, comp["index"])  # type: ignore[index]
 
-    def _claim(self, inv: dict, comp: dict, typ: str) -> None:
+    def _claim(self, inv: dict, comp: dict | None, typ: str) -> None:
+        self._claims.append(Call(inv, comp, typ))
         if typ != "ok":
             return
-        value = comp.get("value")
+        value = comp.get("value")  # type: ignore[union-attr]
         if value is None or (type(value) is dict and value.keys() == {"dead_lettered"}):
             self.empty_claims += 1  # nothing leased (perhaps some dead-lettered)
             return
         if type(value) is not dict:
-            raise HistoryFormatError(comp["index"] + 1, "claim ok value must be an object or null")
-        self._lease(inv, comp, value)
+            raise HistoryFormatError(comp["index"] + 1, "claim ok value must be an object or null")  # type: ignore[index]
+        self._lease(inv, comp, value)  # type: ignore[arg-type]
 
-    def _claim_many(self, inv: dict, comp: dict, typ: str) -> None:
+    def _claim_many(self, inv: dict, comp: dict | None, typ: str) -> None:
         """Each lease of a batch claim is a lease, as a claim's would be."""
+        self._claims.append(Call(inv, comp, typ))
         if typ != "ok":
             return
-        value = comp.get("value")
+        value = comp.get("value")  # type: ignore[union-attr]
         leases = value.get("leases") if type(value) is dict else None
         if type(leases) is not list:
             raise HistoryFormatError(
-                comp["index"] + 1, "claim-many ok value must be an object with a 'leases' list"
+                comp["index"] + 1,  # type: ignore[index]
+                "claim-many ok value must be an object with a 'leases' list",
             )
         if not leases:
             self.empty_claims += 1
         for lease in leases:
             if type(lease) is not dict:
                 raise HistoryFormatError(
-                    comp["index"] + 1, f"claim-many lease must be an object, got {lease!r}"
+                    comp["index"] + 1,  # type: ignore[index]
+                    f"claim-many lease must be an object, got {lease!r}",
                 )
-            self._lease(inv, comp, lease)
+            self._lease(inv, comp, lease)  # type: ignore[arg-type]
 
     def _lease(self, inv: dict, comp: dict, value: dict) -> None:
         vis = value.get("visibility")
@@ -265,7 +189,10 @@ class HistoryModel:
         ):
             _check_key(msg, "msg", comp)
             _key(value, "group", comp)
-        lease = Lease(inv, comp, group, msg, value.get("token"), vis, _digest(value, comp))
+        ci, co = inv["time"], comp["time"]
+        token, digest = value.get("token"), _digest(value, comp)
+        i, j, p = inv["index"], comp["index"], inv["process"]
+        lease = Lease(p, i, j, ci, co, group, msg, token, digest, ci + vis, co + vis)
         self.leases.append(lease)
         self._holding[inv["process"], msg] = lease
 
@@ -278,35 +205,37 @@ class HistoryModel:
             _check_key(msg, "msg", inv)
         lease = self._holding.get((inv["process"], msg))
         if lease is not None:
-            token = value.get("token")
+            token = value.get("token")  # type: ignore[union-attr]
             if token is not None and lease.token is not None and token != lease.token:
                 lease = None
         return msg, lease
 
     def _release(self, inv: dict, comp: dict | None, typ: str) -> None:
+        """An ack, nack or dead-letter (or one lease of a batch ack, with its outcome)."""
         f = inv["f"]
         if f == "dead-letter":
             _key(inv.get("value"), "msg", inv, nullable=True)  # names what is missing
         msg, lease = self._holder_lease(inv)
+        t = inv["time"]
+        done = OpStamp(t, inv["index"], -1 if comp is None else comp["index"])
         if lease is not None:  # the holder's own ack, nack or dead-letter ends its window
-            if inv["time"] < lease.cut:
-                lease.cut = inv["time"]
+            if t < lease.cut:
+                lease.cut = t
             if typ == "ok":
-                lease.releases.append((inv["time"], inv["index"], comp["index"]))  # type: ignore[index]
+                lease.releases.append(done)
         if f == "nack":
             return
         if f == "dead-letter" and typ == "ok":
             self.dead_lettered.add(msg)
         if typ == "fail":
             return
-        t = inv["time"]
         first = self.settled.get(msg)
-        if first is None or t < first[0]:
-            self.settled[msg] = (t, inv["index"], -1 if comp is None else comp["index"])
+        if first is None or t < first.time:
+            self.settled[msg] = done
         if typ == "ok":
-            done = self.acked.get(msg)
-            if done is None or comp["time"] < done[0]:  # type: ignore[index]
-                self.acked[msg] = (comp["time"], inv["index"], comp["index"])  # type: ignore[index]
+            acked = self.acked.get(msg)
+            if acked is None or comp["time"] < acked.time:  # type: ignore[index]
+                self.acked[msg] = OpStamp(comp["time"], done.i_inv, done.i_ok)  # type: ignore[index]
 
     def _ack_many(self, inv: dict, comp: dict | None, typ: str) -> None:
         """Each lease of a batch ack is an ack with that lease's outcome: the ok value's
@@ -337,17 +266,21 @@ class HistoryModel:
         _, lease = self._holder_lease(inv)
         if lease is None or typ == "fail":
             return
-        vis = inv.get("value", {}).get("visibility")
+        vis = inv["value"].get("visibility")
         if not _is_number(vis):
             raise HistoryFormatError(inv["index"] + 1, "extend needs a numeric 'visibility'")
         until = inv["time"] + vis
-        latest = (comp["time"] if typ == "ok" and comp is not None else inv["time"]) + vis
+        latest = (comp["time"] if typ == "ok" else inv["time"]) + vis  # type: ignore[index]
         if latest > lease.expiry:
             lease.expiry = latest
         if typ == "ok" and until > lease.stretch:
             lease.stretch = until
 
-    def _absorb_dead_letters(self, claims: list[tuple[dict, dict | None, str]]) -> None:
+    def _read_dead_letters(self, inv: dict, comp: dict | None, typ: str) -> None:
+        if typ == "ok":
+            self.dead_reads.append(Call(inv, comp, typ))
+
+    def _absorb_dead_letters(self) -> None:
         """Turn the claims' ``dead_lettered`` lists and the reads into acknowledgements.
 
         A claim's dead letter is an ``ok`` dead-letter operation spanning the claim. A message
@@ -355,65 +288,78 @@ class HistoryModel:
         starts at the earliest such claim invoked after its first publish (the read's own
         invoke if there is none), and it is certainly acknowledged by the read's ``ok``.
         """
-        for inv, comp, typ in claims:
-            value = inv.get("value")
+        claims = self._claims
+        for call in claims:
+            value = call.value
             if type(value) is dict and "max_deliveries" in value:
                 limit = value["max_deliveries"]
                 if type(limit) is int and limit > 0:
                     self.max_deliveries = limit
-            if typ != "ok":
+            if call.outcome != "ok":
                 continue
-            done = comp.get("value")  # type: ignore[union-attr]
+            done = call.done.get("value")
             if type(done) is not dict or "dead_lettered" not in done:
                 continue
             for d in done["dead_lettered"] or ():
                 if isinstance(d, dict) and "msg" in d:
-                    self._acknowledge(
-                        d["msg"], inv["time"], inv["index"], comp["time"], comp["index"]
-                    )  # type: ignore[index]
-                    self.dead.append(Dead(d["msg"], inv, comp, by_claim=True))  # type: ignore[arg-type]
+                    self._acknowledge(d["msg"], call.t_inv, call)
+                    self.dead.append(Dead.by(d["msg"], call, by_claim=True))
         if self.max_deliveries is not None:  # only the dead-letter checks need these
-            self.unseen_claims = sorted(i["time"] for i, c, typ in claims if _unseen(i, c, typ))
+            self.unseen_claims = sorted(c.t_inv for c in claims if _unseen(c))
         if self.dead_reads:
-            self.unknown_claims = sorted(
-                i["time"] for i, _, typ in claims if typ in ("info", "open")
-            )
+            self.unknown_claims = sorted(c.t_inv for c in claims if c.outcome in ("info", "open"))
         seen = {d.msg for d in self.dead}
-        for inv, comp in self.dead_reads:
-            for d in comp.get("value", {}).get("messages") or ():
+        for call in self.dead_reads:
+            for d in call.done.get("value", {}).get("messages") or ():
                 msg = d.get("msg") if isinstance(d, dict) else None
                 if msg is None or msg in seen:
                     continue
                 seen.add(msg)
-                published = self.pub_inv.get(msg, (inv["time"], -1))[0]
+                published = self.pub_inv.get(msg, Stamp(call.t_inv, -1)).time
                 k = bisect_left(self.unknown_claims, published)
-                start = self.unknown_claims[k] if k < len(self.unknown_claims) else inv["time"]
-                self._acknowledge(msg, start, inv["index"], comp["time"], comp["index"])
-                self.dead.append(Dead(msg, inv, comp, by_claim=False))
+                start = self.unknown_claims[k] if k < len(self.unknown_claims) else call.t_inv
+                self._acknowledge(msg, start, call)
+                self.dead.append(Dead.by(msg, call, by_claim=False))
 
-    def _acknowledge(self, msg: Any, t_inv: float, i: int, t_ok: float, j: int) -> None:
+    def _acknowledge(self, msg: Any, t_inv: float, call: Call) -> None:
+        """``msg`` dead-lettered by ``call``: possibly from ``t_inv``, certainly by its ok."""
         self.dead_lettered.add(msg)
         first = self.settled.get(msg)
-        if first is None or t_inv < first[0]:
-            self.settled[msg] = (t_inv, i, j)
+        if first is None or t_inv < first.time:
+            self.settled[msg] = OpStamp(t_inv, call.i_inv, call.i_ok)
         done = self.acked.get(msg)
-        if done is None or t_ok < done[0]:
-            self.acked[msg] = (t_ok, i, j)
+        if done is None or call.t_ok < done.time:
+            self.acked[msg] = OpStamp(call.t_ok, call.i_inv, call.i_ok)
 
 
-def _unseen(inv: dict, comp: dict | None, typ: str) -> bool:
+#: The one dispatch on an operation's name: the handler of each client operation, called
+#: once per operation (completed, or still open at the end of the history).
+HANDLERS: dict[str, Callable[[HistoryModel, dict, dict | None, str], None]] = {
+    "publish": HistoryModel._publish,
+    "claim": HistoryModel._claim,
+    CLAIM_MANY: HistoryModel._claim_many,
+    "ack": HistoryModel._release,
+    ACK_MANY: HistoryModel._ack_many,
+    "nack": HistoryModel._release,
+    "extend": HistoryModel._extend,
+    "dead-letter": HistoryModel._release,
+    READ_DEAD_LETTERS: HistoryModel._read_dead_letters,
+}
+
+
+def _unseen(claim: Call) -> bool:
     """Whether the claim may have delivered a message the history does not show: its
     outcome is unknown, or it took at least its visibility. (A claim retried inside the
     queue after an unknown outcome may have leased a message that then lapsed and went to
     another worker before the retry: possible only when the claim outlasted a lease.)"""
-    if typ in ("info", "open"):
+    if claim.outcome in ("info", "open"):
         return True
-    if typ != "ok" or comp is None:
+    if claim.outcome != "ok":
         return False
-    vis = (comp.get("value") or {}).get("visibility")
+    vis = (claim.done.get("value") or {}).get("visibility")
     if vis is None:
-        vis = (inv.get("value") or {}).get("visibility")
-    return isinstance(vis, int | float) and comp["time"] - inv["time"] >= vis
+        vis = (claim.value or {}).get("visibility")
+    return isinstance(vis, int | float) and claim.t_ok - claim.t_inv >= vis
 
 
 def _key(value: Any, name: str, ev: dict, nullable: bool = False) -> Any:

@@ -7,8 +7,8 @@ from typing import Any
 
 from .. import divergence
 from ..history import gc_paused
-from .finders import ANOMALIES, FINDERS
 from .model import HistoryModel
+from .registry import ANOMALIES, FINDERS
 from .statistics import statistics
 
 MAX_EXAMPLES = 10
