@@ -133,7 +133,7 @@ def test_unsupported_flag_is_one_line_and_exit_2(tmp_path: Path) -> None:
         "harness.node: rqlited flag -auth is not supported by the embedded node "
         "(it takes -node-id, -http-addr, -http-adv-addr, -raft-addr, -raft-adv-addr, "
         "-bootstrap-expect, -bootstrap-expect-timeout, -join, -cluster-secret-file, "
-        "-clock-offset-file, -version; no authentication, no TLS)"
+        "-clock-offset-file, -fk, -version; no authentication, no TLS)"
     ]
 
 
