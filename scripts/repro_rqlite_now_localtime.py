@@ -231,7 +231,8 @@ def image_node(image: str, zone: Path, env: list[str]) -> Iterator[str]:
         wait_ready(url, gone)
         yield url
     finally:
-        subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
+        # -v: with the container, the anonymous volume the image's VOLUME gave it
+        subprocess.run(["docker", "rm", "-f", "-v", cid], capture_output=True, timeout=60)
 
 
 def measure(url: str) -> dict[str, tuple[float, float]]:
