@@ -304,7 +304,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     "list": ("list the scenarios and subjects", _register_list),
     "check": ("check a history file for anomalies", _register_check),
     "plot": ("(re)draw a run folder's plots and report", _register_plot),
-    "cluster": ("start, inspect and stop local clusters", _external("harness.cluster.cli")),
+    "cluster": (
+        "start, inspect and stop local or Docker clusters",
+        _external("harness.cluster.cli"),
+    ),
     # the benchmarks: harness/bench/, one register() per command
     "bench": ("measure claim throughput and latency", _external("harness.bench")),
     "bench-polling": ("long polling vs a sleep loop", _external("harness.bench.polling")),
