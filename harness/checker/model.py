@@ -356,10 +356,16 @@ def _unseen(claim: Call) -> bool:
         return True
     if claim.outcome != "ok":
         return False
-    vis = (claim.done.get("value") or {}).get("visibility")
+    vis = _field(claim.done.get("value"), "visibility")
     if vis is None:
-        vis = (claim.value or {}).get("visibility")
+        vis = _field(claim.value, "visibility")
     return isinstance(vis, int | float) and claim.t_ok - claim.t_inv >= vis
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` when ``value`` is an object, else None (a value of another shape
+    says nothing about ``name``)."""
+    return value.get(name) if type(value) is dict else None
 
 
 def _key(value: Any, name: str, ev: dict, nullable: bool = False) -> Any:

@@ -153,3 +153,14 @@ def test_a_claim_that_outlasted_its_visibility_may_have_been_a_delivery() -> Non
     h.claim(2, "b", dead=("a",))
     h.settle(2, "ack", "b")
     assert h.counts() == {}
+
+
+def test_a_claim_whose_invoke_value_is_not_an_object_says_nothing_of_its_visibility() -> None:
+    """It once crashed the check (``AttributeError``) once the claims declared a limit.
+    Such a claim that leased nothing, quickly, cannot have delivered ``a``: dead-lettered
+    after LIMIT - 1 leases, ``a`` went early."""
+    h = poisoned(LIMIT - 1)
+    h.op(3, "claim", "claim without arguments")
+    h.claim(2, "b", dead=("a",))
+    h.settle(2, "ack", "b")
+    assert h.counts() == {"early-dead-letter": 1}
