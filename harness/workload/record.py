@@ -88,22 +88,6 @@ class Ops:
         with self._lock:
             return next(self._next_process)
 
-    def _done(
-        self,
-        op: Any,
-        f: str,
-        kind: str,
-        value: Any,
-        error: str | None = None,
-        refused: bool = False,
-    ) -> None:
-        extra = {"refused": True} if refused else {}  # only then: any recorder fits
-        self.recorder.complete(op, kind, value, error=error, **extra)
-        with self._lock:
-            self.counts[(f, kind)] += 1
-            if refused:
-                self.refusals[error or "refused"] += 1
-
     def done(
         self,
         op: Any,
@@ -113,15 +97,20 @@ class Ops:
         error: str | None = None,
         refused: bool = False,
     ) -> None:
-        """Complete ``op`` as ``kind`` with ``value`` (a completion reported from elsewhere:
-        a worker process, :mod:`harness.workload.processes`)."""
-        self._done(op, f, kind, value, error, refused)
+        """Complete ``op`` as ``kind`` with ``value`` (also a completion reported from
+        elsewhere: a worker process, :mod:`harness.workload.processes`)."""
+        extra = {"refused": True} if refused else {}  # only then: any recorder fits
+        self.recorder.complete(op, kind, value, error=error, **extra)
+        with self._lock:
+            self.counts[(f, kind)] += 1
+            if refused:
+                self.refusals[error or "refused"] += 1
 
     def start(self, process: int, f: str, value: Any) -> Any:
         return self.recorder.invoke(process, f, value)
 
     def finish(self, op: Any, f: str, value: Any, result: Any, ok_value: Callable) -> str:
-        self._done(op, f, "ok", ok_value(value, result))
+        self.done(op, f, "ok", ok_value(value, result))
         return "ok"
 
     def failed(
@@ -139,7 +128,7 @@ class Ops:
         if warn and not isinstance(exc, (*DEFINITE, OutcomeUnknown)):
             log.warning("unexpected %s from %s: %s", type(exc).__name__, f, exc)
         refused = kind == "fail" and is_refusal(exc)
-        self._done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}", refused=refused)
+        self.done(op, f, kind, value, error=f"{type(exc).__name__}: {exc}", refused=refused)
         return kind
 
 

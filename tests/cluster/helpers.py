@@ -57,3 +57,16 @@ def wait_until(check: Callable[[], T], timeout: float, what: str) -> T:
         if time.monotonic() >= deadline:
             raise AssertionError(f"waited {timeout}s for {what}; last result: {last!r}")
         time.sleep(0.05)
+
+
+def local_minus_utc(url: str, node_id: str) -> float:
+    """A write through ``url`` into table ``tz(node, d)``: its rewritten 'now' minus
+    SQLite's own (UTC), in seconds (the node's local offset, as rqlite rewrites it)."""
+    execute(url, [["INSERT INTO tz(node, d) VALUES (?, julianday('now') - julianday())", node_id]])
+    got = rows(url, f"SELECT d FROM tz WHERE node = '{node_id}' ORDER BY rowid DESC LIMIT 1")
+    return got[0][0] * 86400.0
+
+
+def near(seconds: float, want: float) -> bool:
+    """Within 2 s: a zone's offset measured through a write that took its time."""
+    return abs(seconds - want) < 2.0

@@ -11,6 +11,8 @@ tests/docker``; ``.ci/run``'s Docker stage runs them).
   ``host_rules()``: the host's iptables rules of the project (``RQUEUE`` in
   ``iptables-save``; the Docker backend's rules live in the containers' namespaces).
 - ``clean_engine``: the engine, skipping when another run's cluster is on it.
+- ``docker_cluster`` (module): a three-node Docker cluster of the node image, stopped
+  after the module.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from harness.cluster.docker import cluster as docker_backend
 from harness.cluster.docker import specs as db
 from harness.cluster.docker.engine import connect
 
@@ -95,3 +99,16 @@ def clean_engine(engine: Any) -> Any:
     if found != NOTHING:
         pytest.skip(f"the engine already holds the harness's {found}: another run is going on")
     return engine
+
+
+@pytest.fixture(scope="module")
+def docker_cluster(
+    engine: Any, node_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[docker_backend.DockerCluster]:
+    c = docker_backend.start_docker_cluster(
+        nodes=3, directory=tmp_path_factory.mktemp("docker"), timeout=120, image=node_image
+    )
+    try:
+        yield c
+    finally:
+        c.stop()

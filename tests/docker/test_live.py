@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +25,8 @@ pytestmark = pytest.mark.chaos
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    engine: Any, node_image: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[db.DockerCluster]:
-    c = db.start_docker_cluster(
-        nodes=3, directory=tmp_path_factory.mktemp("docker"), timeout=120, image=node_image
-    )
-    try:
-        yield c
-    finally:
-        c.stop()
+def cluster(docker_cluster: db.DockerCluster) -> db.DockerCluster:
+    return docker_cluster
 
 
 def execute(url: str, *stmts: object) -> dict:

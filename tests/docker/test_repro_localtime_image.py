@@ -8,8 +8,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.docker.conftest import anonymous_volumes
 
 pytestmark = pytest.mark.chaos
 
@@ -17,16 +20,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "repro_rqlite_now_loc
 SECRET = "RQUEUE_CLUSTER_SECRET=" + "s" * 32  # the node listens beyond loopback in a container
 
 
-def _dangling_volumes() -> set[str]:
-    out = subprocess.run(
-        ["docker", "volume", "ls", "-q", "--filter", "dangling=true"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    return set(out.stdout.split())
-
-
-def test_a_mounted_localtime_shifts_the_node_in_its_image(node_image: str) -> None:
-    before = _dangling_volumes()
+def test_a_mounted_localtime_shifts_the_node_in_its_image(engine: Any, node_image: str) -> None:
+    before = anonymous_volumes(engine)
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--image", node_image, "--env", SECRET],
         capture_output=True, text=True, timeout=180,
@@ -35,7 +30,7 @@ def test_a_mounted_localtime_shifts_the_node_in_its_image(node_image: str) -> No
     shifts = re.findall(r"rewritten minus SQLite's own: ([+-][\d.]+) s", proc.stdout)
     assert len(shifts) == 2 and all(abs(float(s) - 19800) < 2 for s in shifts), proc.stdout
     # its container is removed with the anonymous volume the image's VOLUME gave it
-    assert _dangling_volumes() <= before
+    assert anonymous_volumes(engine) <= before
 
 
 def test_the_image_has_no_zone_data(node_image: str) -> None:

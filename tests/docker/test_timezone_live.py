@@ -25,7 +25,7 @@ from harness.cluster.docker import cluster as db
 from harness.history import HistoryRecorder, fault_intervals, read_history
 from harness.nemesis import Nemesis
 from harness.scenario import Fault
-from tests.cluster.helpers import execute, rows, wait_until
+from tests.cluster.helpers import execute, local_minus_utc, near, wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -34,26 +34,8 @@ TRANSITION = 20.0
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    engine: Any, node_image: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[db.DockerCluster]:
-    c = db.start_docker_cluster(
-        nodes=3, directory=tmp_path_factory.mktemp("docker-tz"), timeout=120, image=node_image
-    )
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-def local_minus_utc(url: str, node_id: str) -> float:
-    execute(url, [["INSERT INTO tz(node, d) VALUES (?, julianday('now') - julianday())", node_id]])
-    got = rows(url, f"SELECT d FROM tz WHERE node = '{node_id}' ORDER BY rowid DESC LIMIT 1")
-    return got[0][0] * 86400.0
-
-
-def near(seconds: float, want: float) -> bool:
-    return abs(seconds - want) < 2.0
+def cluster(docker_cluster: db.DockerCluster) -> db.DockerCluster:
+    return docker_cluster
 
 
 def test_every_container_mounts_its_zone_file_as_etc_localtime(cluster: db.DockerCluster) -> None:

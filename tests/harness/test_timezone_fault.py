@@ -13,21 +13,10 @@ import time
 from harness.history import HistoryRecorder, fault_intervals, read_history
 from harness.nemesis import Nemesis
 from harness.scenario import Fault
-from tests.cluster.helpers import execute, rows, wait_until
+from tests.cluster.helpers import execute, local_minus_utc, near, wait_until
 
 #: seconds into the fault at which the zone springs forward: after the three restarts
 TRANSITION = 10.0
-
-
-def local_minus_utc(url: str, node_id: str) -> float:
-    """A write through ``url``: its rewritten 'now' minus SQLite's own (UTC), seconds."""
-    execute(url, [["INSERT INTO tz(node, d) VALUES (?, julianday('now') - julianday())", node_id]])
-    got = rows(url, f"SELECT d FROM tz WHERE node = '{node_id}' ORDER BY rowid DESC LIMIT 1")
-    return got[0][0] * 86400.0
-
-
-def near(seconds: float, want: float) -> bool:
-    return abs(seconds - want) < 2.0
 
 
 def test_the_timezone_fault_moves_every_node_inside_its_window_then_back(
