@@ -14,10 +14,8 @@ Read against rqlite v10.2.7's ``docker-entrypoint.sh`` (what it does, not its te
   Kubernetes) waits before the start.
 - Any other command, ``rqlited ...`` included, runs exactly as given.
 - The node is ``/usr/local/bin/rqlited``: a user's rqlited binary (``image build
-  --rqlited``) or, in the project's image, this same script under that name, which
-  refuses an advertised HTTP address that is unspecified (``0.0.0.0``, ``::``), as
-  rqlited's own start-up checks do (``cmd/rqlited/flags.go``), and then runs the
-  embedded node with the arguments as given.
+  --rqlited``) or, in the project's image, this same script under that name, which runs
+  the embedded node with the arguments as given (the node checks them as rqlited does).
 
 An empty ``RQUEUE_CLUSTER_SECRET`` (compose's for an unset one) is removed, so the node
 says it needs a secret rather than that it is empty. Copied into the image as a script
@@ -26,7 +24,6 @@ says it needs a secret rather than that it is empty. Copied into the image as a 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import socket
@@ -42,8 +39,6 @@ DATA_DIR = "/rqlite/file/data"
 EXTENSIONS_DIR = "/opt/extensions"
 HTTP_PORT, RAFT_PORT = 4001, 4002
 SECRET_ENV = "RQUEUE_CLUSTER_SECRET"
-#: rqlited's own default HTTP bind address (what it advertises when given neither flag)
-RQLITED_HTTP_ADDR = "localhost:4001"
 #: exit status of a refused start: rqlited's for a bad configuration (log.Fatalf)
 EXIT_REFUSED = 1
 
@@ -109,36 +104,6 @@ def start_delay(env: Mapping[str, str]) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-def _flag_values(args: Sequence[str]) -> dict[str, str]:
-    """The HTTP address flags among rqlited's arguments (Go's syntax: ``-f v``, ``-f=v``,
-    one or two dashes)."""
-    values: dict[str, str] = {}
-    for i, arg in enumerate(args):
-        name, eq, value = arg.lstrip("-").partition("=") if arg.startswith("-") else ("", "", "")
-        if name in ("http-addr", "http-adv-addr"):
-            values[name] = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-    return values
-
-
-def check_advertised_http(args: Sequence[str]) -> None:
-    """Refuse an advertised HTTP address that is unspecified, as rqlited does: the other
-    nodes and clients are sent to it, and nobody can reach 0.0.0.0."""
-    values = _flag_values(args)
-    flag = "-http-adv-addr" if values.get("http-adv-addr") else "-http-addr"
-    advertised = values.get("http-adv-addr") or values.get("http-addr") or RQLITED_HTTP_ADDR
-    host = advertised.rpartition(":")[0].strip("[]")
-    try:
-        unspecified = ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return  # a name: routable as far as can be told here
-    if unspecified:
-        raise Refused(
-            f"the advertised HTTP address {advertised} (from {flag}) is unspecified: no node "
-            "or client can reach it; give -http-adv-addr (HTTP_ADV_ADDR in the image) an "
-            "address they reach (rqlited refuses it too)"
-        )
-
-
 def _exec(argv: list[str]) -> None:
     try:
         os.execvp(argv[0], argv)
@@ -153,7 +118,6 @@ def main() -> None:
         os.environ.pop(SECRET_ENV, None)
     try:
         if os.path.basename(sys.argv[0]) == "rqlited":  # the project's image: its node
-            check_advertised_http(sys.argv[1:])
             _exec([PYTHON, "-m", "harness.node", *sys.argv[1:]])
         argv = command(sys.argv[1:], socket.gethostname(), socket.getfqdn(), os.environ)
         delay = start_delay(os.environ)

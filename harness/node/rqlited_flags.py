@@ -75,6 +75,11 @@ class FlagError(ValueError):
     """A command line the embedded node cannot run; the message is one line."""
 
 
+class InvalidConfig(FlagError):
+    """A configuration rqlited's own validation refuses (``Config.Validate``): printed as
+    rqlited prints it (``fatal: ...``), exit status 1."""
+
+
 @dataclass(frozen=True)
 class RqlitedFlags:
     """What rqlited's flags ask for."""
@@ -236,7 +241,7 @@ def _unspecified_ip(host: str) -> bool:
 def _check(flags: RqlitedFlags) -> None:
     http_host = flags.http_advertised.rpartition(":")[0].strip("[]")
     if _unspecified_ip(http_host):  # as rqlited's flag validation refuses it
-        raise FlagError(
+        raise InvalidConfig(
             f"advertised HTTP address is not routable ({http_host}), "
             "specify it via -http-addr or -http-adv-addr"
         )
@@ -319,7 +324,8 @@ def _refusal(flags: RqlitedFlags) -> str | None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run the node from rqlited's flags; exit status 2 with one line when it cannot."""
+    """Run the node from rqlited's flags; exit status 2 with one line when it cannot (1,
+    as rqlited, for what rqlited's own validation refuses)."""
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -343,6 +349,9 @@ def main(argv: Sequence[str]) -> int:
             secret_file=flags.cluster_secret_file,
         )
         cfg = to_config(flags, peers)
+    except InvalidConfig as exc:
+        print(f"fatal: {exc}", file=sys.stderr)
+        return 1
     except FlagError as exc:
         print(f"harness.node: {exc}", file=sys.stderr)
         return 2

@@ -137,6 +137,16 @@ def test_unsupported_flag_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ]
 
 
+def test_what_rqlited_itself_refuses_is_fatal_and_exit_1_as_there(tmp_path: Path) -> None:
+    res = _node(["-http-addr", "0.0.0.0:4001", str(tmp_path)])
+    _, err = res.communicate(timeout=30)
+    assert res.returncode == 1
+    assert err.strip().splitlines() == [
+        "fatal: advertised HTTP address is not routable (0.0.0.0), "
+        "specify it via -http-addr or -http-adv-addr"
+    ]
+
+
 def test_cards_are_signed_with_the_secret() -> None:
     card = NodeCard("n1", "n1:4002", "127.0.0.1:4001", "0.0.0.0:4001")
     assert decode(encode(card, b"s3"), b"s3") == card
