@@ -72,7 +72,12 @@ def leftovers(engine: Any) -> dict[str, list[str]]:
     """What of the project remains on the engine: containers, networks, volumes."""
     flt = {"label": [f"{db.LABEL_HARNESS}=true"]}
     return {
-        "containers": [c.name for c in engine.containers.list(all=True, filters=flt)],
+        # sparse: the list as the engine gave it, without inspecting each container (one
+        # removed between the list and its inspection, as a run's teardown does, is gone)
+        "containers": [
+            c.attrs["Names"][0].lstrip("/")
+            for c in engine.containers.list(all=True, filters=flt, sparse=True)
+        ],
         "networks": [n.name for n in engine.networks.list(filters=flt)],
         "volumes": [v.name for v in engine.volumes.list(filters=flt)],
     }

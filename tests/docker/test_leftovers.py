@@ -4,11 +4,13 @@ followed by ``python -m harness cluster down --all --backend docker`` (real engi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,20 @@ def _wait_for_containers(engine: Any, proc: subprocess.Popen[str], count: int) -
     raise AssertionError(f"the run's {count} containers did not appear within 120 s")
 
 
+@contextlib.contextmanager
+def _terminated_on_failure(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """A failure before the test stops the run itself: SIGTERM, so that the run removes
+    its cluster as it does when interrupted (else the next tests find it and skip)."""
+    try:
+        yield
+    except BaseException:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(AssertionError):
+                _finish(proc, 120)
+        raise
+
+
 def _finish(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
     try:
         _, err = proc.communicate(timeout=timeout)
@@ -81,8 +97,9 @@ def test_nothing_left_after_sigterm_mid_run(
 ) -> None:
     rules, anonymous = set(host_rules()), anonymous_volumes(clean_engine)
     proc = _run(node_image, tmp_path / "run", seconds=60)
-    _wait_for_containers(clean_engine, proc, 3)
-    time.sleep(8)  # into the workload and its first partition
+    with _terminated_on_failure(proc):
+        _wait_for_containers(clean_engine, proc, 3)
+        time.sleep(8)  # into the workload and its first partition
     proc.send_signal(signal.SIGTERM)
     code, err = _finish(proc, 120)
     assert code != 0
@@ -96,8 +113,9 @@ def test_sigkill_then_cluster_down_all_leaves_nothing(
 ) -> None:
     rules, anonymous = set(host_rules()), anonymous_volumes(clean_engine)
     proc = _run(node_image, tmp_path / "run", seconds=60)
-    _wait_for_containers(clean_engine, proc, 3)
-    time.sleep(8)
+    with _terminated_on_failure(proc):
+        _wait_for_containers(clean_engine, proc, 3)
+        time.sleep(8)
     proc.send_signal(signal.SIGKILL)
     _finish(proc, 30)
     found = leftovers(clean_engine)
