@@ -61,7 +61,7 @@ _TAG_KEY = pytest.StashKey[str]()
 
 
 #: the mark expression of ``addopts``; another one that can select chaos tests runs serially
-DEFAULT_MARKS = "not chaos"
+DEFAULT_MARKS = "not chaos and not slow"
 #: most workers ``-n auto`` starts
 MAX_WORKERS = 8
 
