@@ -211,14 +211,12 @@ def run(args: argparse.Namespace) -> int:
             server = _metrics.Server(address, registry)
         except ValueError as exc:
             problem = str(exc)
-    if problem is not None:
+    if problem is not None or server is None:
         print(f"error: {problem}", file=sys.stderr)
         return USAGE
-    assert server is not None
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr
     )
-    logging.getLogger("rqueue").addHandler(logging.NullHandler())
     which = "every queue" if args.queue is None else f"queue {args.queue}"
     nodes = ", ".join(exporter.nodes)
     log.info("metrics at %s: %s of %s, read every %g s", server.url, which, nodes, args.interval)
