@@ -65,6 +65,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "exporter",
         parents=[common],
         help="serve every queue's depth for Prometheus (--queue: one queue's)",
+        description="Serve the depth of every queue of the database (of the --queue given, "
+        "if one is) for Prometheus, read every --interval seconds; docs/metrics.md lists "
+        "the metrics.",
     )
     e.add_argument(
         "--metrics-addr",

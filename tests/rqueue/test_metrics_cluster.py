@@ -8,6 +8,7 @@ stopped by SIGTERM.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -165,18 +166,28 @@ def test_the_exporter_serves_each_queues_depth(
     assert value(got, "rqueue_exporter_last_success_timestamp_seconds") is not None
 
 
-def test_a_failed_reading_sets_up_to_0_and_serves_no_figures() -> None:
+def test_a_failed_reading_sets_up_to_0_and_serves_no_figures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nodes that do not answer: ``rqueue_up`` 0, no queue series, the failure logged
+    once however many readings fail the same way."""
     registry = CollectorRegistry()
-    exporter = Exporter(Settings.build("http://127.0.0.1:9", timeout=0.5), None, registry)
+    exporter = Exporter(Settings.build("http://127.0.0.1:9", timeout=0.3), None, registry)
     server = Server(Address("127.0.0.1", 0), registry)
     try:
-        problem = exporter.read()
+        with caplog.at_level(logging.INFO, "rqueue.exporter"):
+            problems = {exporter.read(), exporter.read()}
         got = scrape(server.url)
     finally:
         server.close()
+    (problem,) = problems
     assert problem is not None and "127.0.0.1:9" in problem
+    assert [r.getMessage() for r in caplog.records] == [
+        f"reading the queues failed: {problem} (rqueue_up is 0)"
+    ]
     assert value(got, "rqueue_up") == 0
-    assert value(got, "rqueue_exporter_read_errors_total") == 1
+    assert value(got, "rqueue_exporter_reads_total") == 2
+    assert value(got, "rqueue_exporter_read_errors_total") == 2
     assert value(got, "rqueue_exporter_last_success_timestamp_seconds") is None
     assert not [k for k in got if k[0].startswith("rqueue_queue_")]
 
