@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BOUND = 30.0
 
 
-def start(log: Path, *argv: str, **env: str) -> subprocess.Popen[str]:
+def start(log: Path, *argv: str, **env: str) -> subprocess.Popen[Any]:
     """``python -m rqueue ARGV``, its standard error into ``log``."""
     with log.open("w") as err:
         return subprocess.Popen(
@@ -45,7 +46,7 @@ def start(log: Path, *argv: str, **env: str) -> subprocess.Popen[str]:
         )
 
 
-def stop(proc: subprocess.Popen[str]) -> int:
+def stop(proc: subprocess.Popen[Any]) -> int:
     proc.send_signal(signal.SIGTERM)
     try:
         return proc.wait(BOUND)
@@ -109,6 +110,33 @@ def test_the_worker_serves_what_it_did(queue_urls: list[str], tmp_path: Path) ->
     total = v("rqueue_worker_handler_duration_seconds_sum")
     assert total is not None and 0.8 <= total < 2.5
     assert value(got, "process_cpu_seconds_total") is not None  # the process's own
+
+
+def test_a_worker_without_metrics_runs_without_the_library(
+    queue_urls: list[str], tmp_path: Path
+) -> None:
+    """Where ``import prometheus_client`` fails, a worker without ``--metrics-addr``
+    handles its messages and stops as ever."""
+    calls, err = tmp_path / "calls", tmp_path / "err"
+    with RqliteTransport.from_url(",".join(queue_urls)) as t:
+        t.publish("g", {"n": 1})
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"
+        "from rqueue import _cli\n"
+        "sys.exit(_cli.run(sys.argv[1:]))"
+    )
+    with err.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "worker", "tests.rqueue.worker_handlers:slow",
+             "--url", ",".join(queue_urls)],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "WORKER_TEST_LOG": str(calls)},
+            stdout=subprocess.DEVNULL, stderr=out,
+        )  # fmt: skip
+    try:
+        wait_for("the message handled", lambda: calls.exists() and "done" in calls.read_text())
+    finally:
+        assert stop(proc) == 0, err.read_text()
+    assert "stopped: 1 handled" in err.read_text()
 
 
 # -- the exporter ---------------------------------------------------------------------------
