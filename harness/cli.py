@@ -195,6 +195,7 @@ def _register_list(sub: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from .cluster.base import DISK
     from .scenario import ScenarioError, list_scenarios
 
     try:
@@ -204,7 +205,7 @@ def _list(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     width = max((len(s.name) for s in scenarios), default=0)
     for s in scenarios:
-        root = "  [root/docker]" if s.needs_partitions else ""
+        root = "  [root/docker]" if s.needs_partitions else "  [root]" if DISK in s.needs else ""
         print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
     print("\nfault kinds (what each needs of the cluster; the backends that have it):")
     for kind, needs, backends in _fault_kind_rows():

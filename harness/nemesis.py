@@ -17,6 +17,7 @@ clock-skew-node        ``clock-skew``       ``clock-reset``
 clock-skew-worker      ``clock-skew``       ``clock-reset``
 lease-expiry           ``start-stall``      ``stop-stall``
 timezone               ``timezone``         ``timezone-reset``
+disk-full              ``disk-full``        ``disk-free``
 =====================  ===================  ===================
 
 What each kind does and undoes lives in its module of :mod:`harness.faults`; the nemesis

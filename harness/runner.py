@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cluster.base import DISK
+from .cluster.disk import DISK_MB, disk_problem
 from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
 from .interrupts import Terminated, sigterm_unwinds
 from .scenario import Scenario, ScenarioError, dropped_count, load_scenario
@@ -106,6 +108,8 @@ def resolve(opts: RunOptions) -> Scenario:
 
 def preflight(scenario: Scenario, opts: RunOptions) -> bool:
     """Check that this machine can run the scenario; returns whether to use netns."""
+    if DISK in scenario.needs and (problem := disk_problem()) is not None:
+        raise HarnessError(f"scenario {scenario.name!r} fills nodes' disks: {problem}")
     if opts.backend != "local":
         return False
     if not scenario.needs_partitions:
@@ -252,6 +256,7 @@ class _Run:
                     netns=self.netns,
                     timeout=o.cluster_timeout,
                     image=o.image,
+                    disk_mb=DISK_MB if DISK in s.needs else None,
                 )
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None

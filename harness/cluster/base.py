@@ -30,6 +30,8 @@ KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES = (
     "clock-skew",
     "time-zones",
 )
+#: a cluster whose nodes' data directories are filesystems of their own (harness.cluster.disk)
+DISK = "disk"
 #: each capability as the default refusal names it: "the <engine> backend cannot ..."
 _CANNOT = {
     KILL: "kill or restart a node",
@@ -37,6 +39,7 @@ _CANNOT = {
     PARTITIONS: "partition the network",
     CLOCK_SKEW: "skew a node's clock",
     TIME_ZONES: "set a node's time zone",
+    DISK: "fill a node's disk",
 }
 CAPABILITY_NAMES = tuple(_CANNOT)
 
@@ -176,6 +179,14 @@ class Cluster(abc.ABC):
         waiting until it answers again. rqlite and the embedded node rewrite ``'now'`` in
         their local time (docs/embedded-node.md). Optional: see ``supports_time_zones``."""
         raise ClusterError(f"the {self.engine} backend cannot set a node's time zone")
+
+    def fill_disk(self, node_id: str) -> None:
+        """Fill the filesystem of the node's data directory (writes there fail: ENOSPC)."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[DISK]}")
+
+    def free_disk(self, node_id: str) -> None:
+        """Undo :meth:`fill_disk`: the node's filesystem has its room back."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[DISK]}")
 
     # -- capabilities ---------------------------------------------------------------------
     #: what the backend can do at best (a class declares it; see :data:`CAPABILITY_NAMES`)

@@ -34,8 +34,11 @@ def make_cluster(
     timeout: float = 30.0,
     image: str | None = None,
     detached: bool = False,
+    disk_mb: int | None = None,
 ) -> Cluster:
-    """A started cluster: a leader is elected and every node is ready when this returns."""
+    """A started cluster: a leader is elected and every node is ready when this returns.
+    ``disk_mb``: each node's data on a filesystem of its own of that size (the ``disk``
+    capability, :mod:`harness.cluster.disk`)."""
     if backend == "local":
         if image is not None:
             raise ClusterError("--image names a Docker image: it needs --backend docker")
@@ -49,6 +52,7 @@ def make_cluster(
             netns=netns,
             timeout=timeout,
             detached=detached,
+            disk_mb=disk_mb,
         )
     if backend == "docker":
         if engine != "rqlited" and engine != "embedded":

@@ -57,8 +57,10 @@ from pathlib import Path
 
 import harness
 from harness import zonefile
+from harness.cluster import disk as disks
 from harness.cluster import partition as partition_rules
 from harness.cluster.base import (
+    DISK,
     Cluster,
     ClusterError,
     NodeInfo,
@@ -127,8 +129,10 @@ class LocalCluster(Cluster):
         partitioned: list[str] | None = None,
         rqlited_settings: dict[str, str] | None = None,
         owner: str | None = None,
+        disk_mb: int | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
+        self._disk_mb = disk_mb  # each node's data on a filesystem of this size (MiB)
         self.owner = owner  # the identity of the process in charge; None: detached
         self.engine = engine
         self._specs = {s.id: s for s in specs}
@@ -155,6 +159,7 @@ class LocalCluster(Cluster):
         rqlited_settings: dict[str, str] | None = None,
         detached: bool = False,
         time_zone: str | None = "UTC",
+        disk_mb: int | None = None,
     ) -> LocalCluster:
         """Start ``nodes`` nodes and wait (``timeout``) for a leader and every node ready.
 
@@ -162,7 +167,9 @@ class LocalCluster(Cluster):
         ``detached``: the cluster is nobody's (``cluster up``); else this process owns it.
         ``rqlited_settings``: engine ``rqlited`` only, see
         :data:`harness.cluster.engines.RQLITED_SETTINGS`. ``time_zone``: every node's
-        ``TZ`` (default ``UTC``; None: the caller's own).
+        ``TZ`` (default ``UTC``; None: the caller's own). ``disk_mb``: each node's data
+        directory on a filesystem of its own of that size (root; :mod:`.disk`), which
+        gives the cluster the ``disk`` capability.
         """
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
             raise ClusterError(f"nodes must be a positive integer, got {nodes!r}")
@@ -209,7 +216,7 @@ class LocalCluster(Cluster):
             try:
                 return cls._start_once(
                     nodes, directory, engine, binary, version, faketime, netns, timeout, ports,
-                    rqlited_settings, None if detached else identity(), time_zone,
+                    rqlited_settings, None if detached else identity(), time_zone, disk_mb,
                 )  # fmt: skip
             except NodeDied as exc:
                 # a free port can be taken by another process before the node binds it
@@ -235,6 +242,7 @@ class LocalCluster(Cluster):
         rqlited_settings: dict[str, str] | None = None,
         owner: str | None = None,
         time_zone: str | None = "UTC",
+        disk_mb: int | None = None,
     ) -> LocalCluster:
         ids = [f"n{i}" for i in range(1, nodes + 1)]
         network = None
@@ -263,11 +271,14 @@ class LocalCluster(Cluster):
             network=network,
             rqlited_settings=rqlited_settings,
             owner=owner,
+            disk_mb=disk_mb,
         )
         try:
             cluster._save()
             for s in specs:
                 Path(s.dir).mkdir(parents=True, exist_ok=True)
+            if disk_mb:
+                disks.make_all(directory, {s.id: str(s.data_dir) for s in specs}, disk_mb)
         except BaseException:
             cluster.stop()
             raise
@@ -311,6 +322,8 @@ class LocalCluster(Cluster):
                 "gone: restarting one is not supported; start a new cluster in an empty directory"
             )
         require_free([p for s in specs for p in (s.http_port, s.raft_port)], specs[0].host)
+        if cluster._disk_mb:
+            disks.remount_all(cluster.directory, {s.id: str(s.data_dir) for s in specs})
         cluster._launch_all(specs, timeout, "half-restarted")
         return cluster
 
@@ -340,6 +353,7 @@ class LocalCluster(Cluster):
                 partitioned=data.get("partitioned"),
                 rqlited_settings=data.get("rqlited_settings"),
                 owner=data.get("owner"),
+                disk_mb=data.get("disk_mb"),
             )
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"{path} is not a cluster state file: {exc!r}") from exc
@@ -355,6 +369,7 @@ class LocalCluster(Cluster):
             "netns": self._network.to_json() if self._network else None,
             "partitioned": self._partitioned,
             "owner": self.owner,
+            "disk_mb": self._disk_mb,
             "nodes": [asdict(s) for s in self._specs.values()],
         }
         path = self.directory / STATE_FILE
@@ -554,11 +569,26 @@ class LocalCluster(Cluster):
             self._save()
 
     #: partitions: only a cluster started with ``netns`` (root), see :attr:`capabilities`
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones", DISK})
 
     @property
     def capabilities(self) -> frozenset[str]:
-        return self.CAPABILITIES - (set() if self._network is not None else {"partitions"})
+        lacks = (set() if self._network is not None else {"partitions"}) | (
+            set() if self._disk_mb else {DISK}
+        )
+        return self.CAPABILITIES - lacks
+
+    def fill_disk(self, node_id: str) -> None:
+        self._require_disk()
+        disks.fill(disks.node_disk(self.directory, node_id, self._spec(node_id).data_dir))
+
+    def free_disk(self, node_id: str) -> None:
+        self._require_disk()
+        disks.free(disks.node_disk(self.directory, node_id, self._spec(node_id).data_dir))
+
+    def _require_disk(self) -> None:
+        if not self._disk_mb:
+            raise ClusterError("this cluster was started without disks of its own (disk_mb)")
 
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         """Cut the network between components (see :mod:`harness.cluster.partition`).
@@ -718,3 +748,4 @@ class LocalCluster(Cluster):
         """
         kill_and_wait([pid for pid, d in our_processes() if d == str(self.directory)], 5.0)
         reap_networks(owner=str(self.directory))
+        disks.release(self.directory)

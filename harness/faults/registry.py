@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from ..errors import HarnessError
 from .base import FaultKind
 from .clock_skew import ClockSkewNode, ClockSkewWorker
+from .disk import DiskFull
 from .kills import KillAll, KillLeader, KillRandom
 from .lease_expiry import LeaseExpiry
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
@@ -28,6 +29,7 @@ KINDS: dict[str, type[FaultKind]] = {
         ClockSkewWorker,
         LeaseExpiry,
         Timezone,
+        DiskFull,
     )
 }
 

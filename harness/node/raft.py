@@ -34,11 +34,14 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from .config import NodeConfig
 from .database import Database, Result
+from .journal import install as _install_guarded_journal
+from .journal import is_disk_full
 from .raft_transport import LinkTransport
 from .rules import is_stale_read
 from .statements import Statement
 
 log = logging.getLogger(__name__)
+_install_guarded_journal()
 
 #: entry kinds (LOAD: one statement whose only argument is a SQLite image to load)
 EXECUTE, REQUEST, QUERY, BARRIER, LOAD = "x", "r", "q", "b", "l"
@@ -125,6 +128,7 @@ class RaftStore(SyncObj):
         self._fsm_update_time: float | None = None
         self._appended_at: float | None = None
         self._next_size_check = 0.0
+        self._next_full_log = 0.0
         # requests waiting for their entries; failed at once when this node stops leading
         self._waiting: dict[int, tuple[threading.Event, dict[str, Any]]] = {}
         self._waiting_lock = threading.Lock()
@@ -257,6 +261,31 @@ class RaftStore(SyncObj):
                 prev_term,
             )
             self._SyncObj__deleteEntriesFrom(prev_idx)  # type: ignore[attr-defined]
+
+    # -- a full disk ----------------------------------------------------------------------
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        """One PySyncObj tick; a full disk (:mod:`harness.node.journal`) ends it as
+        hashicorp/raft ends a failed ``StoreLogs``: a leader steps down (its waiting
+        requests are answered "leadership lost"), a follower sends no answer to the
+        entries it could not store (the leader sends them again), a candidate or voter
+        whose term could not be saved sends nothing."""
+        try:
+            super()._onTick(timeToWait)
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            self._on_disk_full(exc)
+
+    def _on_disk_full(self, exc: OSError) -> None:
+        now = time.monotonic()
+        if now >= self._next_full_log:
+            log.error("disk full: %s", exc)
+            self._next_full_log = now + 1.0
+        if self._isLeader():
+            log.error("cannot store the log: stepping down")
+            self._SyncObj__raftLeader = None
+            self._SyncObj__raftElectionDeadline = now + LEADER_SILENCE
+            self._SyncObj__setState(0)  # type: ignore[attr-defined]
 
     # -- snapshots ------------------------------------------------------------------------
     def _write_snapshot(self, filename: str, raft_data: Any) -> None:
