@@ -69,9 +69,16 @@ def _run(argv: list[str], what: str) -> str:
     return proc.stdout
 
 
-def make(directory: Path, node_id: str, mount: Path, size_mb: int = DISK_MB) -> NodeDisk:
+def make(
+    directory: Path,
+    node_id: str,
+    mount: Path,
+    size_mb: int = DISK_MB,
+    owner: tuple[int, int] | None = None,
+) -> NodeDisk:
     """Make node ``node_id``'s filesystem of ``size_mb`` MiB in cluster ``directory`` and
-    mount it on ``mount`` (created, and empty: it becomes the node's data directory)."""
+    mount it on ``mount`` (created, and empty: it becomes the node's data directory);
+    ``owner``: the uid and gid its root directory belongs to (a container's user)."""
     problem = disk_problem()
     if problem is not None:
         raise ClusterError(problem)
@@ -90,6 +97,8 @@ def make(directory: Path, node_id: str, mount: Path, size_mb: int = DISK_MB) -> 
     disk.mount.mkdir(parents=True, exist_ok=True)
     _run(["mount", "-o", "loop", str(disk.image), str(disk.mount)], f"mounting {node_id}'s disk")
     (disk.mount / "lost+found").rmdir()  # the data directory starts empty, as a new one does
+    if owner is not None:
+        os.chown(disk.mount, *owner)
     return disk
 
 
@@ -208,12 +217,17 @@ def node_disk(directory: Path, node_id: str, mount: Path | str) -> NodeDisk:
     return NodeDisk(Path(directory) / DISKS_DIR / f"{node_id}.img", Path(mount))
 
 
-def make_all(directory: Path, mounts: dict[str, str], size_mb: int) -> None:
+def make_all(
+    directory: Path,
+    mounts: dict[str, str],
+    size_mb: int,
+    owner: tuple[int, int] | None = None,
+) -> None:
     """Make and mount a filesystem per node (node id -> its data directory); on a failure
     remove those made and raise."""
     try:
         for node_id, mount in mounts.items():
-            make(directory, node_id, Path(mount), size_mb)
+            make(directory, node_id, Path(mount), size_mb, owner)
     except BaseException:
         release(directory)
         raise

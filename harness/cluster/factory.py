@@ -70,6 +70,11 @@ def make_cluster(
         if directory is None:
             raise ClusterError("a cluster needs a directory for its state and logs")
         return start_docker_cluster(
-            nodes=nodes, directory=Path(directory), timeout=timeout, image=image, detached=detached
+            nodes=nodes,
+            directory=Path(directory),
+            timeout=timeout,
+            image=image,
+            detached=detached,
+            disk_mb=disk_mb,
         )
     raise ClusterError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

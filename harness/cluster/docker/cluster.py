@@ -49,8 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import zonefile
+from harness.cluster import disk as disks
 from harness.cluster import partition as rules
 from harness.cluster.base import (
+    DISK,
     Cluster,
     ClusterError,
     NodeInfo,
@@ -93,6 +95,7 @@ from harness.cluster.docker.specs import (
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.owners import identity
 from harness.cluster.ports import free_ports
+from harness.image.rootfs import UID as IMAGE_UID
 
 # -- the engine ------------------------------------------------------------------------
 
@@ -209,7 +212,7 @@ class DockerCluster(Cluster):
     #: at best: partitions as root with nsenter and iptables, clock skew with the project's
     #: node image (its nodes read a clock offset file), time zones with a zone file mounted
     #: and no ``TZ`` in the image; :attr:`capabilities` says which this cluster has
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones", DISK})
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -217,8 +220,20 @@ class DockerCluster(Cluster):
             "partitions": bool(self._partition_blockers()),
             "clock-skew": not all("-clock-offset-file" in s.command for s in self._specs.values()),
             "time-zones": self.time_zone_problem() is not None,
+            DISK: not all(s.volume.startswith("/") for s in self._specs.values()),
         }
         return self.CAPABILITIES - {c for c, lacks in lacking.items() if lacks}
+
+    def fill_disk(self, node_id: str) -> None:
+        disks.fill(self._disk(node_id))
+
+    def free_disk(self, node_id: str) -> None:
+        disks.free(self._disk(node_id))
+
+    def _disk(self, node_id: str) -> disks.NodeDisk:
+        if DISK not in self.capabilities or self._directory is None:
+            raise ClusterError("this cluster was started without disks of its own (disk_mb)")
+        return disks.node_disk(self._directory, node_id, self._specs[node_id].volume)
 
     def capability_problem(self, capability: str) -> str | None:
         if capability == "clock-skew" and not self.supports_clock_skew:
@@ -392,10 +407,13 @@ class DockerCluster(Cluster):
             self._clock_pending.clear()
 
     def stop(self) -> None:
-        """Keep each node's log in the directory, then remove the cluster (by its label)."""
+        """Keep each node's log in the directory, then remove the cluster (by its label)
+        and the nodes' filesystems."""
         if self._directory is not None:
             self._save_logs(self._directory)
         reap_docker(self._client, cluster_id=self.cluster_id)
+        if self._directory is not None:
+            disks.release(self._directory)
         if self._directory is not None:
             (self._directory / STATE_FILE).unlink(missing_ok=True)
 
@@ -479,6 +497,7 @@ def start_docker_cluster(
     image: str | None = None,
     bind_host: str = "127.0.0.1",
     detached: bool = False,
+    disk_mb: int | None = None,
 ) -> DockerCluster:
     """Create an rqlite cluster in containers and wait (bounded) for a leader.
 
@@ -486,7 +505,11 @@ def start_docker_cluster(
     in ``timeout``). On any failure the containers, network and volumes made so far are
     removed again; a host port taken before Docker bound it is retried with new ports.
     The cluster belongs to this process (``detached``: to nobody, as ``cluster up``'s).
+    ``disk_mb``: each node's data on a host filesystem of its own (:mod:`..disk`), bound
+    instead of a volume: the ``disk`` capability.
     """
+    if disk_mb and directory is None:
+        raise ClusterError("nodes' disks of their own need the cluster's directory")
     ids = node_ids(nodes)
     image = rqlite_image(image)
     secret = {SECRET_ENV: secrets.token_hex(24)}
@@ -513,11 +536,14 @@ def start_docker_cluster(
         specs = container_specs(
             cluster_id, ids, ports, image, bind_host, secret, embedded,
             owner=None if detached else identity(), tag=os.environ.get(REAP_TAG_ENV),
-            zone_dir=directory,
+            zone_dir=directory, disk_dir=directory if disk_mb else None,
         )  # fmt: skip
         cluster = DockerCluster(client, cluster_id, specs, directory)
         cluster._image_tz = tz
         try:
+            if disk_mb and directory is not None:
+                mounts = {s.node_id: s.volume for s in specs}
+                disks.make_all(directory, mounts, disk_mb, owner=(IMAGE_UID, IMAGE_UID))
             _create(client, cluster_id, specs)
             cluster.save()
             cluster.wait_for_leader(timeout)
@@ -549,7 +575,8 @@ def _create(client: Any, cluster_id: str, specs: Sequence[ContainerSpec]) -> Non
     shared = {k: v for k, v in specs[0].labels.items() if k != LABEL_NODE}  # owner, tag
     client.networks.create(net, driver="bridge", labels={**shared, **labels(cluster_id)})
     for spec in specs:
-        client.volumes.create(spec.volume, labels=dict(spec.labels))
+        if not spec.volume.startswith("/"):  # else a host filesystem of its own
+            client.volumes.create(spec.volume, labels=dict(spec.labels))
     for spec in specs:
         kw = create_kwargs(spec, client.api.api_version)
         try:

@@ -207,7 +207,7 @@ class ContainerSpec:
     image: str
     command: list[str]
     network: str
-    volume: str
+    volume: str  # a volume's name, or the absolute host path bound instead (its own disk)
     bind_host: str
     host_port: int
     labels: dict[str, str] = field(default_factory=dict)
@@ -232,10 +232,13 @@ def container_specs(
     owner: str | None = None,
     tag: str | None = None,
     zone_dir: Path | None = None,
+    disk_dir: Path | None = None,
 ) -> list[ContainerSpec]:
     """One spec per node: the containers docker-compose.cluster.yml declares
     (``environment``: the cluster secret, the same for every node; ``owner`` and ``tag``:
-    see :func:`labels`; ``zone_dir``: where each node's zone file is, ``zone_file``)."""
+    see :func:`labels`; ``zone_dir``: where each node's zone file is, ``zone_file``;
+    ``disk_dir``: the data goes to the host directory :func:`disk_mount` there, a
+    filesystem of its own, instead of a volume)."""
     if len(host_ports) != len(ids):
         raise ClusterError(f"need {len(ids)} host ports, got {len(host_ports)}")
     prefix = f"rqueue-{cluster_id}"
@@ -246,7 +249,7 @@ def container_specs(
             image=image,
             command=rqlited_args(nid, ids, f"{bind_host}:{port}", clock_file),
             network=prefix,
-            volume=f"{prefix}-{nid}-data",
+            volume=f"{prefix}-{nid}-data" if disk_dir is None else str(disk_mount(disk_dir, nid)),
             bind_host=bind_host,
             host_port=port,
             labels=labels(cluster_id, nid, owner, tag),
@@ -255,6 +258,11 @@ def container_specs(
         )
         for nid, port in zip(ids, host_ports, strict=True)
     ]
+
+
+def disk_mount(directory: Path, node_id: str) -> Path:
+    """Where the node's filesystem is mounted on the host (absolute: the engine binds it)."""
+    return Path(directory).resolve() / f"{node_id}-data"
 
 
 def zone_file(directory: Path, node_id: str) -> Path:
