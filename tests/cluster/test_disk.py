@@ -1,0 +1,113 @@
+"""Nodes' own filesystems (harness.cluster.disk) for real: made, filled to ENOSPC, freed
+and removed with nothing left; the embedded node's journal and a cluster on a full disk.
+Root only (loop devices and mounts)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.cluster import disk
+from harness.cluster.local import LocalCluster
+from harness.node.journal import DiskFull, GuardedJournal
+from tests.cluster.helpers import execute, post, rows, wait_until
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(disk.disk_problem() is not None, reason=str(disk.disk_problem())),
+]
+
+
+def ours_left(directory: Path) -> list[str]:
+    """Mounts and loop devices of ``directory`` still there, less loop devices that only a
+    mount namespace of another process (made while ours was mounted) still holds."""
+    return [d for d in disk.leftovers(directory) if not disk.foreign_holders(d)]
+
+
+def write(path: Path, size: int) -> None:
+    with open(path, "wb") as fh:
+        fh.write(b"x" * size)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def test_fill_free_release(tmp_path: Path) -> None:
+    d = disk.make(tmp_path, "n1", tmp_path / "n1" / "data", 16)
+    try:
+        assert os.listdir(d.mount) == [] and d.image == tmp_path / "disks" / "n1.img"
+        write(d.mount / "before", 8192)
+        assert disk.fill(d) > 8 * 1024 * 1024
+        with pytest.raises(OSError) as err:
+            write(d.mount / "during", 8192)
+        assert err.value.errno == errno.ENOSPC
+        assert (d.mount / "before").read_bytes() == b"x" * 8192  # what was there stays
+        disk.free(d)
+        write(d.mount / "after", 8192)
+        disk.free(d)  # twice is fine
+    finally:
+        disk.release(tmp_path)
+    assert ours_left(tmp_path) == []
+    assert not (tmp_path / "n1" / "data" / "before").exists()  # unmounted
+
+
+def test_the_journal_refuses_an_entry_it_cannot_keep_and_keeps_the_rest(tmp_path) -> None:
+    d = disk.make(tmp_path, "n1", tmp_path / "data", 16)
+    try:
+        path = str(d.mount / "raft.journal")
+        j = GuardedJournal(path)
+        for i in range(1, 11):
+            j.add(b"entry %d" % i, i, 1)
+        disk.fill(d)
+        added = 10
+        with pytest.raises(DiskFull):  # a few may fit in the last block, not 1000
+            for i in range(11, 1011):
+                j.add(os.urandom(512), i, 1)
+                added += 1
+        assert len(j) == added  # the refused entry is not in the log
+        with pytest.raises(OSError):  # term and vote cannot be saved: the caller must not act
+            j.setCurrentTerm(2, None)
+        j.onOneSecondTimer()  # the commit index waits for room, quietly
+        disk.free(d)
+        j.add(b"after", added + 1, 1)
+        j._destroy()
+        again = GuardedJournal(path)
+        assert len(again) == added + 1 and again[0][0] == b"entry 1" and again[-1][0] == b"after"
+        again._destroy()
+    finally:
+        disk.release(tmp_path)
+    assert ours_left(tmp_path) == []
+
+
+def test_a_full_leader_steps_down_without_acknowledging_and_catches_up(tmp_path) -> None:
+    c = LocalCluster.start(3, tmp_path / "c", disk_mb=32, timeout=60)
+    try:
+        assert "disk" in c.capabilities
+        lead = c.wait_for_leader(30)
+        execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
+        c.fill_disk(lead.id)
+        # entries that still fit in the journal's last block are kept; then one fails
+        acked, failed = [1], None
+        for x in range(2, 2000):
+            out = post(f"{lead.url}/db/execute", [["INSERT INTO t VALUES (?)", x]])
+            if "error" in out or any("error" in r for r in out["results"]):
+                failed = x
+                break
+            acked.append(x)
+        assert failed is not None, "every write was acknowledged on a full disk"
+        new = c.wait_for_leader(20, exclude=[lead.id], all_ready=False)
+        execute(new.url, [["INSERT INTO t VALUES (?)", 5000]])
+        got = [r[0] for r in rows(new.url, "SELECT x FROM t ORDER BY x")]
+        assert set(acked) <= set(got) and 5000 in got, (acked, got)
+        c.free_disk(lead.id)
+        wait_until(
+            lambda: [r[0] for r in rows(lead.url, "SELECT x FROM t ORDER BY x", "none")] == got,
+            30,
+            "the freed node to catch up",
+        )
+    finally:
+        c.stop()
+    assert ours_left(tmp_path / "c") == []
