@@ -241,3 +241,54 @@ def remount_all(directory: Path, mounts: dict[str, str]) -> None:
             raise ClusterError(f"{node_id}'s filesystem image {disk.image} is missing")
         if not any(p == str(disk.mount.resolve()) for _, p in _mounts_under(disk.mount)):
             _run(["mount", "-o", "loop", str(disk.image), str(disk.mount)], f"mounting {node_id}")
+
+
+def _image_dirs() -> set[Path]:
+    """The cluster directories whose node images (``<dir>/disks/<node>.img``) are attached
+    to a loop device now."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        return set()
+    proc = subprocess.run(["losetup", "-J", "-l"], capture_output=True, text=True, timeout=15)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return set()
+    found = set()
+    for d in json.loads(proc.stdout).get("loopdevices", []):
+        back = Path((d.get("back-file") or "").removesuffix(" (deleted)"))
+        if back.suffix == ".img" and back.parent.name == DISKS_DIR:
+            found.add(back.parent.parent)
+    return found
+
+
+def _state_owners(directory: Path) -> list[str | None]:
+    """The owners a cluster directory's state file names (local or Docker; none: [])."""
+    owners: list[str | None] = []
+    for name in ("cluster.json", "docker-cluster.json"):
+        try:
+            data = json.loads((directory / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if "owner" in data:
+            owners.append(data.get("owner"))
+        for node in data.get("nodes") or []:
+            owners.append((node.get("labels") or {}).get("io.rqueue.owner"))
+    return owners
+
+
+def reap_abandoned(busy: set[str], live_too: bool = False) -> list[str]:
+    """Release the filesystems of cluster directories nobody uses: not in ``busy`` (the
+    directories of live node processes) and whose state's owners are all gone (a
+    directory without a state file is a stopped cluster's). ``live_too``: every one not
+    in ``busy``. Returns what was removed; what stays is logged."""
+    from .owners import owner_gone
+
+    removed: list[str] = []
+    for directory in sorted(_image_dirs()):
+        if str(directory) in busy:
+            continue
+        if not live_too and not all(owner_gone(o) for o in _state_owners(directory)):
+            continue
+        try:
+            removed += release(directory)
+        except ClusterError as exc:
+            log.warning("%s", exc)
+    return removed

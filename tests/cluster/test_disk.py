@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.cluster import disk
 from harness.cluster.local import LocalCluster
+from harness.cluster.netns import REAP_TAG_ENV
+from harness.cluster.processes import reap
 from harness.node.journal import DiskFull, GuardedJournal
 from tests.cluster.helpers import execute, post, rows, wait_until
 
@@ -111,3 +116,35 @@ def test_a_full_leader_steps_down_without_acknowledging_and_catches_up(tmp_path)
     finally:
         c.stop()
     assert ours_left(tmp_path / "c") == []
+
+
+CRASHING_OWNER = """
+import os, signal, sys
+from harness.cluster.local import LocalCluster
+from harness.cluster.netns import REAP_TAG_ENV
+from harness.cluster.processes import reap
+c = LocalCluster.start(3, sys.argv[1], disk_mb=16, timeout=60)
+print("up", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_crashed_owner_s_disks_are_swept_with_its_nodes(tmp_path) -> None:
+    tag = f"disk-sweep-{os.getpid()}"
+    env = {**os.environ, REAP_TAG_ENV: tag}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    directory = tmp_path / "c"
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASHING_OWNER, str(directory)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL and "up" in proc.stdout, proc.stderr
+    assert len(ours_left(directory)) >= 3  # the mounts outlived their owner
+    result = reap(tag)
+    assert len(result["processes"]) == 3
+    assert any(str(directory) in d for d in result["disks"]), result
+    assert ours_left(directory) == []
