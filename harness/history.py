@@ -62,6 +62,7 @@ FAULT_ENDS = {
     "clock-reset": "clock-skew",
     "reset-clock": "clock-skew",
     "clock-skew-end": "clock-skew",
+    "disk-free": "disk-full",
 }
 
 

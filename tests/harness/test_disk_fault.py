@@ -11,6 +11,7 @@ from harness.cluster.base import DISK, ClusterError
 from harness.cluster.local import LocalCluster
 from harness.faults import Stage, kind_of
 from harness.faults.capabilities import refusal
+from harness.history import fault_intervals
 from harness.scenario import load_scenario
 from tests.harness.test_faults import ALL, Claimers, Lacking
 
@@ -75,3 +76,14 @@ def test_a_cluster_without_disks_refuses_in_one_line(tmp_path) -> None:
     assert DISK in LocalCluster(tmp_path, "embedded", [], disk_mb=32).capabilities
     with pytest.raises(ClusterError, match="without disks"):
         plain.fill_disk("n1")
+
+
+def test_disk_free_ends_disk_full_in_a_history_without_phases() -> None:
+    events = [
+        {"index": i, "time": t, "process": "nemesis", "type": "info", "f": f, "value": v}
+        for i, (t, f, v) in enumerate(
+            [(1.0, "disk-full", {"nodes": ["n2"]}), (9.0, "disk-free", {"nodes": ["n2"]})]
+        )
+    ]
+    [fault] = fault_intervals(events)
+    assert (fault.kind, fault.start, fault.end) == ("disk-full", 1.0, 9.0)
