@@ -48,7 +48,7 @@ from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import STATE_FILE, LocalCluster
-from harness.cluster.processes import reap
+from harness.cluster.processes import node_processes, reap, reap_disks
 from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
 from rqueue._stdout import quiet_when_stdout_closes
 
@@ -408,10 +408,12 @@ def _reap_all(args: argparse.Namespace) -> dict:
         from harness.cluster.docker.engine import docker_clusters, reap_docker
 
         removed = reap_docker(tag=args.tag, live_too=args.yes_kill_live)
+        busy = {p.directory for p in node_processes()}  # local clusters' disks stay
+        disks = reap_disks(set(), busy, args.tag is None, args.yes_kill_live)
         left = docker_clusters(tag=args.tag)
         for c in left:
             print(f"left Docker cluster {c['cluster']}: {c['why']}", file=sys.stderr)
-        return {"reaped": {"docker": removed}, "left": left}
+        return {"reaped": {"docker": removed, "disks": disks}, "left": left}
     result = reap(args.tag, live_too=args.yes_kill_live)
     for c in result["left"]:
         print(f"left the cluster in {c['dir']}: {c['why']}", file=sys.stderr)
