@@ -1,0 +1,61 @@
+"""disk-full on the Docker backend for real: each node's data on a loop-mounted ext4 of
+its own bound into its container, a full leader that steps down without acknowledging
+what it lost, and nothing left (containers, volumes, mounts, loop devices) after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cluster import disk
+from harness.cluster.docker import cluster as db
+from tests.cluster.helpers import execute, post, rows, wait_until
+from tests.docker.conftest import NOTHING, leftovers
+
+pytestmark = [
+    pytest.mark.chaos,
+    pytest.mark.skipif(disk.disk_problem() is not None, reason=str(disk.disk_problem())),
+]
+
+
+def ours(engine: Any, cluster_id: str) -> dict[str, list[str]]:
+    """What of this cluster remains on the engine (others' runs may share it)."""
+    return {k: [n for n in v if cluster_id in n] for k, v in leftovers(engine).items()}
+
+
+def test_a_full_leader_in_a_container(engine: Any, node_image: str, tmp_path: Path) -> None:
+    c = db.start_docker_cluster(3, tmp_path / "c", timeout=120, image=node_image, disk_mb=32)
+    try:
+        assert "disk" in c.capabilities
+        assert ours(engine, c.cluster_id)["volumes"] == []  # bound filesystems, not volumes
+        for cid in ours(engine, c.cluster_id)["containers"]:
+            mounts = engine.containers.get(cid).attrs["Mounts"]
+            assert {m["Type"] for m in mounts} == {"bind"}, mounts  # no anonymous volume
+        lead = c.wait_for_leader(60)
+        execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
+        c.fill_disk(lead.id)
+        acked, failed = [1], None
+        for x in range(2, 2000):
+            out = post(f"{lead.url}/db/execute", [["INSERT INTO t VALUES (?)", x]])
+            if "error" in out or any("error" in r for r in out["results"]):
+                failed = x
+                break
+            acked.append(x)
+        assert failed is not None, "every write was acknowledged on a full disk"
+        new = c.wait_for_leader(30, exclude=[lead.id], all_ready=False)
+        execute(new.url, [["INSERT INTO t VALUES (?)", 5000]])
+        got = [r[0] for r in rows(new.url, "SELECT x FROM t ORDER BY x")]
+        assert set(acked) <= set(got) and 5000 in got, (acked, got)
+        c.free_disk(lead.id)
+        wait_until(
+            lambda: [r[0] for r in rows(lead.url, "SELECT x FROM t ORDER BY x", "none")] == got,
+            60,
+            "the freed node to catch up",
+        )
+    finally:
+        c.stop()
+    assert ours(engine, c.cluster_id) == NOTHING
+    left = [d for d in disk.leftovers(tmp_path / "c") if not disk.foreign_holders(d)]
+    assert left == []
