@@ -15,6 +15,8 @@ import subprocess
 
 import pytest
 
+from harness.cluster.base import DISK
+from harness.cluster.disk import disk_problem, foreign_holders, leftovers
 from harness.cluster.engines import find_faketime
 from harness.scenario import list_scenarios
 
@@ -46,6 +48,11 @@ def _params(names, quick=frozenset(SCENARIOS)):
             marks += [
                 pytest.mark.root,
                 pytest.mark.skipif(NOT_ROOT, reason="partitions need root (netns + iptables)"),
+            ]
+        if DISK in SCENARIOS[name].needs:
+            marks += [
+                pytest.mark.root,
+                pytest.mark.skipif(disk_problem() is not None, reason=str(disk_problem())),
             ]
         if any(f.kind == "clock-skew-node" for f in SCENARIOS[name].faults):
             reason = "clock-skew-node on rqlited needs libfaketime (scripts/install adds it)"
@@ -86,6 +93,8 @@ def assert_no_cluster_left(result) -> None:
         if node["pid"]:
             with pytest.raises(ProcessLookupError):
                 os.kill(node["pid"], 0)
+    directory = result.run_dir / "cluster"
+    assert [d for d in leftovers(directory) if not foreign_holders(d)] == []  # mounts, loops
     if state.get("netns"):
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         for member in state["netns"]["members"].values():
