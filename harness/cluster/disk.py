@@ -95,11 +95,27 @@ def make(
         f"making {node_id}'s filesystem",
     )  # fmt: skip
     disk.mount.mkdir(parents=True, exist_ok=True)
+    share(directory)
     _run(["mount", "-o", "loop", str(disk.image), str(disk.mount)], f"mounting {node_id}'s disk")
     (disk.mount / "lost+found").rmdir()  # the data directory starts empty, as a new one does
     if owner is not None:
         os.chown(disk.mount, *owner)
     return disk
+
+
+def share(directory: Path) -> None:
+    """Make ``directory`` a shared mount (a bind mount on itself), once.
+
+    A mount namespace made while a node's filesystem is mounted (``ip netns exec``, an
+    SSH test host's sshd) holds a copy of the mount, and with it the loop device, until
+    it ends. Below a shared mount that copy is a slave of ours: unmounting ours removes
+    it too, and the loop device is free at once (the machine's ``/`` is often private).
+    """
+    point = str(Path(directory).resolve())
+    if any(p == point for _, p in _mounts_under(directory)):
+        return
+    _run(["mount", "--bind", point, point], f"binding {point} on itself")
+    _run(["mount", "--make-shared", point], f"sharing the mount {point}")
 
 
 def fill(disk: NodeDisk) -> int:
@@ -240,6 +256,7 @@ def remount_all(directory: Path, mounts: dict[str, str]) -> None:
         if not disk.image.is_file():
             raise ClusterError(f"{node_id}'s filesystem image {disk.image} is missing")
         if not any(p == str(disk.mount.resolve()) for _, p in _mounts_under(disk.mount)):
+            share(directory)
             _run(["mount", "-o", "loop", str(disk.image), str(disk.mount)], f"mounting {node_id}")
 
 

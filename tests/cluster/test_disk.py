@@ -40,6 +40,27 @@ def write(path: Path, size: int) -> None:
         os.fsync(fh.fileno())
 
 
+def test_a_namespace_made_while_mounted_does_not_keep_the_loop_device(tmp_path: Path) -> None:
+    """A mount namespace made while a node's filesystem is mounted (as ``ip netns exec``
+    makes one, as an SSH test host's sshd lives in one) copies the mount; the release
+    still frees the loop device while that namespace lives on."""
+    d = disk.make(tmp_path, "n1", tmp_path / "n1" / "data", 16)
+    sleeper = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", "sleep", "60"])
+    try:
+        mounted = f"{d.mount.resolve()}"
+        wait_until(
+            lambda: mounted in Path(f"/proc/{sleeper.pid}/mountinfo").read_text(),
+            10, "the new namespace's copy of the mount",
+        )  # fmt: skip
+        disk.release(tmp_path)
+        assert disk.leftovers(tmp_path) == []  # no loop device held, not even by the copy
+        assert sleeper.poll() is None  # and the namespace was still there
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        disk.release(tmp_path)
+
+
 def test_fill_free_release(tmp_path: Path) -> None:
     d = disk.make(tmp_path, "n1", tmp_path / "n1" / "data", 16)
     try:
