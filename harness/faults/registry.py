@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from ..errors import HarnessError
 from .base import FaultKind
+from .clock_jumps import ClockJumpBackNode, ClockJumpBackWorker, ClockStrobeNode, ClockStrobeWorker
 from .clock_skew import ClockSkewNode, ClockSkewWorker
 from .kills import KillAll, KillLeader, KillRandom
 from .lease_expiry import LeaseExpiry
@@ -28,6 +29,10 @@ KINDS: dict[str, type[FaultKind]] = {
         ClockSkewWorker,
         LeaseExpiry,
         Timezone,
+        ClockStrobeNode,
+        ClockStrobeWorker,
+        ClockJumpBackNode,
+        ClockJumpBackWorker,
     )
 }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +43,21 @@ class Timezone(FaultKind):
     #: it restarts its nodes in their new zone, and again in UTC at its end
     recovery = RECOVERY
     needs = frozenset({TIME_ZONES})
+    #: a random schedule's window: the restart into the zone (2-3 s, more under load),
+    #: then the daylight-saving change while the nodes run, then a few seconds in the zone
+    draw_length = (14.0, 16.0)
+
+    @classmethod
+    def draw(cls, rng: random.Random, length: float) -> dict[str, Any]:
+        """A spring-forward (the change that makes live leases look expired to a stamp
+        without the zone guard) some seconds before the window's end, from UTC or from
+        UTC-05:00, on the leader, a minority or every node."""
+        return {
+            "offset": float(rng.choice((0, -18000))),
+            "target": rng.choice(("leader", "minority", "all")),
+            "transition": float(max(4, math.floor(length) - 4)),
+            "jump": 3600.0,
+        }
 
     @classmethod
     def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
