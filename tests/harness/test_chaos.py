@@ -204,3 +204,22 @@ def test_drawn_node_clock_offsets_stay_inside_rqueues_tolerance():
         assert min(offsets) > 0 and max(offsets) <= 0.2, name
     assert kind_of("kill-leader").draw(random.Random(1), 5.0) == {}
     assert RECOVERY > 0 and PARTITIONS in kind_of("partition-leader").needs
+
+
+@pytest.mark.slow
+def test_a_chaos_run_writes_what_it_drew_and_runs_it(run_scenario):
+    import json
+    import os
+
+    result = run_scenario("chaos", time=20.0, seed=2)
+    assert result.exit_code in (0, 3), (result.reason, result.summary)
+    resolved = json.loads((result.run_dir / "scenario.json").read_text())
+    # the local backend partitions as root (network namespaces), else not
+    capabilities = ALL if os.geteuid() == 0 else ALL - {PARTITIONS}
+    expected = load_scenario("chaos").scaled(20.0).drawn_from(2, capabilities)
+    assert resolved["drawn"] == expected.drawn and "chaos" not in resolved
+    assert [f["kind"] for f in resolved["faults"]] == [f.kind for f in expected.faults]
+    assert set(result.summary["faults"]) == {f.kind for f in expected.faults}
+    report = (result.run_dir / "report.md").read_text()
+    assert "Drawn by `[chaos]` from seed 2" in report
+    assert all(line in report for line in expected.drawn["schedule"])

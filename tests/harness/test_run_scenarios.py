@@ -33,16 +33,21 @@ BLOB_BLIND = "mutant-blob-text"
 ZONE_BLIND = "mutant-zone-blind"
 
 
+#: issue 34's scenarios: their brief runs go to the slow stage (the README's command is
+#: at its 5-minute budget)
+SLOW_BRIEF = {"clock-strobe", "clock-jump-back"}
+
+
 def _params(names):
     out = []
     for name in names:
-        marks = []
+        marks = [pytest.mark.slow] if name in SLOW_BRIEF else []
         if SCENARIOS[name].needs_partitions:
             marks += [
                 pytest.mark.root,
                 pytest.mark.skipif(NOT_ROOT, reason="partitions need root (netns + iptables)"),
             ]
-        if any(f.kind == "clock-skew-node" for f in SCENARIOS[name].faults):
+        if SCENARIOS[name].needs & {"clock-skew"}:
             reason = "clock-skew-node on rqlited needs libfaketime (scripts/install adds it)"
             marks.append(pytest.mark.skipif(NO_NODE_CLOCK, reason=reason))
         out.append(pytest.param(name, marks=marks))
