@@ -57,6 +57,7 @@ class Active:
     f_end: str
     value: dict[str, Any]
     undo: Callable[[], None]
+    background: bool = False
 
 
 @dataclass(order=True)
@@ -148,6 +149,20 @@ class Nemesis:
                 log.exception("undoing %s failed", key)
                 self.errors.append(f"heal: {e}")
 
+    def release(self) -> None:
+        """Undo, without recording, the faults still in effect that left something running
+        (a clock strobe's thread): for a run that ends without :meth:`heal_all`."""
+        with self._lock:
+            running = [k for k, a in self.active.items() if a.background]
+        for key in running:
+            with self._lock:
+                active = self.active.pop(key, None)
+            if active is not None:
+                try:
+                    active.undo()
+                except Exception:
+                    log.exception("releasing %s failed", active.fault.kind)
+
     # -- recording ----------------------------------------------------------------------------
     def _record(self, f: str, value: dict[str, Any], action: Callable[[], Any]) -> Any:
         self.recorder.nemesis(f, value, type="invoke")
@@ -165,7 +180,7 @@ class Nemesis:
         value = {"fault": fault.kind, "phase": "start", **action.value}
         self._record(action.f, value, action.act)
         with self._lock:
-            self.active[key] = Active(fault, action.f_end, value, action.undo)
+            self.active[key] = Active(fault, action.f_end, value, action.undo, action.background)
         self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
 
     def _end(self, key: tuple[int, int]) -> None:

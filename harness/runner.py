@@ -351,6 +351,7 @@ class _Run:
         """Stop everything this run started; each step runs even if an earlier one fails."""
         steps = [
             ("nemesis", lambda: self.nemesis and self.nemesis.stop(timeout=30)),
+            ("fault threads", lambda: self.nemesis and self.nemesis.release()),
             ("workload", lambda: self.workload and self.workload.stop(timeout=30)),
             ("cluster", lambda: self.cluster and self.cluster.stop()),
             ("history", lambda: self.recorder and self.recorder.close()),

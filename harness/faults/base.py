@@ -76,6 +76,9 @@ class Action:
     value: dict[str, Any]
     act: Callable[[], None]
     undo: Callable[[], None]
+    #: ``act`` leaves something running (a thread) that only ``undo`` stops: a run that
+    #: ends without healing still undoes it (:meth:`harness.nemesis.Nemesis.release`)
+    background: bool = False
 
 
 class Stage:

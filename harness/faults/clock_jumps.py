@@ -91,7 +91,7 @@ class Strobe:
 def _strobe_action(set_one: SetOne, who: list[str], params: Mapping[str, Any], value: dict):
     strobe = Strobe(set_one, who, params["offset"], params["period"])
     value = {**value, "offset": params["offset"], "period": params["period"]}
-    return Action("clock-strobe", "clock-reset", value, strobe.start, strobe.stop)
+    return Action("clock-strobe", "clock-reset", value, strobe.start, strobe.stop, background=True)
 
 
 def _jump_action(set_one: SetOne, who: list[str], back: float, value: dict) -> Action:

@@ -125,3 +125,30 @@ def test_a_real_nodes_clock_follows_the_strobe_and_the_jump_back(make_cluster):
     assert abs(reported["current_time"] - time.time() + 0.5) < 0.2
     back.undo()
     assert _offset(node.url) == 0.0
+
+
+def test_a_run_that_ends_without_healing_still_stops_the_strobe():
+    from harness.faults import Fault
+    from harness.nemesis import Nemesis
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.fs: list[str] = []
+
+        def nemesis(self, f, value=None, type="info"):
+            self.fs.append(f)
+
+    w, rec = Workers(), Recorder()
+    fault = Fault("clock-strobe-worker", 0.0, 60.0, period=0.05, fraction=1.0)
+    n = Nemesis(None, rec, w, [fault], 60.0)
+    n.start()
+    deadline = time.monotonic() + 5.0
+    while len(w.sets) < 12 and time.monotonic() < deadline:  # three flips of four workers
+        time.sleep(0.01)
+    n.stop()
+    n.release()  # what the run's teardown does when it never healed
+    stopped = len(w.sets)
+    assert w.now == dict.fromkeys(Workers.claimer_names, 0.0) and not n.active
+    assert rec.fs == ["clock-strobe", "clock-strobe"]  # released, not recorded as healed
+    time.sleep(0.15)
+    assert len(w.sets) == stopped
