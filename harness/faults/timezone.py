@@ -43,18 +43,21 @@ class Timezone(FaultKind):
     #: it restarts its nodes in their new zone, and again in UTC at its end
     recovery = RECOVERY
     needs = frozenset({TIME_ZONES})
-    #: a random schedule's window: the restart into the zone (2-3 s, more under load),
-    #: then the daylight-saving change while the nodes run, then a few seconds in the zone
-    draw_length = (14.0, 16.0)
+    #: a random schedule's window: the restart into the zone (2-3 s idle; on Docker at
+    #: load 20 restarting every node took 11.8 s), then the daylight-saving change while
+    #: the nodes run, then 4 s in the zone
+    draw_length = (16.0, 20.0)
 
     @classmethod
     def draw(cls, rng: random.Random, length: float) -> dict[str, Any]:
         """A spring-forward (the change that makes live leases look expired to a stamp
-        without the zone guard) some seconds before the window's end, from UTC or from
-        UTC-05:00, on the leader, a minority or every node."""
+        without the zone guard) 4 s before the window's end, from UTC or from UTC-05:00,
+        on the leader or a minority: a majority stays in UTC and serves (every node off
+        UTC makes rqueue refuse timed calls for 30 s after: the next windows would test a
+        queue that refuses, and restarting every node at once leaves none to serve)."""
         return {
             "offset": float(rng.choice((0, -18000))),
-            "target": rng.choice(("leader", "minority", "all")),
+            "target": rng.choice(("leader", "minority")),
             "transition": float(max(4, math.floor(length) - 4)),
             "jump": 3600.0,
         }
