@@ -38,10 +38,10 @@ ZONE_BLIND = "mutant-zone-blind"
 SLOW_BRIEF = {"clock-strobe", "clock-jump-back"}
 
 
-def _params(names):
+def _params(names, slow=frozenset()):
     out = []
     for name in names:
-        marks = [pytest.mark.slow] if name in SLOW_BRIEF else []
+        marks = [pytest.mark.slow] if name in slow else []
         if SCENARIOS[name].needs_partitions:
             marks += [
                 pytest.mark.root,
@@ -57,7 +57,7 @@ def _params(names):
 #: a timezone window restarts its nodes twice and needs its transition inside it: squeezed
 #: into a few seconds it tests nothing (test_timezone_* below run it at a length that fits)
 FAULT_SCENARIOS = _params(
-    sorted(n for n, s in SCENARIOS.items() if s.faults and not s.needs_time_zones)
+    sorted(n for n, s in SCENARIOS.items() if s.faults and not s.needs_time_zones), SLOW_BRIEF
 )
 ALL_SCENARIOS = _params(sorted(SCENARIOS))
 
