@@ -265,10 +265,9 @@ class _Run:
                 raise HarnessError(lacking)
             if s.chaos is not None:
                 s = self._draw_schedule(s)
-        # the history's time 0 is the moment the cluster is up and the workload starts
+        # the history's time 0 is the moment the workload's clients start work (the
+        # workload rebases the recorder then), and the fault schedule counts from there
         self.recorder = HistoryRecorder(self.store.history)
-        # to compare server epoch times (a claim's expires_at) with the history's times
-        self.info["epoch_at_time_0"] = time.time() - self.recorder.elapsed()
         urls = list(self.cluster.urls)
         self.info["urls"] = urls
         self.store.write_json(VERSIONS, versions(self.cluster.engine, engine_version(urls)))
@@ -285,7 +284,9 @@ class _Run:
         )
         with self.phase("workload"):
             self.workload.start()
-            t0 = time.monotonic()
+            t0 = time.monotonic() - self.recorder.elapsed()  # the history's time 0
+            # to compare server epoch times (a claim's expires_at) with the history's times
+            self.info["epoch_at_time_0"] = time.time() - self.recorder.elapsed()
             self.nemesis.start(t0)
             while (left := t0 + s.duration - time.monotonic()) > 0:
                 if self.workload.errors:
