@@ -31,7 +31,8 @@ from .clock_skew import (
 log = logging.getLogger(__name__)
 
 #: the shortest strobe period (seconds): a node's clock-offset file is re-read on every
-#: clock reading (harness.node.clock), a Docker node's is written by an exec (~0.1 s)
+#: clock reading (harness.node.clock); writing it is a rename (a Docker engine elsewhere:
+#: an exec into the container, 0.1 s idle, ~0.8 s loaded, which stretches the period)
 MIN_PERIOD = 0.05
 #: seconds ``undo`` waits for the strobe thread to finish its flip in progress
 STOP_WAIT = 10.0
