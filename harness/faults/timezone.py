@@ -53,10 +53,11 @@ class Timezone(FaultKind):
         """A spring-forward (the change that makes live leases look expired to a stamp
         without the zone guard) 4 s before the window's end, from UTC or from UTC+01:00
         (from a zone behind UTC, every lease stamped before the restart looks hours
-        longer, the groups stay locked and nothing is leased twice), on every node: a leader or minority restarted into a zone is failed over from,
-        and its clients stick to the nodes they moved to, so the change on it may reach
-        no request at all (a zone-blind queue then passed chaos on seeds 2 and 3); every
-        node off UTC makes rqueue refuse timed calls, which is what it must do."""
+        longer, the groups stay locked and nothing is leased twice), on every node: a
+        leader or minority restarted into a zone is failed over from, and its clients
+        stick to the nodes they moved to, so the change on it may reach no request at all
+        (a zone-blind queue then passed chaos on seeds 2 and 3); every node off UTC makes
+        rqueue refuse timed calls, which is what it must do."""
         return {
             "offset": float(rng.choice((0, 3600))),
             "target": "all",
