@@ -24,7 +24,7 @@ and held against the classes by ``tests/harness/test_errors.py``::
     │   ├── DockerUnreachable (cluster.docker.specs): the Docker engine cannot be reached
     │   ├── PortTaken (cluster.docker.specs): a host port was taken before Docker bound it
     │   └── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled
-    ├── ScenarioError (scenario, ValueError): a scenario file or a value for it is malformed
+    ├── ScenarioError (scenario_reader, ValueError): a scenario file or a value for it is malformed
     ├── UnknownFaultKind (faults.registry, ValueError): a name no fault kind has
     ├── HistoryFormatError (history, ValueError): a history breaks docs/history-format.md
     ├── SnapshotFormatError (divergence, ValueError): a replicas record has the wrong shape

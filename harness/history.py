@@ -154,6 +154,15 @@ class HistoryRecorder:
         """Seconds since the recorder started, on the history's clock."""
         return self._clock() - self._t0
 
+    def rebase(self) -> bool:
+        """Make now the history's time 0, if nothing is recorded yet (the workload calls it
+        as its clients start work, so that fault times count from there); whether it did."""
+        with self._lock:
+            if self._next_index:
+                return False
+            self._t0 = self._clock()
+            return True
+
     def close(self) -> None:
         """Close the file; later calls raise ``ValueError``."""
         with self._lock:

@@ -18,6 +18,8 @@ clock-skew-worker      ``clock-skew``       ``clock-reset``
 lease-expiry           ``start-stall``      ``stop-stall``
 timezone               ``timezone``         ``timezone-reset``
 disk-full              ``disk-full``        ``disk-free``
+clock-strobe-*         ``clock-strobe``     ``clock-reset``
+clock-jump-back-*      ``clock-jump``       ``clock-reset``
 =====================  ===================  ===================
 
 What each kind does and undoes lives in its module of :mod:`harness.faults`; the nemesis
@@ -56,6 +58,7 @@ class Active:
     f_end: str
     value: dict[str, Any]
     undo: Callable[[], None]
+    background: bool = False
 
 
 @dataclass(order=True)
@@ -147,6 +150,20 @@ class Nemesis:
                 log.exception("undoing %s failed", key)
                 self.errors.append(f"heal: {e}")
 
+    def release(self) -> None:
+        """Undo, without recording, the faults still in effect that left something running
+        (a clock strobe's thread): for a run that ends without :meth:`heal_all`."""
+        with self._lock:
+            running = [k for k, a in self.active.items() if a.background]
+        for key in running:
+            with self._lock:
+                active = self.active.pop(key, None)
+            if active is not None:
+                try:
+                    active.undo()
+                except Exception:
+                    log.exception("releasing %s failed", active.fault.kind)
+
     # -- recording ----------------------------------------------------------------------------
     def _record(self, f: str, value: dict[str, Any], action: Callable[[], Any]) -> Any:
         self.recorder.nemesis(f, value, type="invoke")
@@ -164,7 +181,7 @@ class Nemesis:
         value = {"fault": fault.kind, "phase": "start", **action.value}
         self._record(action.f, value, action.act)
         with self._lock:
-            self.active[key] = Active(fault, action.f_end, value, action.undo)
+            self.active[key] = Active(fault, action.f_end, value, action.undo, action.background)
         self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
 
     def _end(self, key: tuple[int, int]) -> None:

@@ -146,11 +146,12 @@ def _scenario(scenario: dict | None) -> list[str]:
     if not isinstance(scenario, dict):
         return []
     out = ["## Scenario", ""]
-    omit = ("faults", "workload", "dropped", "skipped")
+    omit = ("faults", "workload", "dropped", "skipped", "drawn", "chaos")
     head = {k: v for k, v in scenario.items() if k not in omit}
     out += _table(_flatten(head))
     if isinstance(scenario.get("workload"), dict):
         out += ["", "Workload:", "", *_table(_flatten(scenario["workload"]))]
+    out += _drawn(scenario.get("drawn"))
     faults = scenario.get("faults") or []
     if faults:
         out += ["", "Fault schedule:", ""]
@@ -167,6 +168,24 @@ def _scenario(scenario: dict | None) -> list[str]:
         out += ["", "Fault windows left out on purpose (`--skip-fault`):", ""]
         out += [f"- {window}" for window in skipped]
     return [*out, ""]
+
+
+def _drawn(drawn: Any) -> list[str]:
+    """What a ``[chaos]`` table drew (harness.chaos.record): from which pool, with which
+    seed, each window; and the kinds it left out, with why."""
+    if not isinstance(drawn, dict):
+        return []
+    pool = ", ".join(f"`{k}`" for k in drawn.get("pool") or [])
+    out = ["", f"Drawn by `[chaos]` from seed {drawn.get('seed')} out of {pool}:", ""]
+    out += [f"- {line}" for line in drawn.get("schedule") or []]
+    asked, got = drawn.get("asked"), len(drawn.get("schedule") or [])
+    if isinstance(asked, int) and asked > got:
+        out.append(f"- ({asked - got} of {asked} windows asked for did not fit in the run)")
+    left = drawn.get("left_out") or {}
+    if isinstance(left, dict) and left:
+        out += ["", "Left out of the pool:", ""]
+        out += [f"- `{k}`: {why}" for k, why in left.items()]
+    return out
 
 
 def _setup(run: dict, versions: Any) -> list[str]:

@@ -114,6 +114,9 @@ def preflight(scenario: Scenario, opts: RunOptions) -> bool:
         return False
     if not scenario.needs_partitions:
         return False
+    chaos_all = scenario.chaos is not None and scenario.chaos.pool is None
+    if os.geteuid() != 0 and chaos_all:  # "all" the cluster can do: partitions are not
+        return False
     if os.geteuid() != 0:
         raise HarnessError(
             f"scenario {scenario.name!r} partitions the network: on the local backend that "
@@ -261,13 +264,15 @@ class _Run:
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None
             # say so before the workload, not as failed faults in the middle of it
-            lacking = refusal(s.name, (f.kind for f in s.faults), self.cluster)
+            named = s.chaos.names() if s.chaos is not None and s.chaos.pool is not None else ()
+            lacking = refusal(s.name, [*named, *(f.kind for f in s.faults)], self.cluster)
             if lacking is not None:
                 raise HarnessError(lacking)
-        # the history's time 0 is the moment the cluster is up and the workload starts
+            if s.chaos is not None:
+                s = self._draw_schedule(s)
+        # the history's time 0 is the moment the workload's clients start work (the
+        # workload rebases the recorder then), and the fault schedule counts from there
         self.recorder = HistoryRecorder(self.store.history)
-        # to compare server epoch times (a claim's expires_at) with the history's times
-        self.info["epoch_at_time_0"] = time.time() - self.recorder.elapsed()
         urls = list(self.cluster.urls)
         self.info["urls"] = urls
         self.store.write_json(VERSIONS, versions(self.cluster.engine, engine_version(urls)))
@@ -284,7 +289,9 @@ class _Run:
         )
         with self.phase("workload"):
             self.workload.start()
-            t0 = time.monotonic()
+            t0 = time.monotonic() - self.recorder.elapsed()  # the history's time 0
+            # to compare server epoch times (a claim's expires_at) with the history's times
+            self.info["epoch_at_time_0"] = time.time() - self.recorder.elapsed()
             self.nemesis.start(t0)
             while (left := t0 + s.duration - time.monotonic()) > 0:
                 if self.workload.errors:
@@ -313,6 +320,21 @@ class _Run:
         self.result.check = judged.result
         self.result.exit_code = judged.verdict.exit_code
 
+    def _draw_schedule(self, s: Scenario) -> Scenario:
+        """A ``[chaos]`` scenario's schedule, drawn from the seed for this cluster; the
+        resolved scenario (``scenario.json``) is the drawn one, what shrink reduces."""
+        s = s.drawn_from(self.seed, self.cluster.capabilities)
+        self.scenario = s
+        self.store.write_json(SCENARIO, s.to_json())
+        drawn = s.drawn or {}
+        self.progress.note(
+            f"chaos (seed {self.seed}): {len(s.faults)} windows from "
+            f"{', '.join(drawn.get('pool', []))}"
+        )
+        for line in drawn.get("schedule", []):
+            self.progress.note(f"chaos: {line}")
+        return s
+
     def _snapshot_replicas(self) -> None:
         """Record every node's tables at one agreed applied index in replicas.json."""
         from .replicas import snapshot
@@ -335,6 +357,7 @@ class _Run:
         """Stop everything this run started; each step runs even if an earlier one fails."""
         steps = [
             ("nemesis", lambda: self.nemesis and self.nemesis.stop(timeout=30)),
+            ("fault threads", lambda: self.nemesis and self.nemesis.release()),
             ("workload", lambda: self.workload and self.workload.stop(timeout=30)),
             ("cluster", lambda: self.cluster and self.cluster.stop()),
             ("history", lambda: self.recorder and self.recorder.close()),

@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import chaos as _chaos
 from .cluster.base import PARTITIONS, TIME_ZONES
-from .errors import HarnessError
 from .faults import KINDS, RECOVERY, Fault, kind_of, needs_of
+from .scenario_reader import Reader as _Reader
+from .scenario_reader import ScenarioError
 
 __all__ = [
     "FAULT_KINDS",
@@ -65,10 +67,6 @@ FAULT_KINDS: dict[str, frozenset[str]] = {n: frozenset(k.params) for n, k in KIN
 #: faults that take nodes away: the cluster needs :data:`RECOVERY` after them to elect and
 #: serve again (a kind's ``recovery``)
 OUTAGE_KINDS = frozenset(n for n, k in KINDS.items() if k.recovery)
-
-
-class ScenarioError(HarnessError, ValueError):
-    """A scenario file (or a value given for it) is malformed; the message says where."""
 
 
 @dataclass(frozen=True)
@@ -143,11 +141,35 @@ class Scenario:
     dropped: tuple[str, ...] = ()
     #: the fault windows left out on purpose (``--skip-fault``, see :meth:`without`)
     skipped: tuple[str, ...] = ()
+    #: a random schedule to draw (``[chaos]``, :mod:`harness.chaos`; :meth:`drawn_from`
+    #: turns it into ``faults``), and once drawn, what was drawn (:func:`chaos.record`)
+    chaos: _chaos.ChaosSpec | None = None
+    drawn: dict[str, Any] | None = None
 
     @property
     def needs(self) -> frozenset[str]:
-        """The cluster capabilities its faults need (``Cluster.capabilities``)."""
+        """The cluster capabilities its faults need (``Cluster.capabilities``); a schedule
+        still to draw: what its pool's kinds need."""
+        if self.chaos is not None:
+            return needs_of(self.chaos.names())
         return needs_of(f.kind for f in self.faults)
+
+    def drawn_from(self, seed: int, capabilities: frozenset[str]) -> Scenario:
+        """A ``[chaos]`` scenario with its schedule drawn from ``seed`` for a cluster that
+        can do ``capabilities`` (:mod:`harness.chaos`); any other scenario as it is.
+        :class:`ScenarioError` when no kind of the pool fits."""
+        spec = self.chaos
+        if spec is None:
+            return self
+        kinds, left = _chaos.pool(spec, self.nodes, self.workload, capabilities)
+        if not kinds:
+            why = "; ".join(f"{k}: {w}" for k, w in left.items())
+            raise ScenarioError(
+                f"{self.source or self.name}: no fault kind of [chaos] fits ({why})"
+            )
+        faults = _chaos.draw(spec, seed, self.duration, kinds)
+        record = _chaos.record(spec, seed, kinds, left, faults)
+        return dataclasses.replace(self, faults=tuple(faults), chaos=None, drawn=record)
 
     @property
     def needs_partitions(self) -> bool:
@@ -174,6 +196,11 @@ class Scenario:
         if time <= 0:
             raise ScenarioError(f"--time must be > 0 seconds, got {time}")
         k = time / self.duration
+        if self.chaos is not None:  # fewer windows to draw, in the shorter run
+            n = max(1, round(self.chaos.windows * k))
+            return dataclasses.replace(
+                self, duration=time, chaos=dataclasses.replace(self.chaos, windows=n)
+            )
         windows = sorted(
             (a, b, i, f) for i, f in enumerate(self.faults) for a, b in f.windows(self.duration)
         )
@@ -229,6 +256,16 @@ class Scenario:
                 f"--skip-fault {unknown[0]}: no such fault kind; known: "
                 + ", ".join(sorted(FAULT_KINDS))
             )
+        if self.chaos is not None:
+            spec = self.chaos
+            out = sorted(kinds & set(spec.names()))
+            exclude = tuple(spec.exclude) + tuple(out)
+            return dataclasses.replace(
+                self,
+                chaos=dataclasses.replace(spec, exclude=exclude),
+                skipped=self.skipped
+                + tuple(f"{k} from the [chaos] pool (--skip-fault)" for k in out),
+            )
         left_out = [
             f"{f.kind} at {a:g}-{b:g} s (--skip-fault)"
             for f in self.faults
@@ -253,6 +290,11 @@ class Scenario:
         it back."""
         data = dataclasses.asdict(self)
         data["faults"] = [f.to_json() for f in self.faults]
+        for key in ("chaos", "drawn"):
+            if getattr(self, key) is None:
+                del data[key]
+        if self.chaos is not None:
+            data["chaos"] = self.chaos.to_json()
         return data
 
     @classmethod
@@ -265,7 +307,11 @@ class Scenario:
         data = json.loads(json.dumps(data))  # tuples as lists, as a file holds them
         name = str(data.get("name") or name)
         where = where or f"scenario.json of {name}"
-        doc = {k: v for k, v in data.items() if k not in ("name", "source", "dropped", "skipped")}
+        doc = {
+            k: v
+            for k, v in data.items()
+            if k not in ("name", "source", "dropped", "skipped", "drawn")
+        }
         if isinstance(doc.get("faults"), list):
             doc["faults"] = [
                 {k: v for k, v in f.items() if v is not None} if isinstance(f, dict) else f
@@ -277,8 +323,14 @@ class Scenario:
             if not isinstance(items, list) or not all(isinstance(d, str) for d in items):
                 raise ScenarioError(f"{where}: key '{key}': expected a list of strings")
             lists[key] = tuple(items)
+        drawn = data.get("drawn")
+        if drawn is not None and not isinstance(drawn, dict):
+            raise ScenarioError(f"{where}: key 'drawn': expected an object")
         return dataclasses.replace(
-            parse_scenario(name, doc, where), source=str(data.get("source") or ""), **lists
+            parse_scenario(name, doc, where),
+            source=str(data.get("source") or ""),
+            drawn=drawn,
+            **lists,
         )
 
 
@@ -322,103 +374,6 @@ def _why_dropped(
 
 
 # -- parsing -------------------------------------------------------------------------------
-class _Reader:
-    """Typed access to one TOML table that reports errors as ``file: key: expected``."""
-
-    def __init__(self, where: str, prefix: str, table: Mapping[str, Any]) -> None:
-        self.where, self.prefix, self.table = where, prefix, table
-        self.used: set[str] = set()
-
-    def fail(self, key: str, expected: str, got: Any = dataclasses.MISSING) -> ScenarioError:
-        shown = "" if got is dataclasses.MISSING else f", got {got!r}"
-        return ScenarioError(f"{self.where}: key '{self.prefix}{key}': expected {expected}{shown}")
-
-    def _get(self, key: str) -> Any:
-        self.used.add(key)
-        return self.table.get(key, dataclasses.MISSING)
-
-    def number(self, key: str, default: float, *, minimum: float = 0.0, strict=False) -> float:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            return default
-        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(key, f"a number {bound}", v)
-        if v < minimum or (strict and v == minimum):
-            raise self.fail(key, f"a number {bound}", v)
-        return float(v)
-
-    def integer(self, key: str, default: int, *, minimum: int = 0) -> int:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            return default
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise self.fail(key, f"an integer >= {minimum}", v)
-        return v
-
-    def flag(self, key: str, default: bool) -> bool:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            return default
-        if not isinstance(v, bool):
-            raise self.fail(key, "true or false", v)
-        return v
-
-    def probability(self, key: str, default: float) -> float:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            return default
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
-            raise self.fail(key, "a probability between 0 and 1", v)
-        return float(v)
-
-    def text(self, key: str, default: str | None = None, *, choices=None) -> str:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            if default is None:
-                raise self.fail(key, "a string (this key is required)")
-            return default
-        if not isinstance(v, str) or (choices and v not in choices):
-            want = f"one of {', '.join(map(repr, choices))}" if choices else "a string"
-            raise self.fail(key, want, v)
-        return v
-
-    def span(self, key: str, default: tuple[float, float]) -> tuple[float, float]:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            return default
-        ok = (
-            isinstance(v, list)
-            and len(v) == 2
-            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
-            and 0 <= v[0] <= v[1]
-        )
-        if not ok:
-            raise self.fail(key, "[low, high] seconds with 0 <= low <= high", v)
-        return (float(v[0]), float(v[1]))
-
-    def int_list(self, key: str, default: tuple[int, ...], lo: int, hi: int) -> tuple[int, ...]:
-        v = self._get(key)
-        if v is dataclasses.MISSING:
-            return default
-        ok = (
-            isinstance(v, list)
-            and v
-            and all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in v)
-        )
-        if not ok:
-            raise self.fail(key, f"a non-empty list of integers {lo}..{hi}", v)
-        return tuple(v)
-
-    def done(self) -> None:
-        extra = sorted(set(self.table) - self.used)
-        if extra:
-            known = ", ".join(sorted(self.used))
-            raise ScenarioError(
-                f"{self.where}: unknown key '{self.prefix}{extra[0]}' (known keys: {known})"
-            )
-
-
 def _parse_workload(where: str, table: Any) -> WorkloadSpec:
     if not isinstance(table, dict):
         raise ScenarioError(f"{where}: key 'workload': expected a table, got {table!r}")
@@ -494,9 +449,26 @@ def _parse_fault(where: str, i: int, table: Any, duration: float) -> Fault:
     return Fault(kind, start, length, every, params)
 
 
+def _parse_chaos(where: str, table: Any, duration: float, faults: bool) -> _chaos.ChaosSpec | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{where}: key 'chaos': expected a table, got {table!r}")
+    if faults:
+        raise ScenarioError(f"{where}: key 'chaos': a random schedule or [[faults]], not both")
+    return _chaos.read(_Reader(where, "chaos.", table), duration)
+
+
 def _check_nodes(s: Scenario, where: str) -> None:
     if s.nodes not in (3, 5):
         raise ScenarioError(f"{where}: expected 3 or 5 nodes, got {s.nodes}")
+    if s.chaos is not None and s.chaos.pool is not None:
+        for k in s.chaos.names():
+            if s.nodes < (least := kind_of(k).min_nodes):
+                raise ScenarioError(
+                    f"{where}: [chaos] pool kind '{k}' needs {least} nodes, the scenario has "
+                    f"{s.nodes}"
+                )
     for f in s.faults:
         if s.nodes < (least := kind_of(f.kind).min_nodes):
             raise ScenarioError(
@@ -517,11 +489,16 @@ def parse_scenario(name: str, data: Mapping[str, Any], where: str) -> Scenario:
     if not isinstance(faults_raw, list):
         raise r.fail("faults", "an array of tables ([[faults]])", faults_raw)
     faults = tuple(_parse_fault(where, i, t, duration) for i, t in enumerate(faults_raw))
+    spec = _parse_chaos(where, r.raw("chaos"), duration, bool(faults))
     r.done()
     for f in faults:
         if (why := kind_of(f.kind).workload_problem(workload)) is not None:
             raise ScenarioError(f"{where}: fault '{f.kind}' {why}")
-    s = Scenario(name, description, nodes, duration, workload, faults, where)
+    if spec is not None and spec.pool is not None:  # named kinds must fit; "all" filters
+        for k in spec.names():
+            if (why := kind_of(k).workload_problem(workload)) is not None:
+                raise ScenarioError(f"{where}: key 'chaos.pool': fault '{k}' {why}")
+    s = Scenario(name, description, nodes, duration, workload, faults, where, chaos=spec)
     _check_nodes(s, f"{where}: key 'nodes'")
     return s
 

@@ -76,6 +76,9 @@ class Action:
     value: dict[str, Any]
     act: Callable[[], None]
     undo: Callable[[], None]
+    #: ``act`` leaves something running (a thread) that only ``undo`` stops: a run that
+    #: ends without healing still undoes it (:meth:`harness.nemesis.Nemesis.release`)
+    background: bool = False
 
 
 class Stage:
@@ -137,12 +140,22 @@ class FaultKind:
     needs: ClassVar[frozenset[str]] = frozenset()
     #: the fewest nodes it makes sense on (0: any)
     min_nodes: ClassVar[int] = 0
+    #: the window lengths (seconds, low and high) a random schedule draws for it (None:
+    #: the ``[chaos]`` table's ``length``), for a kind that needs a long window
+    draw_length: ClassVar[tuple[float, float] | None] = None
 
     @classmethod
     def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
         """Its parameters from a ``[[faults]]`` table (``length``: the window's seconds),
         checked; the reader raises naming the key."""
         return {}
+
+    @classmethod
+    def draw(cls, rng: random.Random, length: float) -> dict[str, Any]:
+        """The parameters a random schedule (``[chaos]``, :mod:`harness.chaos`) gives one
+        window of ``length`` seconds, drawn from ``rng``: the declared defaults unless a
+        kind whose defaults do nothing (an offset of 0) draws its own."""
+        return dict(cls.params)
 
     @classmethod
     def workload_problem(cls, workload: WorkloadShape) -> str | None:

@@ -5,11 +5,30 @@ Recorded as ``clock-skew`` then ``clock-reset``."""
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from ..cluster.base import CLOCK_SKEW
 from .base import NODE_TARGETS, Action, FaultKind, ParamReader, Stage, WorkloadShape
+
+#: the largest node clock offset a random schedule draws (seconds): inside rqueue's
+#: ``clock_tolerance`` (0.25 s), the bound its lease margin assumes node clocks keep
+NODE_DRAW_LIMIT = 0.2
+#: the worker clock offsets a random schedule draws (seconds, either sign): past the
+#: scenarios' visibility, as clock-skew.toml's 8 s
+WORKER_DRAW_RANGE = (2.0, 10.0)
+
+
+def drawn_sign(rng: random.Random) -> int:
+    return rng.choice((-1, 1))
+
+
+def pick_workers(stage: Stage, fraction: float) -> list[str]:
+    """A ``fraction`` of the claimers (at least one), drawn by the nemesis, sorted."""
+    names = list(stage.workload.claimer_names)
+    k = max(1, math.ceil(fraction * len(names)))
+    return sorted(stage.rng.sample(names, min(k, len(names))))
 
 
 def _offsets(
@@ -40,6 +59,11 @@ class ClockSkewNode(FaultKind):
         }
 
     @classmethod
+    def draw(cls, rng: random.Random, length: float) -> dict[str, Any]:
+        offset = drawn_sign(rng) * round(rng.uniform(0.05, NODE_DRAW_LIMIT), 3)
+        return {"offset": offset, "target": rng.choice(("leader", "follower", "random", "all"))}
+
+    @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes, offset, c = stage.targets(params["target"]), params["offset"], stage.cluster
         value = {"nodes": nodes, "offset": offset}
@@ -67,10 +91,15 @@ class ClockSkewWorker(FaultKind):
         )
 
     @classmethod
+    def draw(cls, rng: random.Random, length: float) -> dict[str, Any]:
+        return {
+            "offset": drawn_sign(rng) * round(rng.uniform(*WORKER_DRAW_RANGE), 3),
+            "fraction": 0.5,
+        }
+
+    @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
-        names = list(stage.workload.claimer_names)
-        k = max(1, math.ceil(params["fraction"] * len(names)))
-        workers = sorted(stage.rng.sample(names, min(k, len(names))))
+        workers = pick_workers(stage, params["fraction"])
         w, offset = stage.workload, params["offset"]
         value = {"targets": workers, "offset": offset}
         return _offsets(lambda n, s: w.set_clock_offset(n, s), workers, offset, value)

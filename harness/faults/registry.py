@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from ..errors import HarnessError
 from .base import FaultKind
+from .clock_jumps import ClockJumpBackNode, ClockJumpBackWorker, ClockStrobeNode, ClockStrobeWorker
 from .clock_skew import ClockSkewNode, ClockSkewWorker
 from .disk import DiskFull
 from .kills import KillAll, KillLeader, KillRandom
@@ -30,6 +31,10 @@ KINDS: dict[str, type[FaultKind]] = {
         LeaseExpiry,
         Timezone,
         DiskFull,
+        ClockStrobeNode,
+        ClockStrobeWorker,
+        ClockJumpBackNode,
+        ClockJumpBackWorker,
     )
 }
 

@@ -488,6 +488,36 @@ def test_the_node_image_clock_is_written_now_or_when_the_node_runs_again(
         cluster.set_clock_offset("n1", float("nan"))
 
 
+def test_the_clock_file_is_written_through_the_volume_when_its_folder_is_here(
+    tmp_path: Path,
+) -> None:
+    """A clock strobe flips every few hundred ms: where the engine runs on this machine the
+    file is renamed into the volume's folder, not written by an exec (about 1 s loaded)."""
+    specs = db.container_specs(
+        "t3", db.node_ids(3), [5001, 5002, 5003], NODE_IMAGE, clock_file=True
+    )
+    client = FakeClient(specs)
+    folders = {s.volume: tmp_path / s.volume for s in specs}
+    for f in folders.values():
+        f.mkdir()
+
+    class Volumes:
+        def get(self, name: str) -> Any:
+            if name.endswith("n3-data"):
+                raise RuntimeError("no such volume here")  # then the exec, as before
+            return type("V", (), {"attrs": {"Mountpoint": str(folders[name])}})()
+
+    client.volumes = Volumes()
+    cluster = db.DockerCluster(client, "t3", specs)
+    n1, _, n3 = (client.by_name[s.name] for s in specs)
+    for seconds in (0.2, 0.0, 0.2):
+        cluster.set_clock_offset("n1", seconds)
+        assert float((folders[specs[0].volume] / "clock-offset").read_text()) == seconds
+    assert n1.calls == [] and not list(folders[specs[0].volume].glob("*.tmp"))
+    cluster.set_clock_offset("n3", 8.0)
+    assert n3.calls == ["clock 8.0"]
+
+
 def test_time_zone_rewrites_the_mounted_file_in_place_and_restarts_the_node(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -34,7 +34,7 @@ def test_every_harness_error_has_the_one_root() -> None:
             if inspect.isclass(cls) and issubclass(cls, Exception) and cls.__module__ == name:
                 found[f"{name}.{cls_name}"] = cls
     assert "harness.cluster.base.ClusterError" in found
-    assert "harness.scenario.ScenarioError" in found
+    assert "harness.scenario_reader.ScenarioError" in found
     outside = sorted(n for n, cls in found.items() if not issubclass(cls, HarnessError))
     assert outside == []
 

@@ -72,7 +72,9 @@ def test_the_registry_names_each_kind_once_in_the_scenario_order():
         assert kind.needs <= ALL, name
     assert {n for n, k in KINDS.items() if k.recovery > 0} == OUTAGE_KINDS
     assert "clock-skew-worker" not in OUTAGE_KINDS and "timezone" in OUTAGE_KINDS
-    with pytest.raises(UnknownFaultKind, match="no fault kind 'flood'; known: clock-skew-node"):
+    with pytest.raises(
+        UnknownFaultKind, match="no fault kind 'flood'; known: clock-jump-back-node"
+    ):
         kind_of("flood")
 
 

@@ -221,3 +221,17 @@ def test_values_that_look_like_two_objects_still_read(tmp_path: Path) -> None:
         op = rec.invoke(0, "claim", {"visibility": 1.0})
         rec.complete(op, "fail", {"visibility": 1.0}, error='bad answer: [{"a": 1}, {"b": 2}]')
     assert read_history(path)[1]["error"] == 'bad answer: [{"a": 1}, {"b": 2}]'
+
+
+def test_rebase_moves_time_0_only_while_nothing_is_recorded(tmp_path):
+    from harness.history import HistoryRecorder
+
+    now = [100.0]
+    rec = HistoryRecorder(tmp_path / "h.jsonl", clock=lambda: now[0])
+    now[0] = 110.0  # opening the clients took 10 s
+    assert rec.rebase() and rec.elapsed() == 0.0
+    now[0] = 111.0
+    op = rec.invoke(0, "publish", {"msg": "m"})
+    assert op.time == 1.0
+    assert not rec.rebase() and rec.elapsed() == 1.0
+    rec.close()

@@ -54,7 +54,7 @@ def _params(names, quick=frozenset(SCENARIOS)):
                 pytest.mark.root,
                 pytest.mark.skipif(disk_problem() is not None, reason=str(disk_problem())),
             ]
-        if any(f.kind == "clock-skew-node" for f in SCENARIOS[name].faults):
+        if SCENARIOS[name].needs & {"clock-skew"}:
             reason = "clock-skew-node on rqlited needs libfaketime (scripts/install adds it)"
             marks.append(pytest.mark.skipif(NO_NODE_CLOCK, reason=reason))
         out.append(pytest.param(name, marks=marks))
