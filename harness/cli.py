@@ -204,7 +204,7 @@ def _list(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     width = max((len(s.name) for s in scenarios), default=0)
     for s in scenarios:
-        root = "  [root/docker]" if s.needs_partitions else ""
+        root = "  [root/docker]" if s.needs_netns else ""
         print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
     print("\nfault kinds (what each needs of the cluster; the backends that have it):")
     for kind, needs, backends in _fault_kind_rows():

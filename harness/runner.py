@@ -108,12 +108,13 @@ def preflight(scenario: Scenario, opts: RunOptions) -> bool:
     """Check that this machine can run the scenario; returns whether to use netns."""
     if opts.backend != "local":
         return False
-    if not scenario.needs_partitions:
+    if not scenario.needs_netns:
         return False
     if os.geteuid() != 0:
+        what = "partitions the network" if scenario.needs_partitions else "degrades links"
         raise HarnessError(
-            f"scenario {scenario.name!r} partitions the network: on the local backend that "
-            "needs root (network namespaces + iptables); run as root or use --backend docker"
+            f"scenario {scenario.name!r} {what}: on the local backend that needs root "
+            "(network namespaces + iptables); run as root or use --backend docker"
         )
     return True
 
@@ -235,7 +236,7 @@ class _Run:
     def _phases(self) -> None:
         from .cluster.base import ClusterError
         from .cluster.factory import make_cluster
-        from .faults.capabilities import refusal
+        from .faults.capabilities import params_refusal, refusal
         from .history import HistoryRecorder
         from .nemesis import Nemesis
         from .workload import Workload
@@ -257,6 +258,7 @@ class _Run:
                 raise HarnessError(f"cluster did not start: {e}") from None
             # say so before the workload, not as failed faults in the middle of it
             lacking = refusal(s.name, (f.kind for f in s.faults), self.cluster)
+            lacking = lacking or params_refusal(s.name, s.faults, self.cluster)
             if lacking is not None:
                 raise HarnessError(lacking)
         # the history's time 0 is the moment the cluster is up and the workload starts

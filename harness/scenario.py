@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cluster.base import PARTITIONS, TIME_ZONES
+from .cluster.base import NETNS_CAPABILITIES, PARTITIONS, TIME_ZONES
 from .errors import HarnessError
 from .faults import KINDS, RECOVERY, Fault, kind_of, needs_of
 
@@ -152,6 +152,11 @@ class Scenario:
     @property
     def needs_partitions(self) -> bool:
         return PARTITIONS in self.needs
+
+    @property
+    def needs_netns(self) -> bool:
+        """Whether a local cluster must put each node in a network namespace (root)."""
+        return bool(self.needs & NETNS_CAPABILITIES)
 
     @property
     def needs_time_zones(self) -> bool:

@@ -33,7 +33,8 @@ Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` 
 :class:`ClusterError`. With ``netns=True`` (root only) each node runs in its own network
 namespace on a bridge (see :mod:`harness.cluster.netns`), on ports 4001 (HTTP) and 4002
 (Raft) of its own 127.77.X.Y address, and partitions are iptables rules inside the
-namespaces (:mod:`harness.cluster.partition`).
+namespaces (:mod:`harness.cluster.partition`), as are degraded links (loss rules and
+qdiscs, :mod:`harness.cluster.links`).
 
 ``base_port=P`` fixes the loopback ports instead: HTTP on P, P+10, P+20, ... and Raft on
 the port after each (P=4001: 4001/4002, 4011/4012, ..., rqlite's default ports first).
@@ -59,6 +60,7 @@ import harness
 from harness import zonefile
 from harness.cluster import partition as partition_rules
 from harness.cluster.base import (
+    NETNS_CAPABILITIES,
     Cluster,
     ClusterError,
     NodeInfo,
@@ -79,6 +81,7 @@ from harness.cluster.engines import (
     rqlited_setting_flags,
     rqlited_version,
 )
+from harness.cluster.links import LinkControl, LinkFaults, addresses_except
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
 from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
@@ -108,7 +111,7 @@ class NodeDied(ClusterError):
 
 
 # -- the cluster ---------------------------------------------------------------------------
-class LocalCluster(Cluster):
+class LocalCluster(LinkControl, Cluster):
     """Nodes as local processes; see the module docstring."""
 
     #: the module run as ``python -m MODULE`` for the embedded engine
@@ -140,6 +143,7 @@ class LocalCluster(Cluster):
         self._partitioned = list(partitioned or [])  # nodes that carry partition rules
         self._procs: dict[str, subprocess.Popen] = {}
         self._lock = threading.RLock()
+        self._links: LinkFaults | None = None  # made by _link_faults when first needed
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -553,12 +557,27 @@ class LocalCluster(Cluster):
             spec.state = "running"
             self._save()
 
-    #: partitions: only a cluster started with ``netns`` (root), see :attr:`capabilities`
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+    #: partitions and links: only a cluster started with ``netns`` (root), see
+    #: :attr:`capabilities`
+    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones", "links"})
 
     @property
     def capabilities(self) -> frozenset[str]:
-        return self.CAPABILITIES - (set() if self._network is not None else {"partitions"})
+        return self.CAPABILITIES - (set() if self._network is not None else NETNS_CAPABILITIES)
+
+    def _link_faults(self) -> LinkFaults:
+        """Degraded links (:mod:`harness.cluster.links`) inside the nodes' namespaces,
+        tagged with the network's id; their rules die with the namespaces."""
+        net = self._network
+        assert net is not None  # LinkControl asks only with "links" in capabilities
+        if self._links is None:
+            addresses = {i: s.host for i, s in self._specs.items()}
+            self._links = LinkFaults(
+                net.cid,
+                lambda node, argvs, check: net.run_in_members({node: list(argvs)}, check),
+                lambda node: addresses_except(addresses, node),
+            )
+        return self._links
 
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         """Cut the network between components (see :mod:`harness.cluster.partition`).
@@ -704,6 +723,8 @@ class LocalCluster(Cluster):
                     s.state = "stopped"
             if self._network is not None:
                 self._partitioned = []  # the rules die with the namespaces
+                if self._links is not None:
+                    self._links.forget()
                 self._network.teardown()
             self._sweep()
             if self.directory.is_dir():
