@@ -209,7 +209,10 @@ def _list(args: argparse.Namespace) -> int:
     print("\nfault kinds (what each needs of the cluster; the backends that have it):")
     for kind, needs, backends in _fault_kind_rows():
         print(f"  {kind}  {needs}  {', '.join(backends) or 'none'}")
-    print("  (at best: partitions need root; docker skews clocks with the project's image only)")
+    print(
+        "  (at best: partitions and links need root; "
+        "docker skews clocks with the project's image only)"
+    )
     print("\nsubjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
     for name, text in _subject_lines():
         print(f"  {name}  {text}")
