@@ -23,7 +23,6 @@ so a container that starts again (a new namespace) gets its faults back.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import secrets
@@ -162,27 +161,42 @@ NETEM_MISSING = (
 )
 
 
-@functools.cache
+#: what :func:`netem_problem` found, once it found it for sure (a failure to test is not kept)
+_netem: list[str | None] = []
+
+
 def netem_problem() -> str | None:
     """Why a delay cannot be put on a link here (None: netem works), found once per process
     by adding a netem qdisc to ``lo`` in a namespace made for it and removed at once."""
+    if not _netem:
+        found, sure = _probe_netem()
+        if not sure:
+            return found
+        _netem.append(found)
+    return _netem[0]
+
+
+def _probe_netem() -> tuple[str | None, bool]:
+    """(the problem, None if none; whether the probe could tell)."""
     if os.geteuid() != 0 or not shutil.which("tc") or not shutil.which("ip"):
-        return "a link delay needs root with ip and tc (netem), to test and to add it"
+        return "a link delay needs root with ip and tc (netem), to test and to add it", False
     ns = f"rqueue-netem-probe-{secrets.token_hex(3)}"
     try:
         subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True, timeout=15)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"cannot make a namespace to test for netem: {exc}"
+        return f"cannot make a namespace to test for netem: {exc}", False
+    argv = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem"]
     try:
-        argv = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem"]
         res = subprocess.run([*argv, "delay", "1ms"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"cannot test for netem: {exc}", False
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=15)
     if res.returncode == 0:
-        return None
-    if "unknown" in res.stderr.lower():
-        return NETEM_MISSING
-    return f"a netem qdisc could not be added: {' '.join(res.stderr.split())}"
+        return None, True
+    if "qdisc kind is unknown" in res.stderr:
+        return NETEM_MISSING, True
+    return f"a netem qdisc could not be added: {' '.join(res.stderr.split())}", False
 
 
 #: runs a node's argv lists in its namespace: (node id, argv lists, check) -> None,
