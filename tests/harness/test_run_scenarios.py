@@ -14,7 +14,6 @@ import subprocess
 
 import pytest
 
-from harness.cluster.base import LINKS
 from harness.cluster.engines import find_faketime
 from harness.scenario import list_scenarios
 
@@ -43,8 +42,6 @@ def _params(names):
                 pytest.mark.root,
                 pytest.mark.skipif(NOT_ROOT, reason="partitions need root (netns + iptables)"),
             ]
-        if LINKS in SCENARIOS[name].needs:  # whole scenarios added since the 5-minute budget
-            marks.append(pytest.mark.slow)
         if any(f.kind == "clock-skew-node" for f in SCENARIOS[name].faults):
             reason = "clock-skew-node on rqlited needs libfaketime (scripts/install adds it)"
             marks.append(pytest.mark.skipif(NO_NODE_CLOCK, reason=reason))
