@@ -4,9 +4,11 @@ Commands: ``stats`` (``--json``, ``--watch`` refreshing in place), ``dlq list``,
 ``dlq redrive``, ``dlq purge``, ``peek GROUP`` (with who holds each lease, and until
 when), ``publish GROUP JSON`` (``--delay SECONDS``: due later), ``claim``, ``ack LEASE``
 and ``nack LEASE`` (one message by hand: :mod:`rqueue._cli_lease`), ``worker
-MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), ``queues`` (every queue of the database,
+MODULE:HANDLER`` (:mod:`rqueue._cli_worker`), ``exporter`` (every queue's depth for
+Prometheus: :mod:`rqueue._cli_exporter`), ``queues`` (every queue of the database,
 with its depth) and ``queues create NAME``. Each command but ``queues`` acts on one
-queue: ``--queue NAME`` (default: the default queue; :mod:`rqueue._queues`).
+queue: ``--queue NAME`` (default: the default queue; :mod:`rqueue._queues`); ``exporter``
+without one reads them all.
 Nodes come from ``--url`` or the ``RQUEUE_URL`` environment variable (comma-separated,
 as ``from_url`` takes them); credentials as in ``from_url``: user info in a URL, or
 ``--user`` with the password in ``RQUEUE_PASSWORD`` (or asked for on a terminal). They
@@ -115,9 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="not deliverable before this many seconds from now (default 0: at once)",
     )
 
-    from . import _cli_worker
+    from . import _cli_exporter, _cli_worker
 
     _cli_worker.add_parser(sub, common)
+    _cli_exporter.add_parser(sub, common)
 
     _cli_lease.add_parsers(sub, common)
 
@@ -343,6 +346,10 @@ def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         from . import _cli_worker
 
         return _cli_worker.run(args, URL_ENV)
+    if args.command == "exporter":
+        from . import _cli_exporter
+
+        return _cli_exporter.run(args)
     problem = check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -6,7 +6,9 @@ or SIGINT stops the claiming and gives the running handlers ``--grace`` seconds;
 is still held then is given back, and the command exits 0. A second signal ends the
 grace period at once. A configuration error (a handler that cannot be loaded, a bad
 URL, a bad number) exits 2 with one line saying what is wrong, before anything is sent;
-nodes that cannot be reached exit 1.
+nodes that cannot be reached exit 1. ``--metrics-addr`` serves the worker's metrics
+(:mod:`rqueue._metrics_worker`) for Prometheus while it works; a bad address, one already
+taken, or a missing ``prometheus_client`` is a configuration error too.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ import os
 import sys
 from typing import Any
 
+from . import _metrics
 from ._exceptions import RqueueError
+from ._metrics import Address, parse_address
+from ._metrics_worker import WorkerMetrics
 from ._models import DeadLetter
+from ._queues import display
 from ._worker_core import Options, failure_text, load_handler
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -60,6 +66,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     w.add_argument(
         "--request-timeout", type=float, default=10.0, help="seconds for one HTTP request"
     )
+    w.add_argument(
+        "--metrics-addr",
+        metavar="[HOST:]PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (a bare PORT: 127.0.0.1; "
+        "needs rqueue[metrics])",
+    )
 
 
 def _problem(args: argparse.Namespace) -> str | None:
@@ -95,9 +107,13 @@ def run(args: argparse.Namespace, url_env: str) -> int:
     if problem is None:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the handler's module is found
         try:
+            address = None if args.metrics_addr is None else parse_address(args.metrics_addr)
+            if address is not None:
+                _metrics.client()  # the library is there, before anything else is loaded
             handler = load_handler(args.handler)
             observer = _load_observer(args.observer)
             auth = _auth(args)
+            server, metrics = _serve(address, args.queue, observer)
         except ValueError as exc:
             problem = str(exc)
     if problem is not None:
@@ -106,6 +122,36 @@ def run(args: argparse.Namespace, url_env: str) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if server is not None:
+        logging.getLogger("rqueue.worker").info("metrics at %s", server.url)
+    try:
+        return _work(args, url, handler, metrics or observer, auth, metrics)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _serve(
+    address: Address | None, queue: str | None, observer: Any
+) -> tuple[_metrics.Server | None, WorkerMetrics | None]:
+    """The metrics server listening at ``address`` and the observer that feeds it (which
+    hands every call on to ``observer``); nothing without an address."""
+    if address is None:
+        return None, None
+    registry = _metrics.registry()
+    metrics = WorkerMetrics(registry, display(queue), inner=observer)
+    return _metrics.Server(address, registry), metrics
+
+
+def _work(
+    args: argparse.Namespace,
+    url: str,
+    handler: Any,
+    observer: Any,
+    auth: Any,
+    metrics: WorkerMetrics | None,
+) -> int:
+    """Connect and work until a signal; the exit status."""
     kw = dict(
         concurrency=args.concurrency,
         visibility=args.visibility,
@@ -124,7 +170,7 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         ca_bundle=args.ca_bundle,
         auth=auth,
         queue=args.queue,
-        on_dead_letter=functools.partial(_dead_lettered, args.queue),
+        on_dead_letter=functools.partial(_dead_lettered, args.queue, metrics),
     )
     try:
         if inspect.iscoroutinefunction(handler):
@@ -135,9 +181,11 @@ def run(args: argparse.Namespace, url_env: str) -> int:
         return FAILED
 
 
-def _dead_lettered(queue: str | None, d: DeadLetter) -> None:
+def _dead_lettered(queue: str | None, metrics: WorkerMetrics | None, d: DeadLetter) -> None:
     """Log a message one of this worker's claims moved to the dead-letter queue (of the
-    queue ``queue``: the commands it names say which)."""
+    queue ``queue``: the commands it names say which), and count it in ``metrics``."""
+    if metrics is not None:
+        metrics.dead_lettered(d)
     why = (
         f"after {d.deliveries} deliveries"
         if d.reason in (None, "max_deliveries")

@@ -2,8 +2,9 @@
 
 Each run starts its own cluster, drives the workload with the scenario's fault schedule
 (scaled down to a few seconds), heals, drains and checks; the runs that show anomalies
-also draw the plots and the report. Full-length runs of every scenario are opt-in:
-``pytest -m chaos``.
+also draw the plots and the report. Most squeezed scenarios are marked ``slow`` (CI runs
+them in a stage of their own: ``pytest -m slow``); full-length runs of every scenario are
+opt-in: ``pytest -m chaos``.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ BLOB_BLIND = "mutant-blob-text"
 ZONE_BLIND = "mutant-zone-blind"
 
 
-def _params(names):
+#: the scenarios the README's suite runs squeezed (the others run in CI's slow stage)
+QUICK = frozenset({"leader-failover", "partition-leader"})
+
+
+def _params(names, quick=frozenset(SCENARIOS)):
     out = []
     for name in names:
-        marks = []
+        marks = [] if name in quick else [pytest.mark.slow]
         if SCENARIOS[name].needs_netns:
             marks += [
                 pytest.mark.root,
@@ -52,7 +57,7 @@ def _params(names):
 #: a timezone window restarts its nodes twice and needs its transition inside it: squeezed
 #: into a few seconds it tests nothing (test_timezone_* below run it at a length that fits)
 FAULT_SCENARIOS = _params(
-    sorted(n for n, s in SCENARIOS.items() if s.faults and not s.needs_time_zones)
+    sorted(n for n, s in SCENARIOS.items() if s.faults and not s.needs_time_zones), QUICK
 )
 ALL_SCENARIOS = _params(sorted(SCENARIOS))
 

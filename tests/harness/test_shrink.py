@@ -146,6 +146,7 @@ def test_the_command_refuses_a_valid_run_and_an_unseen_kind(tmp_path: Path) -> N
         assert message in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_real_shrink_of_a_mutant(tmp_path: Path) -> None:
     """mutant-lifo on an 8 s steady run: the shrink keeps a reduction and confirms it.
 

@@ -154,6 +154,7 @@ def rqueue_cli(urls: list[str], *argv: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @settings(SLOW, max_examples=6)
 @given(group=CLI_TEXT, event=CLI_TEXT, dedup=CLI_TEXT, error=CLI_TEXT, named=st.booleans())
 def test_the_admin_cli_keeps_every_text(
