@@ -205,14 +205,14 @@ def _list(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     width = max((len(s.name) for s in scenarios), default=0)
     for s in scenarios:
-        root = "  [root/docker]" if s.needs_partitions else "  [root]" if DISK in s.needs else ""
+        root = "  [root/docker]" if s.needs_netns else "  [root]" if DISK in s.needs else ""
         print(f"{s.name:<{width}}  {s.nodes} nodes {s.duration:>4g}s  {s.description}{root}")
     print("\nfault kinds (what each needs of the cluster; the backends that have it):")
     for kind, needs, backends in _fault_kind_rows():
         print(f"  {kind}  {needs}  {', '.join(backends) or 'none'}")
     print(
-        "  (at best: partitions and disks need root; docker skews clocks with the project's "
-        "image only)"
+        "  (at best: partitions, links and disks need root; docker skews clocks with the "
+        "project's image only)"
     )
     print("\nsubjects (--subject NAME, or --subject package.module:ATTRIBUTE):")
     for name, text in _subject_lines():

@@ -511,10 +511,14 @@ def _ends_kind(f: str, value: Any) -> str | None:
 def _fault_label(kind: str, value: Any, targets: frozenset[str]) -> str:
     """The fault's name and whom it hit: its target nodes (``kill-leader n2``) or, for a
     partition, its sides, the smallest (the node cut off) first
-    (``partition-leader n1 | n2,n3``)."""
+    (``partition-leader n1 | n2,n3``); after the nodes, a timezone fault's ``zone`` or
+    another fault's ``detail`` (``lossy-link n1 30%``)."""
     zone = value.get("zone") if isinstance(value, dict) else None
     if targets and isinstance(zone, str) and zone:  # a timezone fault: whom, and the zone
         return f"{kind} {','.join(sorted(targets))} {zone}"
+    detail = value.get("detail") if isinstance(value, dict) else None
+    if targets and isinstance(detail, str) and detail:
+        return f"{kind} {','.join(sorted(targets))} {detail}"
     if targets:
         return f"{kind} {','.join(sorted(targets))}"
     sides = _components(value)

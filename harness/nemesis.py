@@ -20,6 +20,8 @@ timezone               ``timezone``         ``timezone-reset``
 disk-full              ``disk-full``        ``disk-free``
 clock-strobe-*         ``clock-strobe``     ``clock-reset``
 clock-jump-back-*      ``clock-jump``       ``clock-reset``
+lossy-link             ``link-loss``        ``link-restore``
+slow-link              ``link-slow``        ``link-restore``
 =====================  ===================  ===================
 
 What each kind does and undoes lives in its module of :mod:`harness.faults`; the nemesis

@@ -18,7 +18,7 @@ from typing import Any
 from . import divergence
 from .checker import ANOMALIES as ANOMALY_KINDS
 from .explanations import explain
-from .history import HistoryFormatError
+from .history import NEMESIS, HistoryFormatError
 from .store import (
     ANOMALY_TIMELINE,
     LATENCY,
@@ -78,6 +78,7 @@ def write_report(run_dir: str | Path, summary: dict | None = None, run: dict | N
         lines += _anomalies(result, history_lines)
         lines += _refusals((result.get("stats") or {}).get("refusals"))
         lines += _statistics(result.get("stats", {}))
+    lines += _mechanisms(history_lines)
     lines += _plots(store)
     return store.write_text(REPORT, "\n".join(lines).rstrip() + "\n")
 
@@ -297,6 +298,35 @@ def _statistics(stats: dict) -> list[str]:
             end = "-" if a.get("end") is None else f"{a['end']:.2f}"
             rec = "never" if a.get("recovery") is None else f"{a['recovery']:.3f}"
             out.append(f"| {a.get('label', a.get('kind'))} | {a['start']:.2f} | {end} | {rec} |")
+    return [*out, ""]
+
+
+def _mechanisms(history: list[str]) -> list[str]:
+    """How the faults that name a ``mechanism`` (``lossy-link``: ``iptables-statistic``,
+    ``slow-link``: ``tbf``, ...) were made, as their completed starts record it."""
+    seen: dict[tuple[str, str], int] = {}
+    for line in history:
+        if '"mechanism"' not in line:
+            continue
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        value = ev.get("value") if isinstance(ev, dict) else None
+        if (
+            ev.get("process") != NEMESIS
+            or ev.get("type") != "info"
+            or not isinstance(value, dict)
+            or value.get("phase", "start") != "start"
+            or "mechanism" not in value
+        ):
+            continue
+        key = (str(value.get("fault", ev.get("f"))), str(value["mechanism"]))
+        seen[key] = seen.get(key, 0) + 1
+    if not seen:
+        return []
+    out = ["## Fault mechanisms", "", "| fault | mechanism | windows |", "|---|---|---:|"]
+    out += [f"| {fault} | {how} | {n} |" for (fault, how), n in sorted(seen.items())]
     return [*out, ""]
 
 

@@ -112,15 +112,16 @@ def preflight(scenario: Scenario, opts: RunOptions) -> bool:
         raise HarnessError(f"scenario {scenario.name!r} fills nodes' disks: {problem}")
     if opts.backend != "local":
         return False
-    if not scenario.needs_partitions:
+    if not scenario.needs_netns:
         return False
     chaos_all = scenario.chaos is not None and scenario.chaos.pool is None
     if os.geteuid() != 0 and chaos_all:  # "all" the cluster can do: partitions are not
         return False
     if os.geteuid() != 0:
+        what = "partitions the network" if scenario.needs_partitions else "degrades links"
         raise HarnessError(
-            f"scenario {scenario.name!r} partitions the network: on the local backend that "
-            "needs root (network namespaces + iptables); run as root or use --backend docker"
+            f"scenario {scenario.name!r} {what}: on the local backend that needs root "
+            "(network namespaces + iptables); run as root or use --backend docker"
         )
     return True
 
@@ -242,7 +243,7 @@ class _Run:
     def _phases(self) -> None:
         from .cluster.base import ClusterError
         from .cluster.factory import make_cluster
-        from .faults.capabilities import refusal
+        from .faults.capabilities import params_refusal, refusal
         from .history import HistoryRecorder
         from .nemesis import Nemesis
         from .workload import Workload
@@ -266,6 +267,7 @@ class _Run:
             # say so before the workload, not as failed faults in the middle of it
             named = s.chaos.names() if s.chaos is not None and s.chaos.pool is not None else ()
             lacking = refusal(s.name, [*named, *(f.kind for f in s.faults)], self.cluster)
+            lacking = lacking or params_refusal(s.name, s.faults, self.cluster)
             if lacking is not None:
                 raise HarnessError(lacking)
             if s.chaos is not None:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import chaos as _chaos
-from .cluster.base import PARTITIONS, TIME_ZONES
+from .cluster.base import NETNS_CAPABILITIES, PARTITIONS, TIME_ZONES
 from .faults import KINDS, RECOVERY, Fault, kind_of, needs_of
 from .scenario_reader import Reader as _Reader
 from .scenario_reader import ScenarioError
@@ -174,6 +174,11 @@ class Scenario:
     @property
     def needs_partitions(self) -> bool:
         return PARTITIONS in self.needs
+
+    @property
+    def needs_netns(self) -> bool:
+        """Whether a local cluster must put each node in a network namespace (root)."""
+        return bool(self.needs & NETNS_CAPABILITIES)
 
     @property
     def needs_time_zones(self) -> bool:

@@ -23,12 +23,13 @@ from ..errors import HarnessError
 Statement = str | Sequence[Any]
 
 #: what a backend can do to its nodes (a fault kind names those it needs: harness.faults)
-KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES = (
+KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS = (
     "kill",
     "pause",
     "partitions",
     "clock-skew",
     "time-zones",
+    "links",
 )
 #: a cluster whose nodes' data directories are filesystems of their own (harness.cluster.disk)
 DISK = "disk"
@@ -40,8 +41,11 @@ _CANNOT = {
     CLOCK_SKEW: "skew a node's clock",
     TIME_ZONES: "set a node's time zone",
     DISK: "fill a node's disk",
+    LINKS: "degrade a node's links (packet loss, rate limits)",
 }
 CAPABILITY_NAMES = tuple(_CANNOT)
+#: what a local cluster can do only with each node in a network namespace of its own
+NETNS_CAPABILITIES = frozenset({PARTITIONS, LINKS})
 
 
 class ClusterError(HarnessError):
@@ -187,6 +191,32 @@ class Cluster(abc.ABC):
     def free_disk(self, node_id: str) -> None:
         """Undo :meth:`fill_disk`: the node's filesystem has its room back."""
         raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[DISK]}")
+
+    def set_link_loss(self, node_id: str, rate: float) -> None:
+        """Drop each packet between the node and its peers, both ways, with probability
+        ``rate`` (0 < rate <= 1), until :meth:`clear_link_loss`; replaces an earlier loss
+        of the node and leaves partitions alone (:mod:`harness.cluster.links`)."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[LINKS]}")
+
+    def clear_link_loss(self, node_id: str) -> None:
+        """Remove exactly the loss :meth:`set_link_loss` put on the node (none: nothing)."""
+        return
+
+    def set_link_shape(
+        self, node_id: str, rate: str, delay: float = 0.0, jitter: float = 0.0
+    ) -> None:
+        """Slow what the node sends to ``rate`` (tc's form, ``"256kbit"``), delayed by
+        ``delay`` ± ``jitter`` ms (netem: :meth:`link_delay_problem`), until
+        :meth:`clear_link_shape`; replaces an earlier shape of the node."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[LINKS]}")
+
+    def clear_link_shape(self, node_id: str) -> None:
+        """Remove exactly the shape :meth:`set_link_shape` put on the node (none: nothing)."""
+        return
+
+    def link_delay_problem(self) -> str | None:
+        """Why :meth:`set_link_shape` cannot delay packets here (None: it can), one line."""
+        return self.capability_problem(LINKS)
 
     # -- capabilities ---------------------------------------------------------------------
     #: what the backend can do at best (a class declares it; see :data:`CAPABILITY_NAMES`)

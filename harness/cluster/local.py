@@ -33,7 +33,8 @@ Without ``netns`` nodes listen on free ports of 127.0.0.1 and :meth:`partition` 
 :class:`ClusterError`. With ``netns=True`` (root only) each node runs in its own network
 namespace on a bridge (see :mod:`harness.cluster.netns`), on ports 4001 (HTTP) and 4002
 (Raft) of its own 127.77.X.Y address, and partitions are iptables rules inside the
-namespaces (:mod:`harness.cluster.partition`).
+namespaces (:mod:`harness.cluster.partition`), as are degraded links (loss rules and
+qdiscs, :mod:`harness.cluster.links`).
 
 ``base_port=P`` fixes the loopback ports instead: HTTP on P, P+10, P+20, ... and Raft on
 the port after each (P=4001: 4001/4002, 4011/4012, ..., rqlite's default ports first).
@@ -61,6 +62,7 @@ from harness.cluster import disk as disks
 from harness.cluster import partition as partition_rules
 from harness.cluster.base import (
     DISK,
+    NETNS_CAPABILITIES,
     Cluster,
     ClusterError,
     NodeInfo,
@@ -81,6 +83,7 @@ from harness.cluster.engines import (
     rqlited_setting_flags,
     rqlited_version,
 )
+from harness.cluster.links import LinkControl, LinkFaults, addresses_except
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
 from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
@@ -110,7 +113,7 @@ class NodeDied(ClusterError):
 
 
 # -- the cluster ---------------------------------------------------------------------------
-class LocalCluster(Cluster):
+class LocalCluster(LinkControl, Cluster):
     """Nodes as local processes; see the module docstring."""
 
     #: the module run as ``python -m MODULE`` for the embedded engine
@@ -144,6 +147,7 @@ class LocalCluster(Cluster):
         self._partitioned = list(partitioned or [])  # nodes that carry partition rules
         self._procs: dict[str, subprocess.Popen] = {}
         self._lock = threading.RLock()
+        self._links: LinkFaults | None = None  # made by _link_faults when first needed
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -568,12 +572,15 @@ class LocalCluster(Cluster):
             spec.state = "running"
             self._save()
 
-    #: partitions: only a cluster started with ``netns`` (root), see :attr:`capabilities`
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones", DISK})
+    #: partitions and links: only a cluster started with ``netns`` (root); disks: only one
+    #: started with ``disk_mb``; see :attr:`capabilities`
+    CAPABILITIES = frozenset(
+        {"kill", "pause", "partitions", "clock-skew", "time-zones", DISK, "links"}
+    )
 
     @property
     def capabilities(self) -> frozenset[str]:
-        lacks = (set() if self._network is not None else {"partitions"}) | (
+        lacks = (set() if self._network is not None else NETNS_CAPABILITIES) | (
             set() if self._disk_mb else {DISK}
         )
         return self.CAPABILITIES - lacks
@@ -589,6 +596,20 @@ class LocalCluster(Cluster):
     def _require_disk(self) -> None:
         if not self._disk_mb:
             raise ClusterError("this cluster was started without disks of its own (disk_mb)")
+
+    def _link_faults(self) -> LinkFaults:
+        """Degraded links (:mod:`harness.cluster.links`) inside the nodes' namespaces,
+        tagged with the network's id; their rules die with the namespaces."""
+        net = self._network
+        assert net is not None  # LinkControl asks only with "links" in capabilities
+        if self._links is None:
+            addresses = {i: s.host for i, s in self._specs.items()}
+            self._links = LinkFaults(
+                net.cid,
+                lambda node, argvs, check: net.run_in_members({node: list(argvs)}, check),
+                lambda node: addresses_except(addresses, node),
+            )
+        return self._links
 
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         """Cut the network between components (see :mod:`harness.cluster.partition`).
@@ -734,6 +755,8 @@ class LocalCluster(Cluster):
                     s.state = "stopped"
             if self._network is not None:
                 self._partitioned = []  # the rules die with the namespaces
+                if self._links is not None:
+                    self._links.forget()
                 self._network.teardown()
             self._sweep()
             if self.directory.is_dir():

@@ -166,3 +166,9 @@ class FaultKind:
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         """What to do for one window with ``params``, and how to undo it."""
         raise NotImplementedError(f"fault kind {cls.name} does nothing")
+
+    @classmethod
+    def cluster_problem(cls, cluster: Cluster, params: Mapping[str, Any]) -> str | None:
+        """Why ``cluster``, which has the capabilities this kind needs, still cannot run it
+        with ``params`` (None: it can), in one line; asked before the workload starts."""
+        return None

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..cluster.base import CLOCK_SKEW, DISK, KILL, PARTITIONS, PAUSE, TIME_ZONES, Cluster
+from ..cluster.base import CLOCK_SKEW, DISK, KILL, LINKS, PARTITIONS, PAUSE, TIME_ZONES, Cluster
 from .registry import KINDS, kind_of
+from .schedule import Fault
 
 #: per capability, in the order they are checked: the refusal of scenario ``{name}``
 #: whose faults ``{kinds}`` need it, on a cluster of engine ``{engine}`` that says ``{why}``
@@ -20,6 +21,7 @@ REFUSALS: dict[str, str] = {
     KILL: "scenario {name} kills nodes ({kinds}): {why}",
     PAUSE: "scenario {name} pauses nodes ({kinds}): {why}",
     DISK: "scenario {name} fills nodes' disks ({kinds}): {why}",
+    LINKS: "scenario {name} degrades network links ({kinds}): {why}",
 }
 
 
@@ -32,6 +34,17 @@ def refusal(name: str, kinds: Iterable[str], cluster: Cluster) -> str | None:
         why = cluster.capability_problem(capability) if needing else None
         if why is not None:
             return line.format(name=name, kinds=", ".join(needing), engine=cluster.engine, why=why)
+    return None
+
+
+def params_refusal(name: str, faults: Iterable[Fault], cluster: Cluster) -> str | None:
+    """Why ``cluster``, which has every capability the faults need, cannot run one of
+    scenario ``name``'s faults with its parameters (None: it can), in one line."""
+    for f in faults:
+        why = kind_of(f.kind).cluster_problem(cluster, dict(f.params))
+        if why is not None:
+            shown = ", ".join(f"{k}={v}" for k, v in f.params)
+            return f"scenario {name} runs {f.kind} ({shown}), which this cluster cannot: {why}"
     return None
 
 

@@ -12,6 +12,7 @@ from .clock_skew import ClockSkewNode, ClockSkewWorker
 from .disk import DiskFull
 from .kills import KillAll, KillLeader, KillRandom
 from .lease_expiry import LeaseExpiry
+from .links import LossyLink, SlowLink
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
 from .pause import PauseLeader
 from .timezone import Timezone
@@ -35,6 +36,8 @@ KINDS: dict[str, type[FaultKind]] = {
         ClockStrobeWorker,
         ClockJumpBackNode,
         ClockJumpBackWorker,
+        LossyLink,
+        SlowLink,
     )
 }
 

@@ -573,7 +573,8 @@ def test_capabilities_say_what_this_cluster_lacks_and_why(
 ) -> None:
     cluster, _, _ = setup  # the official image, no directory: no clock file, no zone file
     monkeypatch.setattr(db.DockerCluster, "_partition_blockers", lambda self: [])
-    assert cluster.capabilities == {"kill", "pause", "partitions"}
+    monkeypatch.setattr(db.shutil, "which", lambda tool: f"/usr/sbin/{tool}")  # tc for links
+    assert cluster.capabilities == {"kill", "pause", "partitions", "links"}
     assert cluster.capabilities < db.DockerCluster.CAPABILITIES
     assert cluster.capability_problem("kill") is None
     assert cluster.capability_problem("clock-skew") == db.clock_skew_message()
@@ -583,3 +584,8 @@ def test_capabilities_say_what_this_cluster_lacks_and_why(
     assert cluster.capability_problem("partitions") == (
         "the docker backend cannot partition the network"
     )
+    assert "links" not in cluster.capabilities  # links enter the namespaces as partitions do
+    why = "the docker backend cannot degrade links: not root"
+    assert cluster.capability_problem("links") == why
+    monkeypatch.setattr(db.shutil, "which", lambda tool: None if tool == "tc" else tool)
+    assert cluster.capability_problem("links") == why + "; tc is not installed"

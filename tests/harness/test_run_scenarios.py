@@ -44,7 +44,7 @@ def _params(names, quick=frozenset(SCENARIOS)):
     out = []
     for name in names:
         marks = [] if name in quick else [pytest.mark.slow]
-        if SCENARIOS[name].needs_partitions:
+        if SCENARIOS[name].needs_netns:
             marks += [
                 pytest.mark.root,
                 pytest.mark.skipif(NOT_ROOT, reason="partitions need root (netns + iptables)"),

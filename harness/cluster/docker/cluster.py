@@ -11,6 +11,9 @@ engine: ``kill`` is SIGKILL to the container, ``restart`` starts it again on its
 the containers' network namespaces, entered from the host with ``nsenter -t PID -n``:
 that needs root on the engine's own host (not Docker Desktop's VM, not a remote
 ``DOCKER_HOST``); when it is not possible, :meth:`DockerCluster.partition` says why.
+Degraded links (packet loss, slow links: :mod:`harness.cluster.links`) enter alike; they
+live in the container's namespace, so they go with the container (a crashed run's too,
+when its containers are reaped) and are put back on a container that starts again.
 A node's clock can be skewed only in the project's node image (its node reads an offset
 file on its volume); other images read the host kernel's clock. A node's local time zone
 (``set_time_zone``) is a zone file of the cluster's directory, ``DIR/<node>.localtime``
@@ -92,6 +95,7 @@ from harness.cluster.docker.specs import (
     verify_container_pid,
     zone_file,
 )
+from harness.cluster.links import LinkControl, LinkFaults, addresses_except
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.owners import identity
 from harness.cluster.ports import free_ports
@@ -100,7 +104,7 @@ from harness.image.rootfs import UID as IMAGE_UID
 # -- the engine ------------------------------------------------------------------------
 
 
-class DockerCluster(Cluster):
+class DockerCluster(LinkControl, Cluster):
     """A cluster of rqlite containers made by this backend (see the module docstring)."""
 
     engine = "docker"
@@ -125,6 +129,13 @@ class DockerCluster(Cluster):
         self._clock_dirs: dict[str, Path | None] = {}  # each volume's folder here, if any
         self._image_tz: str | None = None  # TZ the image sets (then no zone file counts)
         self._lock = threading.RLock()
+        self._links = LinkFaults(  # degraded links, put back on a container that starts again
+            cluster_id,
+            lambda node, argvs, check: self._run_in_netns(node, argvs, check),
+            self._peer_addresses,
+            lambda node: node not in self._down,
+            self._lock,
+        )
 
     # -- inspection -----------------------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:
@@ -197,6 +208,7 @@ class DockerCluster(Cluster):
             self._down.discard(node_id)
             if self._partition is not None:
                 self._apply_partition(self._partition)
+            self._links.reapply(node_id)
             self._write_pending_clock(node_id)
 
     def pause(self, node_id: str) -> None:
@@ -213,7 +225,9 @@ class DockerCluster(Cluster):
     #: at best: partitions as root with nsenter and iptables, clock skew with the project's
     #: node image (its nodes read a clock offset file), time zones with a zone file mounted
     #: and no ``TZ`` in the image; :attr:`capabilities` says which this cluster has
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones", DISK})
+    CAPABILITIES = frozenset(
+        {"kill", "pause", "partitions", "clock-skew", "time-zones", DISK, "links"}
+    )
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -222,6 +236,7 @@ class DockerCluster(Cluster):
             "clock-skew": not all("-clock-offset-file" in s.command for s in self._specs.values()),
             "time-zones": self.time_zone_problem() is not None,
             DISK: not all(s.volume.startswith("/") for s in self._specs.values()),
+            "links": bool(self._link_blockers()),
         }
         return self.CAPABILITIES - {c for c, lacks in lacking.items() if lacks}
 
@@ -239,6 +254,8 @@ class DockerCluster(Cluster):
     def capability_problem(self, capability: str) -> str | None:
         if capability == "clock-skew" and not self.supports_clock_skew:
             return clock_skew_message()
+        if capability == "links" and self._link_blockers():
+            return "the docker backend cannot degrade links: " + "; ".join(self._link_blockers())
         return super().capability_problem(capability)
 
     def set_clock_offset(self, node_id: str, seconds: float) -> None:
@@ -331,6 +348,18 @@ class DockerCluster(Cluster):
         which = {t: shutil.which(t) for t in ("nsenter", "iptables")}
         return partition_blockers(docker_address(), os.geteuid(), which)
 
+    def _link_blockers(self) -> list[str]:
+        """Why links cannot be degraded from here: a partition's blockers, and tc."""
+        return self._partition_blockers() + ["tc is not installed"] * (not shutil.which("tc"))
+
+    def _link_faults(self) -> LinkFaults:
+        return self._links
+
+    def _peer_addresses(self, node_id: str) -> list[str]:
+        with self._lock:
+            self._refresh_ips()
+            return addresses_except(self._ips, node_id)
+
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         try:
             comps = rules.normalise(components, self._specs)
@@ -412,6 +441,7 @@ class DockerCluster(Cluster):
             self._paused.clear()
             self._applied.clear()  # the rules died with the namespaces
             self._partition = None
+            self._links.forget()
             self._clock_pending.clear()
 
     def stop(self) -> None:
