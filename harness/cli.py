@@ -319,6 +319,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
         _external("harness.analysis"),
     ),
     "image": ("build the node image for Docker (nothing pulled)", _external("harness.image")),
+    "hosts": ("local SSH test hosts for --backend ssh", _external("harness.cluster.ssh.hosts_cli")),
 }
 
 
