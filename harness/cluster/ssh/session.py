@@ -182,12 +182,21 @@ def _short(command: str) -> str:
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
+    """Wait until ``pid`` is gone (or a zombie: it is not ours to reap); SIGKILL it then."""
     deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if Path(f"/proc/{pid}").exists():
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if _running(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 class Sessions:
