@@ -85,6 +85,7 @@ class SshCluster(Cluster):
         self._partitioned: set[str] = set()
         self._lock = threading.RLock()
         self._secret = secrets.token_hex(16)
+        self._next_alive_check = 0.0
 
     # -- starting ---------------------------------------------------------------------------
     @classmethod
@@ -127,11 +128,14 @@ class SshCluster(Cluster):
         def one(node: RemoteNode) -> None:
             s = self.sessions[node.host.name]
             d = node.dir
-            s.run(f"mkdir -p {d}/data && chmod 700 {d}")
-            s.run(remote.write_file(f"{d}/secret", self._secret + "\n"))
-            if node.host.project_node:
-                s.run(f"cat > {d}/node.pyz", stdin=pyz, timeout=60)
-            s.run(remote.write_file(f"{d}/clock-offset", self._clock_text(node, 0.0) + "\n"))
+            clock = remote.write_file(f"{d}/clock-offset", self._clock_text(node, 0.0) + "\n")
+            secret = remote.write_file(f"{d}/secret", self._secret + "\n")
+            ship = f" && cat > {d}/node.pyz" if node.host.project_node else ""
+            s.run(
+                f"mkdir -p {d}/data && chmod 700 {d} && {secret} && {clock}{ship}",
+                stdin=pyz if ship else None,
+                timeout=60,
+            )
 
         run_all(list(self._nodes.values()), one)
 
@@ -215,6 +219,9 @@ class SshCluster(Cluster):
         ]
 
     def _raise_if_dead(self) -> None:
+        if time.monotonic() < self._next_alive_check:
+            return  # each check costs a round trip per host: at most one every 2 s
+        self._next_alive_check = time.monotonic() + 2.0
         running = [n for n in self._nodes.values() if n.state == "running" and n.pid]
         answers = run_all(
             [self.sessions[n.host.name] for n in running],
@@ -349,21 +356,22 @@ class SshCluster(Cluster):
             local = self.directory / node.host.name
             local.mkdir(parents=True, exist_ok=True)
             if node.pid is not None:
-                s.run(remote.signal_node(node.pid, self.run, "KILL", wait_gone=True))
-            log = s.run(f"cat {node.dir}/node.log", check=False, timeout=60)
-            (local / "node.log").write_text(log.out)
-            listing = s.run(f"cd {node.dir} && ls -laR data", check=False, timeout=60)
-            (local / "data-listing.txt").write_text(listing.out or listing.err)
-            if node.host.name in self._partitioned or node.pid is not None:
-                s.run(remote.delete_rules(comment), sudo=True, check=False)
-            if node.dir.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
-                s.run(f"rm -rf -- {node.dir}")
+                s.run(remote.signal_node(node.pid, self.run, "KILL", wait_gone=True) + "; true")
+            d = node.dir
+            mark = f"--- node.log of run {self.run} ---"  # one round trip for both
+            both = s.run(f"cd {d} && ls -laR data; echo '{mark}'; cat node.log", timeout=60)
+            listing, _, log = both.out.partition(f"{mark}\n")
+            (local / "data-listing.txt").write_text(listing or both.err)
+            (local / "node.log").write_text(log)
+            s.run(remote.delete_rules(comment), sudo=True, check=False)
+            if d.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
+                s.run(f"rm -rf -- {d}")
             node.state = "stopped"
 
         try:
             run_all(list(self._nodes.values()), one)
             self._partitioned = set()
-            self._save()
+            (self.directory / STATE_FILE).unlink(missing_ok=True)  # nothing left to attach to
         finally:
             self.sessions.close()
 

@@ -3,7 +3,9 @@ line each): reachable, key accepted (:mod:`.session`), sudo that works without a
 when the inventory asks for it, a data folder the user can write, the node to run (the
 project's: Python 3.11+; a user's rqlited: executable, a version whose flags the harness
 knows), the node ports free, and what the host offers for faults (iptables as root,
-libfaketime for an rqlited's clock)."""
+libfaketime for an rqlited's clock). One round trip per host: :func:`probe_script` runs
+every check and prints what it found, :func:`read_probe` turns that into
+:class:`HostFacts` or the first problem."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 
 from harness.cluster.base import ClusterError
 from harness.cluster.engines import FAKETIME_GLOBS, check_rqlited_version, parse_rqlited_version
+from harness.cluster.ssh.inventory import Host
 from harness.cluster.ssh.session import Session, SshError
 
 
@@ -25,55 +28,83 @@ class HostFacts:
     firewall_problem: str | None  # why partitions cannot run there (None: they can)
 
 
-def check_host(s: Session) -> HostFacts:
-    """Check one host; :class:`SshError` with one line naming it and the problem."""
-    h = s.host
-    name = f"host {h.name} ({h.target})"
+def probe_script(h: Host) -> str:
+    """The shell script that checks host ``h``: it stops at the first problem with
+    ``FAIL <what> <detail>``, else prints ``KEY value`` lines and the listening sockets."""
+    d, py = shlex.quote(h.data_dir), shlex.quote(h.python)
+    sudo = "sudo -n " if h.sudo else ""
+    lines = ['fail() { echo "FAIL $1 $2"; exit 0; }', "last() { tail -n 1 | tr -d '\\n'; }"]
     if h.sudo:
-        r = s.run("sudo -n true", check=False)
-        if not r.ok:
-            raise SshError(
-                f"{name}: sudo = true, but {h.user} cannot sudo without a password "
-                f"(sudo -n true: {r.first_line()})"
-            )
-    d = shlex.quote(h.data_dir)
-    if not s.run(f"test -d {d} && test -w {d}", check=False).ok:
-        raise SshError(f"{name}: data_dir {h.data_dir} does not exist or {h.user} cannot write it")
-    version = None
+        lines.append('out=$(sudo -n true 2>&1) || fail sudo "$(echo "$out" | last)"')
+    lines.append(f"{{ test -d {d} && test -w {d}; }} || fail data_dir -")
     if h.project_node:
-        py = shlex.quote(h.python)
-        r = s.run(f"{py} -c 'import sys; print(sys.version_info >= (3, 11))'", check=False)
-        if r.out.strip() != "True":
-            why = "is older than 3.11" if r.ok else f"cannot run ({r.first_line()})"
-            raise SshError(
-                f"{name}: {h.python} {why}; the project's node needs Python 3.11+ on the host "
-                '(or set python = "/path/to/python3")'
-            )
+        check = "import sys; print(sys.version_info >= (3, 11))"
+        lines.append(
+            f'v=$({py} -c \'{check}\' 2>&1); [ "$v" = True ] || fail python "$(echo "$v" | last)"'
+        )
     else:
-        b = shlex.quote(h.rqlited)
-        if not s.run(f"test -f {b} && test -x {b}", check=False).ok:
-            raise SshError(f"{name}: rqlited {h.rqlited} does not exist or is not executable")
-        r = s.run(f"{b} -version 2>&1", check=False)
+        b = shlex.quote(h.rqlited or "")
+        lines.append(f"{{ test -f {b} && test -x {b}; }} || fail rqlited -")
+        lines.append(f"echo \"VERSION $({b} -version 2>&1 | head -n 5 | tr '\\n' ' ')\"")
+        lines.append(f'echo "FAKETIME $(ls {" ".join(FAKETIME_GLOBS)} 2>/dev/null | head -n 1)"')
+    lines.append('echo "UID $(id -u)"')
+    lines.append(f'out=$({sudo}iptables -w 5 -S INPUT 2>&1 >/dev/null) && echo "IPTABLES ok" '
+                 '|| echo "IPTABLES $(echo "$out" | last)"')  # fmt: skip
+    lines.append(
+        'out=$(ss -Hltn 2>&1) || fail ss "$(echo "$out" | last)"; echo "$out" | sed "s/^/LISTEN /"'
+    )
+    return "\n".join(lines) + "\n"
+
+
+def read_probe(h: Host, out: str) -> HostFacts:
+    """The facts in ``out`` (what :func:`probe_script` printed), or :class:`SshError`
+    naming the host and its first problem."""
+    name = f"host {h.name} ({h.target})"
+    values: dict[str, str] = {}
+    listening: list[str] = []
+    for line in out.splitlines():
+        key, _, rest = line.partition(" ")
+        if key == "FAIL":
+            what, _, detail = rest.partition(" ")
+            raise SshError(f"{name}: {_failure(h, what, detail.strip())}")
+        if key == "LISTEN":
+            listening.append(rest)
+        else:
+            values[key] = rest.strip()
+    version = None
+    if not h.project_node:
         try:
-            version = parse_rqlited_version(r.out)
+            version = parse_rqlited_version(values.get("VERSION", ""))
             check_rqlited_version(version)
         except ClusterError as exc:
             raise SshError(f"{name}: {h.rqlited}: {exc}") from None
-    _check_ports(s, name)
-    faketime = None
-    if not h.project_node:
-        globs = " ".join(FAKETIME_GLOBS)
-        faketime = s.run(f"ls {globs} 2>/dev/null | head -n 1", check=False).out.strip() or None
-    return HostFacts(h.name, version, faketime, _firewall_problem(s))
+    _check_ports(h, name, listening)
+    problem = None
+    if values.get("UID") != "0" and not h.sudo:
+        problem = f"host {h.name}: {h.user} is not root and sudo = false, so it cannot run iptables"
+    elif values.get("IPTABLES") != "ok":
+        problem = f"host {h.name}: iptables does not work there ({values.get('IPTABLES')})"
+    return HostFacts(h.name, version, values.get("FAKETIME") or None, problem)
 
 
-def _check_ports(s: Session, name: str) -> None:
-    h = s.host
-    r = s.run("ss -Hltn", check=False)
-    if not r.ok:
-        raise SshError(f"{name}: cannot list listening ports (ss -Hltn: {r.first_line()})")
+def _failure(h: Host, what: str, detail: str) -> str:
+    if what == "sudo":
+        return f"sudo = true, but {h.user} cannot sudo without a password (sudo -n true: {detail})"
+    if what == "data_dir":
+        return f"data_dir {h.data_dir} does not exist or {h.user} cannot write it"
+    if what == "python":
+        return (
+            f"{h.python} is not a Python 3.11+ ({detail}); the project's node needs one on "
+            'the host (or set python = "/path/to/python3")'
+        )
+    if what == "rqlited":
+        return f"rqlited {h.rqlited} does not exist or is not executable"
+    return f"cannot list the listening ports (ss -Hltn: {detail})"
+
+
+def _check_ports(h: Host, name: str, listening: list[str]) -> None:
     wildcard = {"0.0.0.0", "*", "[::]", "::"}
-    for line in r.out.splitlines():
+    for line in listening:
         fields = line.split()
         if len(fields) < 4:
             continue
@@ -87,12 +118,6 @@ def _check_ports(s: Session, name: str) -> None:
                 )
 
 
-def _firewall_problem(s: Session) -> str | None:
-    h = s.host
-    uid = s.run("id -u", check=False).out.strip()
-    if uid != "0" and not h.sudo:
-        return f"host {h.name}: {h.user} is not root and sudo = false, so it cannot run iptables"
-    r = s.run("iptables -w 5 -S INPUT > /dev/null", sudo=True, check=False)
-    if not r.ok:
-        return f"host {h.name}: iptables does not work there ({r.first_line()})"
-    return None
+def check_host(s: Session) -> HostFacts:
+    """Check one host in one round trip; :class:`SshError` names it and the problem."""
+    return read_probe(s.host, s.run(probe_script(s.host), timeout=60).out)
