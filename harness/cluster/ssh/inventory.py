@@ -150,7 +150,7 @@ def _check_keys(table: dict, path: Path, where: str) -> None:
 
 def _host(name: str, v: dict, path: Path, where: str, own: dict, defaults: dict) -> Host:
     def at(key: str) -> str:
-        return f"{path}: {where if key in own else 'defaults'}.{key}"
+        return f"{path}: {'defaults' if key in defaults and key not in own else where}.{key}"
 
     for key in ("address", "data_dir"):
         if key not in v:
@@ -186,8 +186,9 @@ def _host(name: str, v: dict, path: Path, where: str, own: dict, defaults: dict)
     if http_port == raft_port:
         raise InventoryError(f"{at('raft_port')}: must differ from http_port ({http_port})")
     if port in (http_port, raft_port):
+        clash = "http_port" if port == http_port else "raft_port"
         raise InventoryError(
-            f"{at('port')}: ssh's port {port} is a node port too; partitions would cut the "
+            f"{at(clash)}: {port} is the host's ssh port; partitions would cut the "
             "harness's own sessions"
         )
     address = v["address"].strip()
