@@ -25,7 +25,7 @@ from harness.cluster.ssh.session import _running
 
 
 @dataclass
-class TestHosts:
+class SshTestHosts:
     dir: Path
     inventory_path: Path
 
@@ -56,7 +56,7 @@ def _process_cmdlines() -> list[tuple[int, str]]:
     return found
 
 
-def leftovers(hosts: TestHosts) -> list[str]:
+def leftovers(hosts: SshTestHosts) -> list[str]:
     """What runs left on the test hosts: run folders, node processes, firewall rules of
     the harness, and this client's SSH master connections."""
     left = [str(p) for p in hosts.dir.glob("n*/data/*")]
@@ -75,14 +75,14 @@ def leftovers(hosts: TestHosts) -> list[str]:
 
 
 @pytest.fixture
-def ssh_hosts(tmp_path: Path) -> Iterator[TestHosts]:
+def ssh_hosts(tmp_path: Path) -> Iterator[SshTestHosts]:
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("SSH test hosts need root (network namespaces)")
     if not os.access(SSHD, os.X_OK) or not shutil.which("ssh"):
         pytest.skip("SSH test hosts need openssh-server and openssh-client (scripts/install test)")
     directory = tmp_path / "hosts"
     hosts_up(3, directory)
-    hosts = TestHosts(directory, directory / "inventory.toml")
+    hosts = SshTestHosts(directory, directory / "inventory.toml")
     netns = [hosts.netns(h.name) for h in hosts.inventory.hosts]
     try:
         yield hosts
