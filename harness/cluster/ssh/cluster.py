@@ -30,9 +30,11 @@ from harness.cluster.base import (
     KILL,
     PARTITIONS,
     PAUSE,
+    TIME_ZONES,
     Cluster,
     ClusterError,
     NodeInfo,
+    probe_node,
 )
 from harness.cluster.engines import (
     NodeSpec,
@@ -56,6 +58,7 @@ class RemoteNode:
     dir: str  # the run's folder on the host
     pid: int | None = None
     state: str = "new"  # new | running | paused | killed | stopped
+    tz: str = "UTC"  # the node's TZ: UTC, or the path of its zone file on the host
 
     @property
     def spec(self) -> NodeSpec:
@@ -69,7 +72,7 @@ class SshCluster(Cluster):
     engine = "ssh"
     ready_phrase = " and /readyz 200 on every live node"
     leader_poll = 0.25
-    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW})
+    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES})
 
     def __init__(
         self, inventory: Inventory, sessions: Sessions, facts: Sequence[HostFacts], directory: Path
@@ -151,7 +154,7 @@ class SshCluster(Cluster):
         return rqlited_argv(h.rqlited, version, node.spec, specs)
 
     def _env(self, node: RemoteNode) -> dict[str, str]:
-        env = {remote.TAG_ENV: self.run, "TZ": "UTC"}
+        env = {remote.TAG_ENV: self.run, "TZ": node.tz}
         lib = self.facts[node.host.name].faketime
         if not node.host.project_node and lib:
             env.update(faketime_env(Path(node.dir) / "clock-offset", lib))
@@ -175,7 +178,8 @@ class SshCluster(Cluster):
             "hosts": [h.name for h in self.inventory.hosts],
             "run": self.run,
             "nodes": {
-                n: {"dir": x.dir, "pid": x.pid, "state": x.state} for n, x in self._nodes.items()
+                n: {"dir": x.dir, "pid": x.pid, "state": x.state, "tz": x.tz}
+                for n, x in self._nodes.items()
             },
         }
         tmp = self.directory / f"{STATE_FILE}.tmp"
@@ -201,6 +205,7 @@ class SshCluster(Cluster):
         for name, saved in data["nodes"].items():
             node = cluster._nodes[name]
             node.dir, node.pid, node.state = saved["dir"], saved["pid"], saved["state"]
+            node.tz = saved.get("tz", "UTC")
         return cluster
 
     def close(self) -> None:
@@ -343,6 +348,43 @@ class SshCluster(Cluster):
     @staticmethod
     def _clock_text(node: RemoteNode, seconds: float) -> str:
         return repr(seconds) if node.host.project_node else faketime_offset(seconds)
+
+    def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float = 30.0) -> None:
+        """Run the node in the zone of the TZif file ``tzif`` (None: UTC again): the bytes
+        go to ``zone.tzif`` in its run folder on the host and the node restarts with
+        ``TZ=<that file>`` (SIGTERM, SIGKILL after 5 s, start on its data), then this waits
+        (``timeout``) until it answers ``/readyz``. A killed node keeps the zone for its
+        :meth:`restart`; a paused one comes back running."""
+        if tzif is not None and (not isinstance(tzif, bytes) or tzif[:4] != b"TZif"):
+            raise ClusterError(
+                f"a time zone is a TZif file's bytes (b'TZif...'), got {repr(tzif)[:40]}"
+            )
+        with self._lock:
+            node = self._node(node_id)
+            if node.state in ("new", "stopped"):
+                raise ClusterError(f"cannot set node {node_id}'s time zone: it is {node.state}")
+            s = self.sessions[node_id]
+            zone = f"{node.dir}/zone.tzif"
+            if tzif is not None:
+                s.run(f"cat > {zone}.tmp && mv -f {zone}.tmp {zone}", stdin=tzif)
+            node.tz = "UTC" if tzif is None else zone
+            self._save()
+            if node.state == "killed":
+                return
+            if node.pid is not None:
+                s.run(remote.terminate(node.pid, self.run), timeout=30)
+            self._launch(node)
+        deadline = time.monotonic() + timeout
+        while True:
+            status = probe_node(node.host.url, timeout=1.0)
+            if status.error is None and status.ready:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"waited {timeout:.1f}s for node {node_id} to answer /readyz after its "
+                    f"restart with TZ={node.tz}; it said: {status.summary()}"
+                )
+            time.sleep(0.1)
 
     # -- teardown ---------------------------------------------------------------------------
     def stop(self) -> None:

@@ -62,6 +62,22 @@ def signal_node(pid: int, run: str, sig: str, wait_gone: bool = False) -> str:
     return text
 
 
+def _running(pid: int) -> str:
+    state = f"$(sed 's/.*) //' /proc/{pid}/stat 2>/dev/null | cut -c1)"
+    return f'[ -e /proc/{pid} ] && [ "{state}" != Z ]'
+
+
+def terminate(pid: int, run: str, grace_tenths: int = 50) -> str:
+    """SIGTERM (and SIGCONT: a paused node must run to exit) this run's node ``pid``;
+    SIGKILL it if it is still running after the grace; wait until it is gone."""
+    wait = f"i=0; while {_running(pid)} && [ $i -lt {{n}} ]; do sleep 0.1; i=$((i+1)); done"
+    return (
+        f"if {is_ours(pid, run)}; then kill -TERM {pid}; kill -CONT {pid}; "
+        f"{wait.format(n=grace_tenths)}; if {_running(pid)}; then kill -KILL {pid}; "
+        f"{wait.format(n=GONE_TENTHS)}; fi; fi; true"
+    )
+
+
 def alive(pid: int, run: str) -> str:
     """Prints ``yes`` when ``pid`` is this run's node and not a zombie, else ``no``."""
     return (
