@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
+import ctypes
 import re
 import shlex
 import shutil
@@ -85,6 +85,7 @@ class Session:
         self.socket = control_dir / f"{host.name}.sock"
         self._log = control_dir / f"{host.name}.log"
         self.master_pid: int | None = None
+        self._proc: subprocess.Popen | None = None
 
     def _options(self) -> list[str]:
         h = self.host
@@ -99,30 +100,42 @@ class Session:
             opts += ["-o", "StrictHostKeyChecking=accept-new"]
         return [*opts, f"{h.user}@{h.address}"]
 
-    def open(self) -> None:
-        """Connect and authenticate (the master runs in the background); :class:`SshError`."""
-        argv = ["ssh", "-M", "-N", "-f", "-o", "ControlMaster=yes", "-o", "ControlPersist=yes"]
+    def start(self) -> None:
+        """Start connecting: the master is a child of this process that dies with it
+        (``PR_SET_PDEATHSIG``), so not even a harness killed outright leaves one behind.
+        Call from a thread that lives as long as the session (the signal follows the
+        thread that started the child)."""
+        argv = ["ssh", "-M", "-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no"]
         with open(self._log, "wb") as log:
-            try:
-                proc = subprocess.run(
-                    argv + self._options(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=log,  # a file: the master keeps it open, a pipe would never close
-                    timeout=CONNECT_TIMEOUT * 3,
-                )
-                code = proc.returncode
-            except subprocess.TimeoutExpired:
-                code = 255
-        if code != 0:
-            raise SshError(connection_problem(self.host, self._log.read_text(errors="replace")))
+            self._proc = subprocess.Popen(
+                argv + self._options(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                preexec_fn=_die_with_parent,
+            )
+        self.master_pid = self._proc.pid
         with _OPEN_LOCK:
             _OPEN.add(self)
-        check = subprocess.run(
-            ["ssh", "-O", "check", *self._options()], capture_output=True, text=True, timeout=10
-        )
-        m = re.search(r"pid=(\d+)", check.stderr + check.stdout)
-        self.master_pid = int(m[1]) if m else None
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait until the master is authenticated (its socket is there) or has failed;
+        :class:`SshError` names the host and the problem."""
+        while not self.socket.exists():
+            if self._proc is None or self._proc.poll() is not None:
+                raise SshError(connection_problem(self.host, self._log.read_text(errors="replace")))
+            if time.monotonic() >= deadline:
+                raise SshError(
+                    f"host {self.host.name} ({self.host.target}): no SSH session within "
+                    f"{CONNECT_TIMEOUT * 4}s (the server accepted the connection but did "
+                    "not finish authenticating)"
+                )
+            time.sleep(0.02)
+
+    def open(self) -> None:
+        """Connect and authenticate; :class:`SshError` when it fails."""
+        self.start()
+        self.wait_ready(time.monotonic() + CONNECT_TIMEOUT * 4)
 
     def run(
         self,
@@ -169,10 +182,13 @@ class Session:
         """End the master connection (idempotent); its process is gone when this returns."""
         with _OPEN_LOCK:
             _OPEN.discard(self)
-        if self.socket.exists():
-            subprocess.run(["ssh", "-O", "exit", *self._options()], capture_output=True, timeout=10)
-        if self.master_pid is not None:
-            _wait_gone(self.master_pid, 5.0)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()  # the master closes its channels and the connection
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=5)
         self.socket.unlink(missing_ok=True)
 
 
@@ -181,17 +197,14 @@ def _short(command: str) -> str:
     return f"`{command[:120]}{'...' if len(command) > 120 else ''}`"
 
 
-def _wait_gone(pid: int, timeout: float) -> None:
-    """Wait until ``pid`` is gone (or a zombie: it is not ours to reap); SIGKILL it then."""
-    deadline = time.monotonic() + timeout
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if _running(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the thread that started it ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -213,7 +226,10 @@ class Sessions:
         """Connect to every host at once; the first host's problem (in inventory order)
         raises :class:`SshError`, after closing what did connect."""
         try:
-            run_all(list(self.by_name.values()), lambda s: s.open())
+            for s in self.by_name.values():  # from this thread: see Session.start
+                s.start()
+            deadline = time.monotonic() + CONNECT_TIMEOUT * 4
+            run_all(list(self.by_name.values()), lambda s: s.wait_ready(deadline))
         except BaseException:
             self.close()
             raise
