@@ -46,7 +46,9 @@ def probe_script(h: Host) -> str:
         b = shlex.quote(h.rqlited or "")
         lines.append(f"{{ test -f {b} && test -x {b}; }} || fail rqlited -")
         lines.append(f"echo \"VERSION $({b} -version 2>&1 | head -n 5 | tr '\\n' ' ')\"")
-        lines.append(f'echo "FAKETIME $(ls {" ".join(FAKETIME_GLOBS)} 2>/dev/null | head -n 1)"')
+        # the first library in FAKETIME_GLOBS' order (the multi-threaded variant first)
+        find = f'for f in {" ".join(FAKETIME_GLOBS)}; do [ -e "$f" ] && echo "$f" && break; done'
+        lines.append(f'echo "FAKETIME $({find})"')
     lines.append('echo "UID $(id -u)"')
     lines.append(f'out=$({sudo}iptables -w 5 -S INPUT 2>&1 >/dev/null) && echo "IPTABLES ok" '
                  '|| echo "IPTABLES $(echo "$out" | last)"')  # fmt: skip
