@@ -135,3 +135,31 @@ def test_hosts_up_and_down_leave_nothing(tmp_path: Path) -> None:
     assert not [p for p in pids if _running(p)]  # gone, or a zombie init has yet to reap
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not [n for n in netns if n in listed]
+
+
+def test_a_users_rqlited_on_the_hosts(ssh_hosts: SshTestHosts, tmp_path: Path) -> None:
+    """``rqlited = "/path"``: the harness reads the binary's version on the host and gives
+    it rqlited's flags. The binary here is the project's node behind rqlited's command
+    line (the one the node image ships as ``rqlited``), since no rqlite release is on this
+    machine: it answers ``-version`` and takes ``-node-id ... -join ... DATA`` as rqlited
+    v10 does."""
+    wrapper = tmp_path / "rqlited"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m harness.node "$@"\n')
+    wrapper.chmod(0o755)
+    text = ssh_hosts.inventory_path.read_text()
+    inventory = ssh_hosts.write_inventory(
+        "rqlited", text.replace('node = "project"', f'rqlited = "{wrapper}"')
+    )
+    cluster = SshCluster.start(inventory, 3, tmp_path / "c", timeout=90)
+    try:
+        assert cluster.facts["n1"].rqlited_version == (10, 2, 7)
+        argv = cluster._argv(cluster._nodes["n1"])
+        assert argv[:3] == [str(wrapper), "-node-id", "n1"] and "-bootstrap-expect" in argv
+        lead = cluster.wait_for_leader(60)
+        cluster.kill(lead.id)
+        cluster.wait_for_leader(60, all_ready=False, exclude=[lead.id])
+        cluster.restart(lead.id)
+        cluster.wait_for_leader(60)
+    finally:
+        cluster.stop()
+    assert (tmp_path / "c" / "n1" / "node.log").read_text().startswith("--- starting n1")
