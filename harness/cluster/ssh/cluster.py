@@ -320,7 +320,7 @@ class SshCluster(Cluster):
             self._save()
 
             def one(name: str) -> None:
-                self.sessions[name].run(" && ".join(rules[name]), sudo=True)
+                self.sessions[name].run(remote.insert_rules(rules[name]), sudo=True)
 
             run_all([self.sessions[n] for n in rules], lambda s: one(s.host.name))
 
