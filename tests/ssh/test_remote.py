@@ -11,7 +11,7 @@ import pytest
 from harness.cli import main
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host
-from harness.cluster.ssh.preflight import read_probe
+from harness.cluster.ssh.preflight import needs_secret, probe_script, read_probe
 from harness.cluster.ssh.session import SshError, connection_problem
 
 ADDRESSES = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
@@ -83,3 +83,13 @@ def test_the_backend_and_the_inventory_go_together(capsys: pytest.CaptureFixture
     assert main(["run", "leader-failover", "--inventory", str(Path("x.toml"))]) == 2
     assert main(["cluster", "urls", "--backend", "ssh", "--inventory", "/no/such.toml"]) == 2
     assert "/no/such.toml: cannot read the inventory" in capsys.readouterr().err
+
+
+def test_a_secret_and_its_cryptography_only_beyond_loopback() -> None:
+    assert not needs_secret([_host(address="127.77.1.11"), _host(address="localhost")])
+    assert needs_secret([_host(address="127.0.0.1"), _host(address="10.0.0.2")])
+    assert needs_secret([_host(address="db1.example")])
+    assert "import cryptography" in probe_script(_host(), secret=True)
+    assert "import cryptography" not in probe_script(_host(), secret=False)
+    with pytest.raises(SshError, match="needs the cryptography package for python3 there"):
+        read_probe(_host(), "FAIL crypto ModuleNotFoundError: No module named 'cryptography'\n")

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import secrets
+import shlex
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -46,7 +47,7 @@ from harness.cluster.engines import (
 from harness.cluster.partition import normalise
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
-from harness.cluster.ssh.preflight import HostFacts, check_host
+from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
 
 STATE_FILE = "ssh-cluster.json"
@@ -109,7 +110,8 @@ class SshCluster(Cluster):
         sessions = Sessions(inv.hosts)
         try:
             sessions.open()
-            facts = run_all(list(sessions.by_name.values()), check_host)
+            secret = needs_secret(inv.hosts)
+            facts = run_all(list(sessions.by_name.values()), lambda s: check_host(s, secret))
         except BaseException:
             sessions.close()
             raise
@@ -130,9 +132,11 @@ class SshCluster(Cluster):
 
         def one(node: RemoteNode) -> None:
             s = self.sessions[node.host.name]
-            d = node.dir
-            clock = remote.write_file(f"{d}/clock-offset", self._clock_text(node, 0.0) + "\n")
-            secret = remote.write_file(f"{d}/secret", self._secret + "\n")
+            d = shlex.quote(node.dir)
+            clock = remote.write_file(
+                f"{node.dir}/clock-offset", self._clock_text(node, 0.0) + "\n"
+            )
+            secret = remote.write_file(f"{node.dir}/secret", self._secret + "\n")
             ship = f" && cat > {d}/node.pyz" if node.host.project_node else ""
             s.run(
                 f"mkdir -p {d}/data && chmod 700 {d} && {secret} && {clock}{ship}",
@@ -148,7 +152,9 @@ class SshCluster(Cluster):
         if h.project_node:
             argv = embedded_argv(node.spec, specs, python=h.python)
             argv = [h.python, f"{node.dir}/node.pyz", *argv[3:]]
-            return [*argv, "--cluster-secret-file", f"{node.dir}/secret"]
+            if needs_secret(self.inventory.hosts):  # else the node needs no cryptography
+                argv += ["--cluster-secret-file", f"{node.dir}/secret"]
+            return argv
         version = self.facts[h.name].rqlited_version
         assert h.rqlited and version
         return rqlited_argv(h.rqlited, version, node.spec, specs)
@@ -235,7 +241,7 @@ class SshCluster(Cluster):
         for node, answer in zip(running, answers, strict=True):
             if answer != "yes":
                 tail = self.sessions[node.host.name].run(
-                    f"tail -n 5 {node.dir}/node.log", check=False
+                    f"tail -n 5 {shlex.quote(node.dir)}/node.log", check=False
                 )
                 raise ClusterError(
                     f"host {node.host.name}: the node (pid {node.pid}) exited; its log ends: "
@@ -366,7 +372,8 @@ class SshCluster(Cluster):
             s = self.sessions[node_id]
             zone = f"{node.dir}/zone.tzif"
             if tzif is not None:
-                s.run(f"cat > {zone}.tmp && mv -f {zone}.tmp {zone}", stdin=tzif)
+                z = shlex.quote(zone)
+                s.run(f"cat > {z}.tmp && mv -f {z}.tmp {z}", stdin=tzif)
             node.tz = "UTC" if tzif is None else zone
             self._save()
             if node.state == "killed":
@@ -399,14 +406,14 @@ class SshCluster(Cluster):
             local.mkdir(parents=True, exist_ok=True)
             if node.pid is not None:
                 s.run(remote.signal_node(node.pid, self.run, "KILL", wait_gone=True) + "; true")
-            d = node.dir
+            d = shlex.quote(node.dir)
             mark = f"--- node.log of run {self.run} ---"  # one round trip for both
             both = s.run(f"cd {d} && ls -laR data; echo '{mark}'; cat node.log", timeout=60)
             listing, _, log = both.out.partition(f"{mark}\n")
             (local / "data-listing.txt").write_text(listing or both.err)
             (local / "node.log").write_text(log)
             s.run(remote.delete_rules(comment), sudo=True, check=False)
-            if d.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
+            if node.dir.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
                 s.run(f"rm -rf -- {d}")
             node.state = "stopped"
 

@@ -9,7 +9,9 @@ every check and prints what it found, :func:`read_probe` turns that into
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.cluster.base import ClusterError
@@ -28,9 +30,11 @@ class HostFacts:
     firewall_problem: str | None  # why partitions cannot run there (None: they can)
 
 
-def probe_script(h: Host) -> str:
+def probe_script(h: Host, secret: bool = False) -> str:
     """The shell script that checks host ``h``: it stops at the first problem with
-    ``FAIL <what> <detail>``, else prints ``KEY value`` lines and the listening sockets."""
+    ``FAIL <what> <detail>``, else prints ``KEY value`` lines and the listening sockets.
+    ``secret``: the project's node will authenticate Raft with a cluster secret, which
+    needs the ``cryptography`` package (PySyncObj's encryption) on the host."""
     d, py = shlex.quote(h.data_dir), shlex.quote(h.python)
     sudo = "sudo -n " if h.sudo else ""
     lines = ['fail() { echo "FAIL $1 $2"; exit 0; }', "last() { tail -n 1 | tr -d '\\n'; }"]
@@ -42,6 +46,10 @@ def probe_script(h: Host) -> str:
         lines.append(
             f'v=$({py} -c \'{check}\' 2>&1); [ "$v" = True ] || fail python "$(echo "$v" | last)"'
         )
+        if secret:
+            lines.append(
+                f'v=$({py} -c "import cryptography" 2>&1) || fail crypto "$(echo "$v" | last)"'
+            )
     else:
         b = shlex.quote(h.rqlited or "")
         lines.append(f"{{ test -f {b} && test -x {b}; }} || fail rqlited -")
@@ -99,6 +107,12 @@ def _failure(h: Host, what: str, detail: str) -> str:
             f"{h.python} is not a Python 3.11+ ({detail}); the project's node needs one on "
             'the host (or set python = "/path/to/python3")'
         )
+    if what == "crypto":
+        return (
+            f"the project's node listens beyond loopback, so it encrypts Raft with a cluster "
+            f"secret, which needs the cryptography package for {h.python} there ({detail}): "
+            "pip install cryptography"
+        )
     if what == "rqlited":
         return f"rqlited {h.rqlited} does not exist or is not executable"
     return f"cannot list the listening ports (ss -Hltn: {detail})"
@@ -120,6 +134,19 @@ def _check_ports(h: Host, name: str, listening: list[str]) -> None:
                 )
 
 
-def check_host(s: Session) -> HostFacts:
+def check_host(s: Session, secret: bool = False) -> HostFacts:
     """Check one host in one round trip; :class:`SshError` names it and the problem."""
-    return read_probe(s.host, s.run(probe_script(s.host), timeout=60).out)
+    return read_probe(s.host, s.run(probe_script(s.host, secret), timeout=60).out)
+
+
+def needs_secret(hosts: Sequence[Host]) -> bool:
+    """Whether the project's nodes must authenticate Raft with a cluster secret: when a
+    node address is not a loopback one (the node refuses to listen there without)."""
+    for h in hosts:
+        try:
+            if not ipaddress.ip_address(h.address).is_loopback:
+                return True
+        except ValueError:
+            if h.address != "localhost":
+                return True
+    return False
