@@ -44,7 +44,7 @@ def test_launch_records_the_pid_and_tags_the_node() -> None:
 
 
 def _host(**kw: object) -> Host:
-    return Host(name="n1", address="10.0.0.1", data_dir="/d", **kw)  # type: ignore[arg-type]
+    return Host(**{"name": "n1", "address": "10.0.0.1", "data_dir": "/d", **kw})  # type: ignore[arg-type]
 
 
 def test_the_probe_finds_a_port_in_use_on_the_host_address_or_a_wildcard() -> None:
