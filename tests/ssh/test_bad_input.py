@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,8 +31,10 @@ def _with_n1(hosts: SshTestHosts, name: str, *lines: str) -> Path:
     return hosts.write_inventory(name, text)
 
 
-def _cluster_up(inventory: Path, directory: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _cluster_up(inventory: Path, directory: Path, tmp: Path) -> subprocess.CompletedProcess:
+    """``cluster up`` in a subprocess whose temporary folder (where its SSH control
+    sockets' folder goes) is ``tmp``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
     argv = [sys.executable, "-m", "harness", "cluster", "up", "--backend", "ssh"]
     argv += ["--inventory", str(inventory), "--dir", str(directory), "--timeout", "60"]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
@@ -39,8 +42,12 @@ def _cluster_up(inventory: Path, directory: Path) -> subprocess.CompletedProcess
 
 def _refused(hosts: SshTestHosts, inventory: Path, *expected: str) -> str:
     directory = hosts.dir.parent / "cluster"
-    before = set(Path("/tmp").glob("rqssh-*"))
-    proc = _cluster_up(inventory, directory)
+    tmp = Path(tempfile.mkdtemp(prefix="rqt-", dir="/tmp"))  # short: sockets go there
+    try:
+        proc = _cluster_up(inventory, directory, tmp)
+        assert list(tmp.iterdir()) == []  # the control sockets' folder went
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -50,7 +57,6 @@ def _refused(hosts: SshTestHosts, inventory: Path, *expected: str) -> str:
     # refused before anything started: no cluster state, no node log came home
     assert not (directory / "ssh-cluster.json").exists()
     assert list(directory.glob("n*/node.log")) == []
-    assert set(Path("/tmp").glob("rqssh-*")) <= before  # the control sockets' folder went
     return lines[0]
 
 

@@ -38,7 +38,7 @@ T = TypeVar("T")
 CONNECT_TIMEOUT = 5
 #: every remote command runs with this on its PATH (iptables, ss are in sbin)
 PATH_PREFIX = "PATH=$PATH:/usr/sbin:/sbin; export PATH; "
-_OPEN: set[Session] = set()
+_OPEN: set[Sessions] = set()
 _OPEN_LOCK = threading.Lock()
 
 
@@ -115,8 +115,6 @@ class Session:
                 preexec_fn=_die_with_parent,
             )
         self.master_pid = self._proc.pid
-        with _OPEN_LOCK:
-            _OPEN.add(self)
 
     def wait_ready(self, deadline: float) -> None:
         """Wait until the master is authenticated (its socket is there) or has failed;
@@ -180,8 +178,6 @@ class Session:
 
     def close(self) -> None:
         """End the master connection (idempotent); its process is gone when this returns."""
-        with _OPEN_LOCK:
-            _OPEN.discard(self)
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()  # the master closes its channels and the connection
             try:
@@ -218,9 +214,12 @@ class Sessions:
     def __init__(self, hosts: Sequence[Host]) -> None:
         if shutil.which("ssh") is None:
             raise SshError("the SSH backend needs OpenSSH's client (ssh), not found on PATH")
-        # a short private folder: a control socket's path is limited to ~100 bytes
-        self._dir = Path(tempfile.mkdtemp(prefix="rqssh-", dir="/tmp"))
+        # a private folder with a short path: a control socket's is limited to ~100 bytes
+        base = tempfile.gettempdir()
+        self._dir = Path(tempfile.mkdtemp(prefix="rqssh-", dir=base if len(base) <= 40 else "/tmp"))
         self.by_name = {h.name: Session(h, self._dir) for h in hosts}
+        with _OPEN_LOCK:
+            _OPEN.add(self)
 
     def open(self) -> None:
         """Connect to every host at once; the first host's problem (in inventory order)
@@ -238,6 +237,9 @@ class Sessions:
         return self.by_name[name]
 
     def close(self) -> None:
+        """End every session and remove the sockets' folder (idempotent)."""
+        with _OPEN_LOCK:
+            _OPEN.discard(self)
         for s in self.by_name.values():
             s.close()
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -259,7 +261,8 @@ def run_all(sessions: Sequence[Session], fn: Callable[[Session], T]) -> list[T]:
 
 @atexit.register
 def _close_leftovers() -> None:
-    """No master outlives the interpreter (a command that returned without ``close``)."""
+    """No master or sockets' folder outlives the interpreter (a program that returned
+    without ``close``)."""
     with _OPEN_LOCK:
         left = list(_OPEN)
     for s in left:
