@@ -30,6 +30,9 @@ from harness.cluster.netns import NetnsNetwork, require_root, run
 SSHD = "/usr/sbin/sshd"
 #: sshd refuses to start without its privilege-separation folder
 PRIVSEP_DIR = Path("/run/sshd")
+#: left in PRIVSEP_DIR when test hosts made it, so that the last ``hosts down`` (of any
+#: folder) removes it, and never a folder the system's sshd made
+PRIVSEP_MARK = ".made-by-rqueue-hosts"
 STATE = "hosts.json"
 INVENTORY = "inventory.toml"
 CLIENT_KEY = "client_key"
@@ -75,10 +78,10 @@ def hosts_up(count: int, directory: Path, timeout: float = 20.0) -> str:
         raise ClusterError(f"{directory} holds test hosts already: `hosts down --dir` them first")
     directory.mkdir(parents=True, exist_ok=True)
     names = [f"n{i}" for i in range(1, count + 1)]
-    created_privsep = not PRIVSEP_DIR.exists()
-    state: dict = {"network": None, "hosts": [], "created_privsep": created_privsep}
-    if created_privsep:
+    state: dict = {"network": None, "hosts": []}
+    if not PRIVSEP_DIR.exists():
         PRIVSEP_DIR.mkdir(mode=0o755)
+        (PRIVSEP_DIR / PRIVSEP_MARK).touch()
     _save(directory, state)
     try:
         key = directory / CLIENT_KEY
@@ -159,8 +162,9 @@ def hosts_down(directory: Path, timeout: float = 10.0) -> list[str]:
                 removed.append(f"process {pid} in {m.netns}")
         net.teardown()
         removed.append(f"network {net.bridge}")
-    if state.get("created_privsep") and PRIVSEP_DIR.is_dir() and not _any_sshd():
+    if (PRIVSEP_DIR / PRIVSEP_MARK).exists() and not _any_sshd():
         with contextlib.suppress(OSError):
+            (PRIVSEP_DIR / PRIVSEP_MARK).unlink()
             PRIVSEP_DIR.rmdir()
     for h in state.get("hosts", []):
         shutil.rmtree(directory / h["name"], ignore_errors=True)
@@ -229,9 +233,12 @@ def _kill(pid: int, timeout: float) -> None:
 
 
 def _any_sshd() -> bool:
+    """Whether an sshd runs on this machine (a zombie does not)."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (entry / "comm").read_text().strip() == "sshd":
+            with contextlib.suppress(OSError, IndexError):
+                stat = (entry / "stat").read_text()
+                name, state = stat.split("(", 1)[1].rsplit(")", 1)
+                if name == "sshd" and state.split()[0] not in ("Z", "X"):
                     return True
     return False
