@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import zonefile
 from harness.cluster.base import probe_node
 from harness.cluster.ssh.cluster import STATE_FILE, SshCluster
 from harness.cluster.ssh.session import _running
@@ -69,6 +70,12 @@ def test_up_kill_restart_pause_partition_heal_down(ssh_hosts: SshTestHosts, tmp_
         cluster.set_clock_offset("n2", 3600.0)
         node_dir = cluster._nodes["n2"].dir
         assert Path(node_dir, "clock-offset").read_text() == "3600.0\n"
+
+        cluster.set_time_zone("n3", zonefile.fixed(5 * 3600))  # restarts n3 in UTC+5
+        n3 = cluster._nodes["n3"]
+        environ = Path(f"/proc/{n3.pid}/environ").read_bytes().split(b"\0")
+        assert f"TZ={n3.dir}/zone.tzif".encode() in environ
+        assert Path(n3.dir, "zone.tzif").read_bytes() == zonefile.fixed(5 * 3600)
     finally:
         cluster.stop()
     for name in ("n1", "n2", "n3"):
