@@ -50,7 +50,7 @@ exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on std
 
 
 def _register_run(sub: argparse._SubParsersAction) -> None:
-    from .cluster.cli import add_engine_arguments, add_image_argument
+    from .cluster.cli import add_engine_arguments, add_image_argument, add_inventory_argument
     from .cluster.factory import BACKENDS
     from .subjects import SUBJECT_NAMES
 
@@ -114,10 +114,11 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         choices=BACKENDS,
         help=(
             "local: processes on this machine (default); docker: containers of an "
-            "rqlite image (--image; whatever --engine says)"
+            "rqlite image (--image; whatever --engine says); ssh: the hosts of --inventory"
         ),
     )
     add_image_argument(p)
+    add_inventory_argument(p)
     p.add_argument(
         "--out",
         type=Path,
@@ -155,6 +156,12 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_HARNESS
+    if (args.inventory is not None) != (args.backend == "ssh"):
+        print(
+            "harness: error: --backend ssh and --inventory FILE go together (docs/ssh.md)",
+            file=sys.stderr,
+        )
+        return EXIT_HARNESS
     opts = RunOptions(
         scenario=args.scenario,
         time=args.time,
@@ -165,6 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         rqlited=args.rqlited,
         backend=args.backend,
         image=args.image,
+        inventory=args.inventory,
         out=args.out,
         progress=not args.no_progress,
         plots=not args.no_plots,
@@ -225,12 +233,14 @@ def _fault_kind_rows() -> list[tuple[str, str, list[str]]]:
     from .cluster.docker.cluster import DockerCluster
     from .cluster.external import ExternalCluster
     from .cluster.local import LocalCluster
+    from .cluster.ssh.cluster import SshCluster
     from .faults.capabilities import kinds_table
 
     backends = {
         "local": LocalCluster.CAPABILITIES,
         "docker": DockerCluster.CAPABILITIES,
         "external": ExternalCluster.CAPABILITIES,
+        "ssh": SshCluster.CAPABILITIES,
     }
     rows = kinds_table(backends)
     kw = max(len(k) for k, _, _ in rows)
@@ -323,6 +333,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
         _external("harness.analysis"),
     ),
     "image": ("build the node image for Docker (nothing pulled)", _external("harness.image")),
+    "hosts": ("local SSH test hosts for --backend ssh", _external("harness.cluster.ssh.hosts_cli")),
 }
 
 

@@ -64,6 +64,8 @@ class RunOptions:
     #: the Docker backend's node image (``--image``; None: ``$RQLITE_IMAGE`` or the pinned one)
     image: str | None = None
     out: Path | None = None
+    #: the SSH backend's hosts (``--inventory``, a TOML file; docs/ssh.md)
+    inventory: Path | None = None
     progress: bool = True
     plots: bool = True
     #: fault kinds to leave out of the scenario (``--skip-fault``)
@@ -261,6 +263,7 @@ class _Run:
                     timeout=o.cluster_timeout,
                     image=o.image,
                     disk_mb=DISK_MB if DISK in s.needs else None,
+                    inventory=o.inventory,
                 )
             except ClusterError as e:
                 raise HarnessError(f"cluster did not start: {e}") from None

@@ -53,6 +53,7 @@ from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_
 from rqueue._stdout import quiet_when_stdout_closes
 
 DOCKER_STATE_FILE = "docker-cluster.json"
+SSH_STATE_FILE = "ssh-cluster.json"  # harness.cluster.ssh.cluster.STATE_FILE
 #: what a Docker cluster leaves in its directory when ``down --purge`` removed it
 DOCKER_IMAGE_FILE = "docker-image.json"
 EXAMPLES = """examples:
@@ -111,6 +112,17 @@ def add_image_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_inventory_argument(p: argparse.ArgumentParser) -> None:
+    """``--inventory``, for commands that can drive the SSH backend."""
+    p.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="with --backend ssh: the hosts (TOML; docs/ssh.md; `python -m harness hosts up` "
+        "makes local test hosts and their inventory)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``cluster`` command with ``up``, ``status``, ``urls`` and ``down``."""
     parser = subparsers.add_parser(
@@ -150,6 +162,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "says which it is",
     )
     add_image_argument(up)
+    add_inventory_argument(up)
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a leader")
     up.set_defaults(handler=cmd_up)
 
@@ -159,8 +172,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     status.set_defaults(handler=cmd_status)
 
     urls = sub.add_parser("urls", help="print the nodes' URLs, joined by commas")
-    urls.add_argument("--dir", type=Path, required=True)
+    urls.add_argument("--dir", type=Path, help="the cluster's directory")
     urls.add_argument("--backend", choices=BACKENDS, default=None)
+    add_inventory_argument(urls)
     urls.set_defaults(handler=cmd_urls)
 
     down = sub.add_parser(
@@ -178,6 +192,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--dir",
         type=Path,
         help="the cluster's directory (its data is kept: `up --dir` starts it again)",
+    )
+    which.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="with --backend ssh: remove from the inventory's hosts every node, firewall "
+        "rule and run folder any run of the harness left there (after a crash)",
     )
     which.add_argument(
         "--all",
@@ -222,13 +243,16 @@ def _held(directory: Path) -> str | None:
         return "docker"
     if (directory / DOCKER_IMAGE_FILE).exists():
         return "docker-purged"
+    if (directory / SSH_STATE_FILE).exists():
+        return "ssh"
     return None
 
 
 def _backend_of(directory: Path, backend: str | None) -> str:
     if backend:
         return backend
-    return "docker" if _held(directory) == "docker" else "local"
+    held = _held(directory)
+    return held if held in ("docker", "ssh") else "local"
 
 
 def _attach(directory: Path, backend: str | None) -> Cluster:
@@ -236,6 +260,10 @@ def _attach(directory: Path, backend: str | None) -> Cluster:
         from harness.cluster.docker.cluster import attach_docker_cluster
 
         return attach_docker_cluster(directory)
+    if _backend_of(directory, backend) == "ssh":
+        from harness.cluster.ssh.cluster import SshCluster
+
+        return SshCluster.attach(directory)
     return LocalCluster.attach(directory)
 
 
@@ -249,6 +277,10 @@ def _describe(cluster: Cluster, directory: Path) -> dict:
 def _start(args: argparse.Namespace) -> Cluster:
     """A new cluster as the options say, or the stopped one in ``--dir`` started again."""
     held = _held(args.dir)
+    if held == "ssh":
+        raise ClusterError(
+            f"{args.dir.resolve()} holds a running SSH cluster: `cluster down --dir` it first"
+        )
     if held in ("local", "docker") and args.backend not in (None, held):
         raise ClusterError(
             f"{args.dir.resolve()} holds a {held} cluster, not a {args.backend} one: `up "
@@ -281,12 +313,13 @@ def _start(args: argparse.Namespace) -> Cluster:
     return make_cluster(
         backend=backend,
         engine=args.engine or "embedded",
-        nodes=args.nodes or 3,
+        nodes=args.nodes or (None if backend == "ssh" else 3),
         directory=args.dir,
         rqlited=args.rqlited,
         netns=args.netns,
         timeout=args.timeout,
         image=args.image,
+        inventory=args.inventory,
         detached=True,  # it outlives this command: only `down --dir` stops it
     )
 
@@ -347,7 +380,12 @@ def _restart(args: argparse.Namespace) -> Cluster:
 
 def cmd_up(args: argparse.Namespace) -> int:
     try:
-        _print(_describe(_start(args), args.dir))
+        cluster = _start(args)
+        try:
+            _print(_describe(cluster, args.dir))
+        finally:
+            if hasattr(cluster, "close"):
+                cluster.close()  # SSH: end the sessions; the nodes keep running
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     except KeyboardInterrupt:
@@ -358,7 +396,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     try:
-        info = _describe(_attach(args.dir, args.backend), args.dir)
+        cluster = _attach(args.dir, args.backend)
+        try:
+            info = _describe(cluster, args.dir)
+        finally:
+            if hasattr(cluster, "close"):
+                cluster.close()
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     _print(info)
@@ -367,15 +410,45 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_urls(args: argparse.Namespace) -> int:
     try:
-        cluster = _attach(args.dir, args.backend)
+        if args.inventory is not None:
+            if args.backend != "ssh" or args.dir is not None:
+                raise ClusterError("--inventory goes with --backend ssh (and no --dir)")
+            from harness.cluster.ssh.inventory import load_inventory
+
+            urls = [h.url for h in load_inventory(args.inventory).hosts]
+        elif args.dir is None:
+            raise ClusterError("give --dir DIR (or --backend ssh --inventory FILE)")
+        elif _backend_of(args.dir, args.backend) == "ssh":
+            urls = _ssh_urls(args.dir)
+        else:
+            urls = [n.url for n in _attach(args.dir, args.backend).nodes()]
     except (ClusterError, OSError) as exc:
         return _fail(exc)
-    sys.stdout.write(",".join(n.url for n in cluster.nodes()) + "\n")
+    sys.stdout.write(",".join(urls) + "\n")
     return EXIT_OK
+
+
+def _ssh_urls(directory: Path) -> list[str]:
+    """The URLs of the SSH cluster in ``directory``, from its state (no host contacted)."""
+    from harness.cluster.ssh.inventory import load_inventory
+
+    try:
+        state = json.loads((directory / SSH_STATE_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"{directory.resolve()} holds no SSH cluster: {exc}") from None
+    hosts = load_inventory(state["inventory"]).hosts
+    return [h.url for h in hosts if h.name in state["hosts"]]
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     try:
+        if args.inventory is not None:
+            if args.backend != "ssh" or args.purge or args.tag or args.yes_kill_live:
+                raise ClusterError("down --inventory FILE goes with --backend ssh alone")
+            from harness.cluster.ssh.cluster import sweep_inventory
+
+            _print({"inventory": str(args.inventory), "removed": sweep_inventory(args.inventory)})
+            return EXIT_OK
         if args.all:
             if args.purge:
                 raise ClusterError("--purge is for `down --dir` (one Docker cluster)")

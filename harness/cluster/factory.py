@@ -9,7 +9,9 @@
 ``rqlited``, optionally ``netns``); ``backend="docker"`` → the Docker backend's
 ``start_docker_cluster`` (imported only when asked for, so Docker stays optional): the
 image ``image`` (else ``$RQLITE_IMAGE``, else the pinned official one), whatever
-``engine`` says. The cluster belongs to the calling process, which stops it when done
+``engine`` says; ``backend="ssh"`` → :class:`harness.cluster.ssh.cluster.SshCluster` on
+the hosts of ``inventory`` (a TOML file, docs/ssh.md; ``nodes=None``: all of them). The
+cluster belongs to the calling process, which stops it when done
 (``cluster down --all`` reaps it once that process is gone); ``detached=True`` makes it
 nobody's, for clusters that outlive the command (``cluster up``).
 """
@@ -21,13 +23,13 @@ from pathlib import Path
 
 from harness.cluster.base import Cluster, ClusterError
 
-BACKENDS = ("local", "docker")
+BACKENDS = ("local", "docker", "ssh")
 
 
 def make_cluster(
     backend: str = "local",
     engine: str = "embedded",
-    nodes: int = 3,
+    nodes: int | None = 3,
     directory: Path | str | None = None,
     rqlited: str | os.PathLike | None = None,
     netns: bool = False,
@@ -35,17 +37,20 @@ def make_cluster(
     image: str | None = None,
     detached: bool = False,
     disk_mb: int | None = None,
+    inventory: Path | str | None = None,
 ) -> Cluster:
     """A started cluster: a leader is elected and every node is ready when this returns.
     ``disk_mb``: each node's data on a filesystem of its own of that size (the ``disk``
     capability, :mod:`harness.cluster.disk`)."""
+    if inventory is not None and backend != "ssh":
+        raise ClusterError("--inventory lists SSH hosts: it needs --backend ssh")
     if backend == "local":
         if image is not None:
             raise ClusterError("--image names a Docker image: it needs --backend docker")
         from harness.cluster.local import LocalCluster
 
         return LocalCluster.start(
-            nodes=nodes,
+            nodes=nodes or 3,
             directory=directory,
             engine=engine,
             rqlited=rqlited,
@@ -70,11 +75,37 @@ def make_cluster(
         if directory is None:
             raise ClusterError("a cluster needs a directory for its state and logs")
         return start_docker_cluster(
-            nodes=nodes,
+            nodes=nodes or 3,
             directory=Path(directory),
             timeout=timeout,
             image=image,
             detached=detached,
             disk_mb=disk_mb,
         )
+    if backend == "ssh":
+        return _ssh_cluster(inventory, nodes, directory, rqlited, image, timeout)
     raise ClusterError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def _ssh_cluster(
+    inventory: Path | str | None,
+    nodes: int,
+    directory: Path | str | None,
+    rqlited: str | os.PathLike | None,
+    image: str | None,
+    timeout: float,
+) -> Cluster:
+    """The SSH backend's cluster on the inventory's first ``nodes`` hosts (what runs on
+    each host, the project's node or an rqlited there, is the inventory's to say)."""
+    if inventory is None:
+        raise ClusterError("--backend ssh needs --inventory FILE (docs/ssh.md)")
+    if rqlited is not None or image is not None:
+        raise ClusterError(
+            "--rqlited and --image are not for --backend ssh: the inventory names what each "
+            'host runs (rqlited = "/path/on/host" or node = "project")'
+        )
+    if directory is None:
+        raise ClusterError("a cluster needs a directory for its state and logs")
+    from harness.cluster.ssh.cluster import SshCluster
+
+    return SshCluster.start(inventory, nodes, Path(directory), timeout=timeout)

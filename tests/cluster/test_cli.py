@@ -156,7 +156,8 @@ def test_bad_input_is_named() -> None:
     docker = cli("up", "--dir", "/nonexistent/x", "--base-port", "4001", "--backend", "docker")
     assert docker.returncode == 2 and "--base-port is for --backend local" in docker.stderr
     both = cli("down")
-    assert both.returncode == 2 and "one of the arguments --dir --all is required" in both.stderr
+    assert both.returncode == 2
+    assert "one of the arguments --dir --inventory --all is required" in both.stderr
 
 
 def _free_base(nodes: int) -> int:

@@ -175,6 +175,6 @@ def test_list_says_which_backends_run_each_fault_kind(capsys):
     section = out.split("\nfault kinds")[1].split("\nsubjects")[0].splitlines()[1:]
     rows = {line.split()[0]: line for line in section if not line.strip().startswith("(")}
     assert list(rows) == list(KINDS)
-    assert rows["partition-leader"].split()[1:] == ["partitions", "local,", "docker"]
-    assert rows["lease-expiry"].split()[1:] == ["-", "local,", "docker,", "external"]
+    assert rows["partition-leader"].split()[1:] == ["partitions", "local,", "docker,", "ssh"]
+    assert rows["lease-expiry"].split()[1:] == ["-", "local,", "docker,", "external,", "ssh"]
     assert "external" not in rows["kill-leader"]
