@@ -23,12 +23,13 @@ from ..errors import HarnessError
 Statement = str | Sequence[Any]
 
 #: what a backend can do to its nodes (a fault kind names those it needs: harness.faults)
-KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES = (
+KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, MEMBERSHIP = (
     "kill",
     "pause",
     "partitions",
     "clock-skew",
     "time-zones",
+    "membership",
 )
 #: each capability as the default refusal names it: "the <engine> backend cannot ..."
 _CANNOT = {
@@ -37,6 +38,7 @@ _CANNOT = {
     PARTITIONS: "partition the network",
     CLOCK_SKEW: "skew a node's clock",
     TIME_ZONES: "set a node's time zone",
+    MEMBERSHIP: "add or remove a cluster member",
 }
 CAPABILITY_NAMES = tuple(_CANNOT)
 
@@ -176,6 +178,16 @@ class Cluster(abc.ABC):
         waiting until it answers again. rqlite and the embedded node rewrite ``'now'`` in
         their local time (docs/embedded-node.md). Optional: see ``supports_time_zones``."""
         raise ClusterError(f"the {self.engine} backend cannot set a node's time zone")
+
+    def remove_node(self, node_id: str) -> None:
+        """Remove the member ``node_id`` (rqlite's ``/remove``), stop it and wipe its data;
+        :meth:`nodes` no longer lists it. Optional: capability ``membership``."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[MEMBERSHIP]}")
+
+    def add_node(self, node_id: str | None = None) -> str:
+        """Start a node (``node_id``: a removed one's, or a new one) that joins the running
+        cluster; return once it is a member and ready; its id. Optional: ``membership``."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[MEMBERSHIP]}")
 
     # -- capabilities ---------------------------------------------------------------------
     #: what the backend can do at best (a class declares it; see :data:`CAPABILITY_NAMES`)

@@ -79,6 +79,7 @@ from harness.cluster.engines import (
     rqlited_setting_flags,
     rqlited_version,
 )
+from harness.cluster.membership import LocalMembership
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
 from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
@@ -108,7 +109,7 @@ class NodeDied(ClusterError):
 
 
 # -- the cluster ---------------------------------------------------------------------------
-class LocalCluster(Cluster):
+class LocalCluster(LocalMembership, Cluster):
     """Nodes as local processes; see the module docstring."""
 
     #: the module run as ``python -m MODULE`` for the embedded engine
@@ -302,7 +303,7 @@ class LocalCluster(Cluster):
         nobody's)."""
         cluster = cls.attach(directory)
         cluster.owner = None if detached else identity()
-        specs = list(cluster._specs.values())
+        specs = [s for s in cluster._specs.values() if s.state != "removed"]
         if any(cluster._alive(s) for s in specs):
             raise ClusterError(f"a cluster is already running in {cluster.directory}")
         if cluster._network is not None:
@@ -442,9 +443,11 @@ class LocalCluster(Cluster):
 
     # -- inspection -----------------------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:
+        """The members (a removed node is none: :mod:`harness.cluster.membership`)."""
         return [
             NodeInfo(s.id, s.url, s.pid if s.state in ("running", "paused") else None)
             for s in self._specs.values()
+            if s.state != "removed"
         ]
 
     def node(self, node_id: str) -> NodeInfo:
@@ -527,9 +530,10 @@ class LocalCluster(Cluster):
             spec = self._spec(node_id)
             if spec.state in ("running", "paused") and self._alive(spec):
                 raise ClusterError(f"cannot restart node {node_id}: it is still {spec.state}")
-            if spec.state in ("new", "stopped"):
+            if spec.state in ("new", "stopped", "removed"):
                 raise ClusterError(
-                    f"cannot restart node {node_id}: the cluster was stopped; start a new one"
+                    f"cannot restart node {node_id}: it is {spec.state}"
+                    + ("" if spec.state == "removed" else "; the cluster was stopped")
                 )
             self._launch(spec)
 
@@ -554,11 +558,16 @@ class LocalCluster(Cluster):
             self._save()
 
     #: partitions: only a cluster started with ``netns`` (root), see :attr:`capabilities`
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+    CAPABILITIES = frozenset(
+        {"kill", "pause", "partitions", "clock-skew", "time-zones", "membership"}
+    )
 
     @property
     def capabilities(self) -> frozenset[str]:
-        return self.CAPABILITIES - (set() if self._network is not None else {"partitions"})
+        lacks = set() if self._network is not None else {"partitions"}
+        if self.membership_problem() is not None:
+            lacks.add("membership")
+        return self.CAPABILITIES - lacks
 
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         """Cut the network between components (see :mod:`harness.cluster.partition`).
@@ -700,7 +709,7 @@ class LocalCluster(Cluster):
                 proc.poll()
             self._procs.clear()
             for s in self._specs.values():
-                if s.state != "new":
+                if s.state not in ("new", "removed"):
                     s.state = "stopped"
             if self._network is not None:
                 self._partitioned = []  # the rules die with the namespaces
