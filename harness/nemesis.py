@@ -17,6 +17,8 @@ clock-skew-node        ``clock-skew``       ``clock-reset``
 clock-skew-worker      ``clock-skew``       ``clock-reset``
 lease-expiry           ``start-stall``      ``stop-stall``
 timezone               ``timezone``         ``timezone-reset``
+remove-node, shrink    ``remove``           ``rejoin``
+grow                   ``join``             ``remove``
 =====================  ===================  ===================
 
 What each kind does and undoes lives in its module of :mod:`harness.faults`; the nemesis

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..cluster.base import CLOCK_SKEW, KILL, PARTITIONS, PAUSE, TIME_ZONES, Cluster
+from ..cluster.base import CLOCK_SKEW, KILL, MEMBERSHIP, PARTITIONS, PAUSE, TIME_ZONES, Cluster
 from .registry import KINDS, kind_of
 
 #: per capability, in the order they are checked: the refusal of scenario ``{name}``
@@ -19,6 +19,7 @@ REFUSALS: dict[str, str] = {
     CLOCK_SKEW: "scenario {name} skews nodes' clocks ({kinds}): {why}",
     KILL: "scenario {name} kills nodes ({kinds}): {why}",
     PAUSE: "scenario {name} pauses nodes ({kinds}): {why}",
+    MEMBERSHIP: "scenario {name} removes and adds cluster members ({kinds}): {why}",
 }
 
 

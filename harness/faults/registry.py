@@ -10,6 +10,7 @@ from .base import FaultKind
 from .clock_skew import ClockSkewNode, ClockSkewWorker
 from .kills import KillAll, KillLeader, KillRandom
 from .lease_expiry import LeaseExpiry
+from .membership import Grow, RemoveNode, Shrink
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
 from .pause import PauseLeader
 from .timezone import Timezone
@@ -28,6 +29,9 @@ KINDS: dict[str, type[FaultKind]] = {
         ClockSkewWorker,
         LeaseExpiry,
         Timezone,
+        RemoveNode,
+        Grow,
+        Shrink,
     )
 }
 
