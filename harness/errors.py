@@ -23,7 +23,8 @@ and held against the classes by ``tests/harness/test_errors.py``::
     │   ├── NodeDied (cluster.local): a local node's process exited on its own
     │   ├── DockerUnreachable (cluster.docker.specs): the Docker engine cannot be reached
     │   ├── PortTaken (cluster.docker.specs): a host port was taken before Docker bound it
-    │   └── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled
+    │   ├── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled
+    │   └── MembershipError (cluster.membership): a member could not be removed or added
     ├── ScenarioError (scenario, ValueError): a scenario file or a value for it is malformed
     ├── UnknownFaultKind (faults.registry, ValueError): a name no fault kind has
     ├── HistoryFormatError (history, ValueError): a history breaks docs/history-format.md
