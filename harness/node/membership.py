@@ -104,7 +104,7 @@ def join(
     joined = saved is None
     if saved is None:
         me = {"id": cfg.node_id, "addr": cfg.raft_addr, "http": cfg.http_advertised}
-        me["reach"] = cfg.http_addr
+        me["reach"] = _reach(cfg)
         members = _ask(targets, json.dumps(me).encode(), timeout)
         saved = tuple(p for p in members if p.node_id != cfg.node_id)
         _save_members(cfg.data_dir, saved)
@@ -112,6 +112,15 @@ def join(
     else:
         log.info("already a member (%s): not joining again", MEMBERS_FILE)
     return replace(cfg, peers=saved), joined
+
+
+def _reach(cfg: NodeConfig) -> str:
+    """Where the members reach this node's HTTP API: its bind address, or, when it binds
+    every interface, its Raft host on its HTTP port."""
+    host, _, port = cfg.http_addr.rpartition(":")
+    if host.strip("[]") in ("", "0.0.0.0", "::"):
+        return f"{cfg.raft_addr.rpartition(':')[0]}:{port}"
+    return cfg.http_addr
 
 
 def _ask(targets: tuple[str, ...], body: bytes, timeout: float) -> list[Peer]:
