@@ -64,6 +64,7 @@ from harness.cluster.docker.engine import (
     connect,
     reap_docker,
 )
+from harness.cluster.docker.membership import DockerMembership
 from harness.cluster.docker.specs import (
     CLOCK_FILE,
     LABEL_NODE,
@@ -97,7 +98,7 @@ from harness.cluster.ports import free_ports
 # -- the engine ------------------------------------------------------------------------
 
 
-class DockerCluster(Cluster):
+class DockerCluster(DockerMembership, Cluster):
     """A cluster of rqlite containers made by this backend (see the module docstring)."""
 
     engine = "docker"
@@ -209,11 +210,14 @@ class DockerCluster(Cluster):
     #: at best: partitions as root with nsenter and iptables, clock skew with the project's
     #: node image (its nodes read a clock offset file), time zones with a zone file mounted
     #: and no ``TZ`` in the image; :attr:`capabilities` says which this cluster has
-    CAPABILITIES = frozenset({"kill", "pause", "partitions", "clock-skew", "time-zones"})
+    CAPABILITIES = frozenset(
+        {"kill", "pause", "partitions", "clock-skew", "time-zones", "membership"}
+    )
 
     @property
     def capabilities(self) -> frozenset[str]:
         lacking = {
+            "membership": self.membership_problem() is not None,
             "partitions": bool(self._partition_blockers()),
             "clock-skew": not all("-clock-offset-file" in s.command for s in self._specs.values()),
             "time-zones": self.time_zone_problem() is not None,
