@@ -110,7 +110,7 @@ class DockerMembership:
             if self._directory is not None:
                 with contextlib.suppress(Exception):
                     (self._directory / f"{node_id}.log").write_bytes(c.logs(tail=LOG_LINES))
-            c.remove(force=True)
+            c.remove(v=True, force=True)
             self._client.volumes.get(spec.volume).remove(force=True)
             del self._specs[node_id]
             self.save()  # type: ignore[attr-defined]
