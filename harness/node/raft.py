@@ -126,7 +126,10 @@ class RaftStore(SyncObj):
     ) -> None:
         self._cfg = cfg
         #: a node joining a running cluster stands for no election until a leader reached
-        #: it (it is not in the configuration before; rqlite's joining node has none)
+        #: it (it is not in the configuration before; rqlite's joining node has none) and
+        #: it applied what the leader had committed: catching up applies the whole log in
+        #: one tick of PySyncObj's, seconds on a loaded host, after which its election
+        #: timer has run out, and its vote request (no PreVote here) deposes the leader
         self._joining = joining
         self._db = db
         self._now = now  # the node's wall clock (offset included), as rqlite's time.Now
@@ -313,11 +316,19 @@ class RaftStore(SyncObj):
         if self._isLeader():
             self._last_leader_contact = now
         if self._joining:
-            if self._last_leader_contact:
+            if self._caught_up():
                 self._joining = False
-            else:  # not a member yet: no election (PySyncObj has no such state)
+            else:  # not a member yet, or still catching up: no election (see __init__)
                 self._SyncObj__raftElectionDeadline = monotonic() + LEADER_SILENCE
         self._compact_if_big(now)
+
+    def _caught_up(self) -> bool:
+        """Whether a leader reached this node and it applied what that leader had
+        committed when it last heard from it."""
+        leader_commit = getattr(self, "_SyncObj__leaderCommitIndex", None)
+        return bool(self._last_leader_contact) and (
+            leader_commit is not None and self.raftLastApplied >= leader_commit
+        )
 
     def _compact_if_big(self, now: float) -> None:
         """Snapshot once the journal holds ``compaction_bytes``: PySyncObj compacts by entry
