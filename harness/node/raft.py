@@ -458,5 +458,4 @@ class RaftStore(SyncObj):
             "commit_index": self.raftCommitIndex,
             "applied_index": self.raftLastApplied,
             "log_size": self._getRaftLogSize(),
-            "num_peers": len(self.members()) - 1,
         }
