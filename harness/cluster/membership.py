@@ -143,12 +143,24 @@ class LocalMembership:
                     return node_id
                 last = "the leader does not list it yet"
             except ClusterError as exc:
-                if time.monotonic() >= deadline:
-                    raise MembershipError(f"node {node_id} did not join: {exc}") from None
                 last = str(exc)
             if time.monotonic() >= deadline:
+                self._discard_joiner(node_id)
                 raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
             time.sleep(POLL)
+
+    def _discard_joiner(self, node_id: str) -> None:
+        """A node that did not join in time: removed as a member would be (it may be one
+        already), else stopped and wiped all the same; it is ``removed`` either way."""
+        try:
+            self.remove_node(node_id, timeout=15.0)
+        except ClusterError:
+            with self._lock:
+                spec = self._spec(node_id)
+                _stop(self, spec)
+                shutil.rmtree(spec.data_dir, ignore_errors=True)
+                spec.state, spec.pid = "removed", None
+                self._save()
 
 
 def _next_id(specs: dict[str, NodeSpec]) -> str:

@@ -150,8 +150,23 @@ class DockerMembership:
             except ClusterError as exc:
                 last = str(exc)
             if time.monotonic() >= deadline:
+                self._discard_joiner(node_id)
                 raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
             time.sleep(0.25)
+
+    def _discard_joiner(self, node_id: str) -> None:
+        """A node that did not join in time: removed as a member would be (it may be one
+        already), else its container and volume removed all the same."""
+        try:
+            self.remove_node(node_id, timeout=30.0)
+        except ClusterError:
+            with self._lock:
+                spec = self._specs.pop(node_id)
+                with contextlib.suppress(Exception):
+                    self._container(node_id).remove(v=True, force=True)  # type: ignore[attr-defined]
+                with contextlib.suppress(Exception):
+                    self._client.volumes.get(spec.volume).remove(force=True)
+                self.save()  # type: ignore[attr-defined]
 
 
 def _joining_spec(like: ContainerSpec, node_id: str, members: list[str]) -> ContainerSpec:
