@@ -127,7 +127,8 @@ class LocalMembership:
                 http, raft = free_ports(2)
                 spec = NodeSpec(node_id, "127.0.0.1", http, raft, str(self.directory / node_id))
                 spec.tz = running[0].tz
-                self._specs[node_id] = spec
+                # a new dict, not one changed in place: nodes() iterates it unlocked
+                self._specs = {**self._specs, node_id: spec}
             elif spec.state != "removed":
                 raise MembershipError(f"cannot add node {node_id}: it is {spec.state}")
             spec.join = ",".join(s.http_addr for s in running)

@@ -112,7 +112,8 @@ class DockerMembership:
                     (self._directory / f"{node_id}.log").write_bytes(c.logs(tail=LOG_LINES))
             c.remove(v=True, force=True)
             self._client.volumes.get(spec.volume).remove(force=True)
-            del self._specs[node_id]
+            # a new dict, not one changed in place: stop() and nodes() iterate it unlocked
+            self._specs = {k: v for k, v in self._specs.items() if k != node_id}
             self.save()  # type: ignore[attr-defined]
         self.wait_for_leader(max(1.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
 
@@ -137,7 +138,7 @@ class DockerMembership:
             self._client.volumes.create(spec.volume, labels=dict(spec.labels))
             kw = create_kwargs(spec, self._client.api.api_version)
             self._client.containers.create(**kw).start()
-            self._specs[node_id] = spec
+            self._specs = {**self._specs, node_id: spec}  # (as in remove_node)
             self.save()  # type: ignore[attr-defined]
         deadline = time.monotonic() + timeout
         while True:
@@ -161,9 +162,10 @@ class DockerMembership:
             self.remove_node(node_id, timeout=30.0)
         except ClusterError:
             with self._lock:
-                spec = self._specs.pop(node_id)
+                spec = self._specs[node_id]
                 with contextlib.suppress(Exception):
                     self._container(node_id).remove(v=True, force=True)  # type: ignore[attr-defined]
+                self._specs = {k: v for k, v in self._specs.items() if k != node_id}
                 with contextlib.suppress(Exception):
                     self._client.volumes.get(spec.volume).remove(force=True)
                 self.save()  # type: ignore[attr-defined]
