@@ -25,7 +25,8 @@ and held against the classes by ``tests/harness/test_errors.py``::
     │   ├── PortTaken (cluster.docker.specs): a host port was taken before Docker bound it
     │   ├── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled
     │   ├── InventoryError (cluster.ssh.inventory): the SSH backend's inventory file is bad
-    │   └── SshError (cluster.ssh.session): a host cannot be reached, or a command on it failed
+    │   ├── SshError (cluster.ssh.session): a host cannot be reached, or a command on it failed
+    │   └── MembershipError (cluster.membership): a member could not be removed or added
     ├── ScenarioError (scenario_reader, ValueError): a scenario file or a value for it is malformed
     ├── UnknownFaultKind (faults.registry, ValueError): a name no fault kind has
     ├── HistoryFormatError (history, ValueError): a history breaks docs/history-format.md

@@ -22,6 +22,8 @@ clock-strobe-*         ``clock-strobe``     ``clock-reset``
 clock-jump-back-*      ``clock-jump``       ``clock-reset``
 lossy-link             ``link-loss``        ``link-restore``
 slow-link              ``link-slow``        ``link-restore``
+remove-node, shrink    ``remove``           ``rejoin``
+grow                   ``join``             ``remove``
 =====================  ===================  ===================
 
 What each kind does and undoes lives in its module of :mod:`harness.faults`; the nemesis

@@ -23,13 +23,14 @@ from ..errors import HarnessError
 Statement = str | Sequence[Any]
 
 #: what a backend can do to its nodes (a fault kind names those it needs: harness.faults)
-KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS = (
+KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS, MEMBERSHIP = (
     "kill",
     "pause",
     "partitions",
     "clock-skew",
     "time-zones",
     "links",
+    "membership",
 )
 #: a cluster whose nodes' data directories are filesystems of their own (harness.cluster.disk)
 DISK = "disk"
@@ -42,6 +43,7 @@ _CANNOT = {
     TIME_ZONES: "set a node's time zone",
     DISK: "fill a node's disk",
     LINKS: "degrade a node's links (packet loss, rate limits)",
+    MEMBERSHIP: "add or remove a cluster member",
 }
 CAPABILITY_NAMES = tuple(_CANNOT)
 #: what a local cluster can do only with each node in a network namespace of its own
@@ -217,6 +219,16 @@ class Cluster(abc.ABC):
     def link_delay_problem(self) -> str | None:
         """Why :meth:`set_link_shape` cannot delay packets here (None: it can), one line."""
         return self.capability_problem(LINKS)
+
+    def remove_node(self, node_id: str) -> None:
+        """Remove the member ``node_id`` (rqlite's ``/remove``), stop it and wipe its data;
+        :meth:`nodes` no longer lists it. Optional: capability ``membership``."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[MEMBERSHIP]}")
+
+    def add_node(self, node_id: str | None = None) -> str:
+        """Start a node (``node_id``: a removed one's, or a new one) that joins the running
+        cluster; return once it is a member and ready; its id. Optional: ``membership``."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[MEMBERSHIP]}")
 
     # -- capabilities ---------------------------------------------------------------------
     #: what the backend can do at best (a class declares it; see :data:`CAPABILITY_NAMES`)

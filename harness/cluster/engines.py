@@ -50,10 +50,13 @@ class NodeSpec:
     raft_port: int
     dir: str
     pid: int | None = None
-    state: str = "new"  # new | running | paused | killed | stopped
+    state: str = "new"  # new | running | paused | killed | stopped | removed
     #: the node's ``TZ``: ``"UTC"`` (default), the path of its zone file, or None (the
     #: caller's own ``TZ``, or none: then ``/etc/localtime``)
     tz: str | None = "UTC"
+    #: members' HTTP addresses (comma-separated) a node added to the running cluster joins
+    #: through (harness.cluster.membership); "" for a member from the start
+    join: str = ""
 
     @property
     def http_addr(self) -> str:
@@ -96,8 +99,10 @@ def embedded_argv(
     argv = [python, "-m", module, "--node-id", node.id]
     argv += ["--http-addr", node.http_addr, "--raft-addr", node.raft_addr]
     for p in peers:
-        if p.id != node.id:
+        if p.id != node.id and not p.join and not node.join:  # the members from the start
             argv += ["--peer", f"{p.id},{p.raft_addr},{p.http_addr}"]
+    for addr in filter(None, node.join.split(",")):
+        argv += ["--join", addr]
     argv += ["--data-dir", str(node.data_dir), "--clock-offset-file", str(node.clock_file)]
     return argv
 

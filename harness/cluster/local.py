@@ -84,6 +84,7 @@ from harness.cluster.engines import (
     rqlited_version,
 )
 from harness.cluster.links import LinkControl, LinkFaults, addresses_except
+from harness.cluster.membership import LocalMembership
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
 from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
@@ -113,7 +114,7 @@ class NodeDied(ClusterError):
 
 
 # -- the cluster ---------------------------------------------------------------------------
-class LocalCluster(LinkControl, Cluster):
+class LocalCluster(LinkControl, LocalMembership, Cluster):
     """Nodes as local processes; see the module docstring."""
 
     #: the module run as ``python -m MODULE`` for the embedded engine
@@ -317,7 +318,7 @@ class LocalCluster(LinkControl, Cluster):
         nobody's)."""
         cluster = cls.attach(directory)
         cluster.owner = None if detached else identity()
-        specs = list(cluster._specs.values())
+        specs = [s for s in cluster._specs.values() if s.state != "removed"]
         if any(cluster._alive(s) for s in specs):
             raise ClusterError(f"a cluster is already running in {cluster.directory}")
         if cluster._network is not None:
@@ -461,9 +462,11 @@ class LocalCluster(LinkControl, Cluster):
 
     # -- inspection -----------------------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:
+        """The members (a removed node is none: :mod:`harness.cluster.membership`)."""
         return [
             NodeInfo(s.id, s.url, s.pid if s.state in ("running", "paused") else None)
             for s in self._specs.values()
+            if s.state != "removed"
         ]
 
     def node(self, node_id: str) -> NodeInfo:
@@ -546,9 +549,10 @@ class LocalCluster(LinkControl, Cluster):
             spec = self._spec(node_id)
             if spec.state in ("running", "paused") and self._alive(spec):
                 raise ClusterError(f"cannot restart node {node_id}: it is still {spec.state}")
-            if spec.state in ("new", "stopped"):
+            if spec.state in ("new", "stopped", "removed"):
                 raise ClusterError(
-                    f"cannot restart node {node_id}: the cluster was stopped; start a new one"
+                    f"cannot restart node {node_id}: it is {spec.state}"
+                    + ("" if spec.state == "removed" else "; the cluster was stopped")
                 )
             self._launch(spec)
 
@@ -573,9 +577,10 @@ class LocalCluster(LinkControl, Cluster):
             self._save()
 
     #: partitions and links: only a cluster started with ``netns`` (root); disks: only one
-    #: started with ``disk_mb``; see :attr:`capabilities`
+    #: started with ``disk_mb``; membership: :meth:`membership_problem`; see
+    #: :attr:`capabilities`
     CAPABILITIES = frozenset(
-        {"kill", "pause", "partitions", "clock-skew", "time-zones", DISK, "links"}
+        {"kill", "pause", "partitions", "clock-skew", "time-zones", DISK, "links", "membership"}
     )
 
     @property
@@ -583,6 +588,8 @@ class LocalCluster(LinkControl, Cluster):
         lacks = (set() if self._network is not None else NETNS_CAPABILITIES) | (
             set() if self._disk_mb else {DISK}
         )
+        if self.membership_problem() is not None:
+            lacks.add("membership")
         return self.CAPABILITIES - lacks
 
     def fill_disk(self, node_id: str) -> None:
@@ -751,7 +758,7 @@ class LocalCluster(LinkControl, Cluster):
                 proc.poll()
             self._procs.clear()
             for s in self._specs.values():
-                if s.state != "new":
+                if s.state not in ("new", "removed"):
                     s.state = "stopped"
             if self._network is not None:
                 self._partitioned = []  # the rules die with the namespaces

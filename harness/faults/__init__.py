@@ -2,7 +2,7 @@
 
 - :mod:`.base`       what a kind declares (:class:`FaultKind`), what it acts on (:class:`Stage`)
 - :mod:`.kills`, :mod:`.pause`, :mod:`.partitions`, :mod:`.clock_skew`,
-  :mod:`.clock_jumps`, :mod:`.lease_expiry`, :mod:`.timezone`: the kinds
+  :mod:`.clock_jumps`, :mod:`.lease_expiry`, :mod:`.timezone`, :mod:`.membership`: the kinds
 - :mod:`.registry`   every kind by name (:data:`KINDS`)
 - :mod:`.schedule`   one entry of a schedule (:class:`Fault`)
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..cluster.base import CLOCK_SKEW, DISK, KILL, LINKS, PARTITIONS, PAUSE, TIME_ZONES, Cluster
+from ..cluster.base import (
+    CLOCK_SKEW,
+    DISK,
+    KILL,
+    LINKS,
+    MEMBERSHIP,
+    PARTITIONS,
+    PAUSE,
+    TIME_ZONES,
+    Cluster,
+)
 from .registry import KINDS, kind_of
 from .schedule import Fault
 
@@ -22,6 +32,7 @@ REFUSALS: dict[str, str] = {
     PAUSE: "scenario {name} pauses nodes ({kinds}): {why}",
     DISK: "scenario {name} fills nodes' disks ({kinds}): {why}",
     LINKS: "scenario {name} degrades network links ({kinds}): {why}",
+    MEMBERSHIP: "scenario {name} removes and adds cluster members ({kinds}): {why}",
 }
 
 

@@ -13,6 +13,7 @@ from .disk import DiskFull
 from .kills import KillAll, KillLeader, KillRandom
 from .lease_expiry import LeaseExpiry
 from .links import LossyLink, SlowLink
+from .membership import Grow, RemoveNode, Shrink
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
 from .pause import PauseLeader
 from .timezone import Timezone
@@ -38,6 +39,9 @@ KINDS: dict[str, type[FaultKind]] = {
         ClockJumpBackWorker,
         LossyLink,
         SlowLink,
+        RemoveNode,
+        Grow,
+        Shrink,
     )
 }
 

@@ -1,8 +1,8 @@
 """The cluster endpoints of rqlite's API: ``/status``, ``/nodes``, ``/readyz``, ``/leader``,
-``/db/backup``, ``/db/load``, ``/remove`` and ``/debug/vars`` (shapes checked against
-v8.36.18; what v9 and v10 add read in their ``http/service.go``: ``/readyz``'s ``[+]db
-ok``, ``GET /leader``, the ``proxy`` counters; the version reported is that of the rqlite
-release the node follows).
+``/db/backup``, ``/db/load`` and ``/debug/vars`` (``/remove``: :mod:`.membership`) (shapes
+checked against v8.36.18; what v9 and v10 add read in their ``http/service.go``:
+``/readyz``'s ``[+]db ok``, ``GET /leader``, the ``proxy`` counters; the version reported is
+that of the rqlite release the node follows).
 
 :class:`ClusterEndpoints` is a mixin of :class:`harness.node.api.NodeService`; it uses the
 service's ``cfg``, ``store``, ``db``, ``clock``, ``started``, ``leader()`` and
@@ -29,8 +29,6 @@ from .replies import Reply, json_reply, text_reply
 from .statements import QueryParams, Statement
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-#: /remove of a member: the embedded node's membership is fixed at start
-STATIC_MEMBERSHIP = "cluster membership is static in the embedded node: cannot remove {id}"
 
 
 def go_duration(seconds: float) -> str:
@@ -110,7 +108,7 @@ class ClusterEndpoints:
                 "apply_timeout": f"{self.cfg.apply_timeout:g}s",
                 "nodes": [
                     {"id": m.node_id, "addr": m.raft_addr, "suffrage": "Voter"}
-                    for m in sorted(self.cfg.members, key=lambda m: m.node_id)
+                    for m in sorted(self.store.members(), key=lambda m: m.node_id)
                 ],
                 "raft": {
                     "state": st["state"],
@@ -118,7 +116,7 @@ class ClusterEndpoints:
                     "commit_index": int(st["commit_index"]),
                     "applied_index": int(st["applied_index"]),
                     "log_size": int(st["log_size"]),
-                    "num_peers": len(self.cfg.peers),
+                    "num_peers": len(self.store.members()) - 1,
                     "voter": True,
                 },
             },
@@ -128,7 +126,7 @@ class ClusterEndpoints:
     def nodes(self, params: QueryParams) -> Reply:
         """Every member, probed over HTTP (``/readyz?noleader``) for reachability, round-trip
         time and version; ``?ver=2`` lists them, otherwise they are keyed by id."""
-        members = sorted(self.cfg.members, key=lambda m: m.node_id)
+        members = sorted(self.store.members(), key=lambda m: m.node_id)
         listed = self._probed(members, params.duration("timeout", 1.0))
         out: Any = (
             {"nodes": listed} if params.raw.get("ver") == "2" else {e["id"]: e for e in listed}
@@ -184,7 +182,9 @@ class ClusterEndpoints:
         lead = self.leader()
         if lead is None:
             return text_reply(503, "leader not found")
-        member = next(m for m in self.cfg.members if m.node_id == lead[0])
+        member = next((m for m in self.store.members() if m.node_id == lead[0]), None)
+        if member is None:
+            return text_reply(503, "leader not found")
         (entry,) = self._probed([member], params.duration("timeout", 1.0))
         return json_reply(entry, pretty=params.flag("pretty"))
 
@@ -238,28 +238,6 @@ class ClusterEndpoints:
         ]
         body = "{\n" + ",\n".join(lines) + "\n}\n"
         return Reply(200, body.encode("utf-8"), "application/json; charset=utf-8")
-
-    def remove(self, body: bytes) -> Reply:
-        """``DELETE /remove {"id": ...}``: the body an object of exactly one string, ``id``
-        (else 400); an id that is not a member is a no-op the leader accepts (200, or 503
-        ``leader not found`` when none is known)."""
-        bad = Reply(400, b"", "text/plain; charset=utf-8")
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return bad
-        if not isinstance(data, dict) or len(data) != 1 or not isinstance(data.get("id"), str):
-            return bad
-        node_id = data["id"]
-        if any(m.node_id == node_id for m in self.cfg.members):
-            return text_reply(503, STATIC_MEMBERSHIP.format(id=node_id))
-        lead = self.leader()
-        if lead is None:
-            return text_reply(503, "leader not found")
-        served_by = self.cfg.http_advertised if lead[0] == self.cfg.node_id else lead[1]
-        return Reply(
-            200, b"", "text/plain; charset=utf-8", served_by=served_by if self.api.proxy else None
-        )
 
 
 def _is_database(image: bytes) -> bool:

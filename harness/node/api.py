@@ -29,6 +29,7 @@ from .forward import (
     Forwarder,
     ForwardError,
 )
+from .membership import MembershipEndpoints
 from .raft import BARRIER, EXECUTE, QUERY, REQUEST, CommitUnknown, NotApplied, RaftStore
 from .relay import LEADER_NOT_FOUND, LeaderRelay, answer_error, wire_body
 from .replies import Reply, json_reply, text_reply
@@ -63,7 +64,7 @@ QUEUE_WAIT = 30.0
 STALE_READ = "stale read"
 
 
-class NodeService(LeaderRelay, ClusterEndpoints):
+class NodeService(LeaderRelay, ClusterEndpoints, MembershipEndpoints):
     """The request handling logic, independent of the HTTP server plumbing."""
 
     def __init__(self, cfg: NodeConfig, store: RaftStore, db: Database, clock: OffsetClock):

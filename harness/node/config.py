@@ -53,6 +53,8 @@ class NodeConfig:
     cluster_secret: bytes | None = field(default=None, repr=False)
     rqlite_version: str = versions.DEFAULT  # the rqlite release the node follows
     foreign_keys: bool = False  # SQLite enforces foreign keys (rqlited's -fk)
+    #: HTTP addresses of members to join through, for a node added to a running cluster
+    join: tuple[str, ...] = ()
 
     @property
     def http_advertised(self) -> str:
@@ -173,6 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID,RAFT_ADDR,HTTP_ADDR",
         help="another member of the cluster; once per peer",
     )
+    p.add_argument(
+        "--join",
+        action="append",
+        default=[],
+        type=lambda v: _host_port("--join", v),
+        metavar="HTTP_ADDR",
+        help="join a running cluster through this member's HTTP API (once per member "
+        "to try); ignored once the node has joined (harness.node.membership)",
+    )
     p.add_argument("--data-dir", required=True, type=Path, help="journal and snapshot directory")
     p.add_argument(
         "--clock-offset-file",
@@ -244,6 +255,7 @@ def parse_args(
         cluster_secret=secret,
         rqlite_version=a.rqlite_version,
         foreign_keys=a.fk,
+        join=tuple(a.join),
     )
     ids = [m.node_id for m in cfg.members]
     if len(set(ids)) != len(ids):

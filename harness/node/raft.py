@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.monotonic import monotonic
 
-from .config import NodeConfig
+from .config import NodeConfig, Peer
 from .database import Database, Result
 from .journal import install as _install_guarded_journal
 from .journal import is_disk_full
+from .membership import MemberNode
 from .raft_transport import LinkTransport
 from .rules import is_stale_read
 from .statements import Statement
@@ -103,7 +105,7 @@ def sync_conf(data_dir: str, compaction_entries: int, on_state: Any) -> dict[str
         "logCompactionMinEntries": compaction_entries,
         "logCompactionMinTime": 600,
         "logCompactionBatchSize": 4 * 1024 * 1024,  # snapshot chunks sent to a lagging node
-        "dynamicMembershipChange": False,
+        "dynamicMembershipChange": True,  # /join and /remove (harness.node.membership)
         "onStateChanged": on_state,
     }
 
@@ -118,8 +120,20 @@ def bind_address(raft_addr: str) -> str:
 class RaftStore(SyncObj):
     """The replicated SQL state machine of one node."""
 
-    def __init__(self, cfg: NodeConfig, db: Database, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        cfg: NodeConfig,
+        db: Database,
+        now: Callable[[], float] = time.time,
+        joining: bool = False,
+    ) -> None:
         self._cfg = cfg
+        #: a node joining a running cluster stands for no election until a leader reached
+        #: it (it is not in the configuration before; rqlite's joining node has none) and
+        #: it applied what the leader had committed: catching up applies the whole log in
+        #: one tick of PySyncObj's, seconds on a loaded host, after which its election
+        #: timer has run out, and its vote request (no PreVote here) deposes the leader
+        self._joining = joining
         self._db = db
         self._now = now  # the node's wall clock (offset included), as rqlite's time.Now
         self._last_leader_contact = 0.0
@@ -142,8 +156,13 @@ class RaftStore(SyncObj):
             password=cfg.cluster_secret,
             **sync_conf(str(cfg.data_dir), cfg.compaction_entries, self._on_state_changed),
         )
+        me = cfg.members[0]
         super().__init__(
-            cfg.raft_addr, [p.raft_addr for p in cfg.peers], conf, transportClass=LinkTransport
+            MemberNode.of(me),
+            [MemberNode.of(p) for p in cfg.peers],
+            conf,
+            nodeClass=MemberNode,
+            transportClass=LinkTransport,
         )
         self.addOnTickCallback(self._on_tick)
 
@@ -325,7 +344,20 @@ class RaftStore(SyncObj):
         now = time.monotonic()
         if self._isLeader():
             self._last_leader_contact = now
+        if self._joining:
+            if self._caught_up():
+                self._joining = False
+            else:  # not a member yet, or still catching up: no election (see __init__)
+                self._SyncObj__raftElectionDeadline = monotonic() + LEADER_SILENCE
         self._compact_if_big(now)
+
+    def _caught_up(self) -> bool:
+        """Whether a leader reached this node and it applied what that leader had
+        committed when it last heard from it."""
+        leader_commit = getattr(self, "_SyncObj__leaderCommitIndex", None)
+        return bool(self._last_leader_contact) and (
+            leader_commit is not None and self.raftLastApplied >= leader_commit
+        )
 
     def _compact_if_big(self, now: float) -> None:
         """Snapshot once the journal holds ``compaction_bytes``: PySyncObj compacts by entry
@@ -356,6 +388,59 @@ class RaftStore(SyncObj):
 
     def is_leader(self) -> bool:
         return self._isLeader()
+
+    # -- membership (harness.node.membership) ---------------------------------------------
+    def members(self) -> list[Peer]:
+        """Every member of the configuration this node holds, itself first."""
+        for _ in range(10):  # the Raft thread may change the set while it is copied
+            try:
+                others = list(self.otherNodes)
+                break
+            except RuntimeError:
+                time.sleep(0.001)
+        else:
+            others = []
+        me = self._cfg.members[0]
+        return [me, *(n.peer() for n in others if isinstance(n, MemberNode))]
+
+    def member_at(self, raft_addr: str) -> Peer | None:
+        """The member whose Raft address is ``raft_addr``."""
+        return next((m for m in self.members() if m.raft_addr == raft_addr), None)
+
+    def change_members(self, op: str, peer: Peer, timeout: float) -> None:
+        """On the leader: add (``op="add"``) or remove (``"rem"``) ``peer`` and wait until
+        the change is committed; PySyncObj takes one change at a time and denies another
+        while one is pending, so a denied change is asked again until ``timeout``.
+        Raises RuntimeError saying why it did not happen."""
+        change = self.addNodeToCluster if op == "add" else self.removeNodeFromCluster
+        deadline = time.monotonic() + timeout
+        while True:
+            done = threading.Event()
+            box: dict[str, Any] = {}
+
+            def on_result(res: Any, err: int, box: dict = box, done: Any = done) -> None:
+                box["err"] = err
+                done.set()
+
+            change(MemberNode.of(peer), callback=on_result)
+            if not done.wait(max(0.0, deadline - time.monotonic())):
+                raise RuntimeError(f"the change of {peer.node_id} did not commit in {timeout:g}s")
+            if box["err"] == FAIL_REASON.SUCCESS:
+                return
+            if box["err"] != FAIL_REASON.REQUEST_DENIED or time.monotonic() >= deadline:
+                raise RuntimeError(_DEFINITE.get(box["err"], LEADERSHIP_LOST))
+            time.sleep(0.1)
+
+    def step_down(self, timeout: float) -> bool:
+        """On the leader: hand leadership to a caught-up follower; whether another member
+        leads within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self._isLeader() and time.monotonic() < deadline:
+            self.transferLeadership()
+            until = min(deadline, time.monotonic() + 1.0)
+            while self._isLeader() and time.monotonic() < until:
+                time.sleep(0.02)
+        return not self._isLeader()
 
     def seconds_since_leader_contact(self) -> float:
         """Since the last ``append_entries`` (a heartbeat or entries) from a leader of the

@@ -64,13 +64,13 @@ class LeaderRelay:
         addr = self.store.leader_raft_addr()
         if addr is None:
             return None
-        peer = self.cfg.by_raft_addr(addr)
+        peer = self.store.member_at(addr)
         return (peer.node_id, peer.raft_addr, peer.http_addr) if peer else None
 
     def leader_peer(self) -> Peer | None:
         """The leader this node knows, as a member (with the address it reaches it at)."""
         addr = self.store.leader_raft_addr()
-        return None if addr is None else self.cfg.by_raft_addr(addr)
+        return None if addr is None else self.store.member_at(addr)
 
     def _not_leader(
         self,

@@ -17,7 +17,7 @@ refused like every other flag it lacks: one line naming the flag, exit status 2.
 advertised HTTP address that is unspecified (``0.0.0.0``, ``::``) is refused as rqlited
 refuses it.
 
-The embedded node's membership is fixed at start (``--peer ID,RAFT,HTTP`` each), but
+The embedded node starts a cluster from its members (``--peer ID,RAFT,HTTP`` each), but
 rqlited's flags name only the peers' Raft addresses. So before the node starts, each node
 introduces itself on its Raft port (:mod:`.discovery`): it tells every ``-join`` address
 its id and HTTP addresses and learns theirs, keeps them in the data directory (a restarted
@@ -25,6 +25,10 @@ node needs nobody), then hands the port to Raft. A follower forwards to the lead
 API at the leader's Raft host and HTTP port when the leader binds every interface (in a
 container the advertised address is the host's, unreachable from inside); ``/nodes``,
 ``/status`` and redirects name the advertised addresses, as rqlite does.
+
+``-join`` without ``-bootstrap-expect`` joins a running cluster, as in rqlite: the node
+asks each ``-join`` member's HTTP API, at its Raft host on this node's own HTTP port
+(``--join``, :mod:`.membership`), and ignores ``-join`` once it has joined.
 """
 
 from __future__ import annotations
@@ -258,11 +262,7 @@ def _check(flags: RqlitedFlags) -> None:
             "different ports: the embedded node listens on its advertised Raft port"
         )
     if flags.join and flags.bootstrap_expect == 0:
-        raise FlagError(
-            "-join without -bootstrap-expect joins a running cluster, which the embedded node "
-            "cannot (its membership is fixed at start): give every node -bootstrap-expect N "
-            "and -join with all N Raft addresses"
-        )
+        return  # joins a running cluster (harness.node.membership)
     members = len(flags.peer_raft_addrs) + 1
     if flags.bootstrap_expect and flags.bootstrap_expect != members:
         raise FlagError(
@@ -270,6 +270,13 @@ def _check(flags: RqlitedFlags) -> None:
             f"with this one ({flags.raft_advertised}): the embedded node needs every member "
             "in -join"
         )
+
+
+def join_http(raft_addr: str, http_port: str) -> str:
+    """The HTTP API of the member at ``raft_addr`` that a joining node asks: its host on
+    this node's own HTTP port (rqlite's -join names Raft addresses; the embedded node joins
+    over HTTP, and the clusters it runs in give every member the same ports)."""
+    return f"{raft_addr.rpartition(':')[0]}:{http_port}"
 
 
 def to_config(flags: RqlitedFlags, peers: Sequence[NodeCard]) -> NodeConfig:
@@ -287,7 +294,10 @@ def to_config(flags: RqlitedFlags, peers: Sequence[NodeCard]) -> NodeConfig:
         str(flags.data_dir),
     ]
     for addr in flags.peer_raft_addrs:
-        argv += ["--peer", f"{by_raft[addr].node_id},{addr},{reach[addr]}"]
+        if flags.bootstrap_expect:
+            argv += ["--peer", f"{by_raft[addr].node_id},{addr},{reach[addr]}"]
+        else:  # joining a running cluster: through its members' HTTP APIs
+            argv += ["--join", join_http(addr, flags.http_addr.rpartition(":")[2])]
     if flags.clock_offset_file is not None:
         argv += ["--clock-offset-file", flags.clock_offset_file]
     if flags.foreign_keys:
@@ -340,14 +350,16 @@ def main(argv: Sequence[str]) -> int:
         if why is not None:  # before waiting for peers that would be refused too
             print(f"harness.node: {why}", file=sys.stderr)
             return 2
-        peers = discover(
-            flags.card(),
-            flags.raft_addr,
-            flags.peer_raft_addrs,
-            flags.data_dir,
-            timeout=flags.bootstrap_timeout,
-            secret_file=flags.cluster_secret_file,
-        )
+        peers = []
+        if flags.bootstrap_expect or not flags.join:
+            peers = discover(
+                flags.card(),
+                flags.raft_addr,
+                flags.peer_raft_addrs,
+                flags.data_dir,
+                timeout=flags.bootstrap_timeout,
+                secret_file=flags.cluster_secret_file,
+            )
         cfg = to_config(flags, peers)
     except InvalidConfig as exc:
         print(f"fatal: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from .config import NodeConfig, exposure_refusal, parse_args
 from .database import Database
 from .httpd import make_server
 from .localzone import resolve
+from .membership import JoinError, join
 from .raft import RaftStore
 from .versions import get as get_version
 
@@ -66,10 +67,17 @@ def run(cfg: NodeConfig) -> int:
     log.info("node %s: %s", cfg.node_id, zone.describe(time.time() + clock.offset))
     _check_bindable("--raft-addr", cfg.raft_addr)
     _check_bindable("--http-addr", cfg.http_addr)
+    joining = False
+    if cfg.join:
+        try:
+            cfg, joining = join(cfg, cfg.join)
+        except JoinError as exc:
+            print(f"harness.node: {exc}", file=sys.stderr, flush=True)
+            return 1
     db = Database(
         now=clock.now, api=get_version(cfg.rqlite_version).api, foreign_keys=cfg.foreign_keys
     )
-    store = RaftStore(cfg, db, clock.now)
+    store = RaftStore(cfg, db, clock.now, joining=joining)
     service = NodeService(cfg, store, db, clock)
     httpd = make_server(service)
     stopping = threading.Event()

@@ -102,7 +102,6 @@ def test_rqlited_style_is_told_from_the_embedded_flags() -> None:
         (["-node-id", "n1"], "give the data directory as the last argument"),
         (["d1", "d2"], "give the data directory"),
         (["-join", "http://n1:4001", "-bootstrap-expect", "2", "d"], "Raft addresses"),
-        (["-join", "a:1,b:1", "d"], "without -bootstrap-expect"),
         (
             ["-raft-adv-addr", "a:4002", "-bootstrap-expect", "3", "-join", "a:4002,b:4002", "d"],
             "names 2",
@@ -430,3 +429,16 @@ def test_no_cluster_secret_beyond_loopback_is_refused_before_waiting(tmp_path: P
     assert proc.returncode == 2
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"harness.node: refusing to listen on 0.0.0.0:{http} (--http-addr)")
+
+
+def test_join_without_bootstrap_expect_joins_a_running_cluster_through_the_members_apis(
+    tmp_path,
+) -> None:
+    flags = parse(
+        ["-node-id", "n4", "-http-addr", "0.0.0.0:4001", "-http-adv-addr", "127.0.0.1:9",
+         "-raft-addr", "0.0.0.0:4002", "-raft-adv-addr", "n4:4002", "-join", "n1:4002,n2:4002",
+         str(tmp_path)]
+    )  # fmt: skip
+    cfg = to_config(flags, [])
+    assert cfg.peers == () and cfg.join == ("n1:4001", "n2:4001")
+    assert cfg.http_advertised == "127.0.0.1:9"

@@ -69,6 +69,7 @@ from harness.cluster.docker.engine import (
     connect,
     reap_docker,
 )
+from harness.cluster.docker.membership import DockerMembership
 from harness.cluster.docker.specs import (
     CLOCK_FILE,
     LABEL_NODE,
@@ -104,7 +105,7 @@ from harness.image.rootfs import UID as IMAGE_UID
 # -- the engine ------------------------------------------------------------------------
 
 
-class DockerCluster(LinkControl, Cluster):
+class DockerCluster(LinkControl, DockerMembership, Cluster):
     """A cluster of rqlite containers made by this backend (see the module docstring)."""
 
     engine = "docker"
@@ -226,12 +227,13 @@ class DockerCluster(LinkControl, Cluster):
     #: node image (its nodes read a clock offset file), time zones with a zone file mounted
     #: and no ``TZ`` in the image; :attr:`capabilities` says which this cluster has
     CAPABILITIES = frozenset(
-        {"kill", "pause", "partitions", "clock-skew", "time-zones", DISK, "links"}
+        {"kill", "pause", "partitions", "clock-skew", "time-zones", DISK, "links", "membership"}
     )
 
     @property
     def capabilities(self) -> frozenset[str]:
         lacking = {
+            "membership": self.membership_problem() is not None,
             "partitions": bool(self._partition_blockers()),
             "clock-skew": not all("-clock-offset-file" in s.command for s in self._specs.values()),
             "time-zones": self.time_zone_problem() is not None,

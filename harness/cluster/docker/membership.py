@@ -1,0 +1,200 @@
+"""Members removed from and added to a running Docker cluster (capability ``membership``).
+
+A mixin of :class:`harness.cluster.docker.cluster.DockerCluster`, as
+:mod:`harness.cluster.membership` is for local clusters:
+
+- :meth:`remove_node`: ``DELETE /remove {"id": ID}`` through another member's published
+  port, waited for until the leader no longer lists the node; then its container and its
+  data volume are removed (the node's last log lines are kept in the directory first).
+- :meth:`add_node`: a container started on a new volume with rqlited's ``-join`` over the
+  running members' Raft addresses and no ``-bootstrap-expect`` (it joins the running
+  cluster, as rqlite does), on the cluster's network under its id; waited for until the
+  leader lists it and every live node is ready.
+
+The project's node image only (its nodes are the embedded node, whose joining is tested
+here): with another image the capability is lacking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness import zonefile
+from harness.cluster.base import ClusterError
+from harness.cluster.docker.specs import (
+    LABEL_NODE,
+    LOG_LINES,
+    RAFT_PORT,
+    ContainerSpec,
+    create_kwargs,
+    zone_file,
+)
+from harness.cluster.membership import MembershipError, _call
+from harness.cluster.ports import free_ports
+
+#: a node's local zone until set_time_zone: UTC
+_UTC = zonefile.fixed(0, "UTC")
+#: how long a change waits: a container starts in seconds, more on a loaded host
+CHANGE_TIMEOUT = 90.0
+
+
+class DockerMembership:
+    """:meth:`remove_node`, :meth:`add_node` and :meth:`members` of a Docker cluster."""
+
+    _client: Any
+    cluster_id: str
+    _specs: dict[str, ContainerSpec]
+    _directory: Path | None
+    _down: set[str]
+    _paused: set[str]
+    _lock: threading.RLock
+
+    # DockerCluster provides _container, save and wait_for_leader (no stubs here: they
+    # would come first in its method order)
+
+    def membership_problem(self) -> str | None:
+        """Why members cannot be added or removed here (None: they can)."""
+        if not all("-clock-offset-file" in s.command for s in self._specs.values()):
+            return "only the project's node image joins a running cluster here"
+        return None
+
+    def members(self, timeout: float = 5.0) -> list[str]:
+        """The ids of the members as the leader's ``/status`` lists them, sorted."""
+        lead = self.wait_for_leader(timeout, all_ready=False)  # type: ignore[attr-defined]
+        code, body = _call("GET", f"{lead.url}/status", None, timeout)
+        if code != 200:
+            raise MembershipError(f"{lead.id}: /status answered HTTP {code}")
+        return sorted(n["id"] for n in json.loads(body)["store"]["nodes"])
+
+    def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
+        """Remove a running member through ``/remove``, then its container and volume."""
+        problem = self.membership_problem()
+        if problem:
+            raise MembershipError(problem)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if node_id not in self._specs or node_id in self._down | self._paused:
+                raise MembershipError(f"cannot remove node {node_id}: it is not running")
+            via = [s for n, s in self._specs.items() if n != node_id and n not in self._down]
+        body = json.dumps({"id": node_id}).encode()
+        last = ""
+        while True:
+            code = 0
+            for s in via:
+                try:
+                    code, text = _call("DELETE", f"{s.url}/remove", body, 20.0)
+                except OSError as exc:
+                    code, text = 0, str(exc).encode()
+                if code == 200:
+                    break
+                last = f"{s.node_id} answered {code or 'nothing'}: {text[:200].decode()}"
+            if code == 200:
+                try:
+                    if node_id not in self.members():
+                        break
+                    last = "the leader still lists it"
+                except ClusterError as exc:
+                    last = str(exc)
+            if time.monotonic() >= deadline:
+                raise MembershipError(f"could not remove node {node_id} in {timeout:g}s: {last}")
+            time.sleep(0.5)
+        with self._lock:
+            spec = self._specs[node_id]
+            c = self._container(node_id)  # type: ignore[attr-defined]
+            if self._directory is not None:
+                with contextlib.suppress(Exception):
+                    (self._directory / f"{node_id}.log").write_bytes(c.logs(tail=LOG_LINES))
+            c.remove(v=True, force=True)
+            self._client.volumes.get(spec.volume).remove(force=True)
+            # a new dict, not one changed in place: stop() and nodes() iterate it unlocked
+            self._specs = {k: v for k, v in self._specs.items() if k != node_id}
+            self.save()  # type: ignore[attr-defined]
+        self.wait_for_leader(max(1.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
+
+    def add_node(self, node_id: str | None = None, timeout: float = CHANGE_TIMEOUT) -> str:
+        """Start a container that joins the running cluster (``node_id``, or a new ``nK``)
+        and wait until it is a member and every live node is ready; its id."""
+        problem = self.membership_problem()
+        if problem:
+            raise MembershipError(problem)
+        with self._lock:
+            live = [s for n, s in self._specs.items() if n not in self._down]
+            if not live:
+                raise MembershipError("no running member to join through")
+            if node_id is None:
+                taken = {int(i[1:]) for i in self._specs if i[1:].isdigit()}
+                node_id = f"n{max(taken, default=0) + 1}"
+            if node_id in self._specs:
+                raise MembershipError(f"cannot add node {node_id}: it is a member")
+            spec = _joining_spec(live[0], node_id, [s.node_id for s in live])
+            if self._directory is not None and spec.zone_file:
+                zonefile.write(Path(spec.zone_file), _UTC)
+            self._client.volumes.create(spec.volume, labels=dict(spec.labels))
+            kw = create_kwargs(spec, self._client.api.api_version)
+            self._client.containers.create(**kw).start()
+            self._specs = {**self._specs, node_id: spec}  # (as in remove_node)
+            self.save()  # type: ignore[attr-defined]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                left = max(1.0, deadline - time.monotonic())
+                self.wait_for_leader(left)  # type: ignore[attr-defined]
+                if node_id in self.members():
+                    return node_id
+                last = "the leader does not list it yet"
+            except ClusterError as exc:
+                last = str(exc)
+            if time.monotonic() >= deadline:
+                self._discard_joiner(node_id)
+                raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
+            time.sleep(0.25)
+
+    def _discard_joiner(self, node_id: str) -> None:
+        """A node that did not join in time: removed as a member would be (it may be one
+        already), else its container and volume removed all the same."""
+        try:
+            self.remove_node(node_id, timeout=30.0)
+        except ClusterError:
+            with self._lock:
+                spec = self._specs[node_id]
+                with contextlib.suppress(Exception):
+                    self._container(node_id).remove(v=True, force=True)  # type: ignore[attr-defined]
+                self._specs = {k: v for k, v in self._specs.items() if k != node_id}
+                with contextlib.suppress(Exception):
+                    self._client.volumes.get(spec.volume).remove(force=True)
+                self.save()  # type: ignore[attr-defined]
+
+
+def _joining_spec(like: ContainerSpec, node_id: str, members: list[str]) -> ContainerSpec:
+    """A container like ``like``'s for a new node ``node_id`` that joins ``members``."""
+    (port,) = free_ports(1, like.bind_host)
+    prefix = like.name[: -len(like.node_id)]
+    command = list(like.command)
+    i = command.index("-bootstrap-expect")
+    del command[i : i + 2]
+    swap = {
+        "-node-id": node_id,
+        "-http-adv-addr": f"{like.bind_host}:{port}",
+        "-raft-adv-addr": f"{node_id}:{RAFT_PORT}",
+        "-join": ",".join(f"{m}:{RAFT_PORT}" for m in members),
+    }
+    for flag, value in swap.items():
+        command[command.index(flag) + 1] = value
+    lab = {**like.labels, LABEL_NODE: node_id}
+    zone = str(zone_file(Path(like.zone_file).parent, node_id)) if like.zone_file else None
+    return replace(
+        like,
+        node_id=node_id,
+        name=f"{prefix}{node_id}",
+        command=command,
+        volume=like.volume.replace(f"-{like.node_id}-", f"-{node_id}-"),
+        host_port=port,
+        labels=lab,
+        zone_file=zone,
+    )

@@ -1,0 +1,144 @@
+"""Change the cluster's membership while it runs: ``remove-node``, ``grow``, ``shrink``.
+
+Each is undone so that the run ends with the members it started with (the drain and the
+replica check read every member's replica, :meth:`Cluster.nodes` being the members now):
+
+- ``remove-node`` (``target``: ``follower``, ``leader`` or ``random``): the node is removed
+  through rqlite's ``/remove``, stopped and its data wiped; at the window's end it joins
+  again, empty, under its id. Recorded as ``remove`` then ``rejoin``.
+- ``grow`` (``nodes``, default 2): that many new nodes join (3 -> 5); at the window's end
+  they are removed again. Recorded as ``join`` then ``remove``.
+- ``shrink`` (``size``, default a bare majority of the members: 5 -> 3, 3 -> 2): followers
+  at random are removed, one at a time, down to ``size``; at the window's end they join
+  again, empty. Recorded as ``remove`` then ``rejoin``.
+
+The value names the ``nodes`` (:mod:`harness.cluster.membership` for the local backend).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from ..cluster.base import MEMBERSHIP, Cluster, ClusterError
+from .base import RECOVERY, Action, FaultKind, ParamReader, Stage
+
+log = logging.getLogger(__name__)
+
+#: which member ``remove-node`` removes
+REMOVE_TARGETS = ("follower", "leader", "random")
+
+
+def _count(r: ParamReader, key: str, default: int, minimum: int) -> int:
+    value = r.number(key, default, minimum=minimum)
+    if value != int(value):
+        raise r.fail(key, "a whole number", value)
+    return int(value)
+
+
+def _all(what: str, nodes: Sequence[str], step: Callable[[str], object]) -> None:
+    """``step`` on every node, also after one fails; then raise naming them."""
+    failed = []
+    for n in nodes:
+        try:
+            step(n)
+        except Exception as e:
+            failed.append(f"{n}: {e}")
+    if failed:
+        raise ClusterError(f"could not {what} {'; '.join(failed)}")
+
+
+def _one_by_one(c: Cluster, nodes: Sequence[str], step: Callable[[str], object], undo: str) -> None:
+    """``step`` on each node in turn; when one fails, the ones done are undone
+    (``undo``: ``"add"`` or ``"remove"``), as the window will not be, then it raises."""
+    for i, n in enumerate(nodes):
+        try:
+            step(n)
+        except Exception:
+            back = c.add_node if undo == "add" else c.remove_node
+            try:
+                _all(f"{undo} back", nodes[:i], back)
+            except ClusterError:
+                log.exception("after a failed membership change of %s", n)
+            raise
+
+
+class Membership(FaultKind):
+    """A change of members, undone at the window's end."""
+
+    recovery = RECOVERY
+    needs = frozenset({MEMBERSHIP})
+
+
+class RemoveNode(Membership):
+    name = "remove-node"
+    params: ClassVar[Mapping[str, Any]] = {"target": "follower"}
+    min_nodes = 3
+
+    @classmethod
+    def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
+        return {"target": r.text("target", "follower", choices=REMOVE_TARGETS)}
+
+    @classmethod
+    def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
+        nodes = stage.targets(params.get("target", "follower"))[:1]
+        c = stage.cluster
+        return Action(
+            "remove",
+            "rejoin",
+            {"nodes": nodes},
+            lambda: _one_by_one(c, nodes, c.remove_node, "add"),
+            lambda: _all("add back", nodes, c.add_node),
+        )
+
+
+class Grow(Membership):
+    name = "grow"
+    params: ClassVar[Mapping[str, Any]] = {"nodes": 2}
+    min_nodes = 1
+
+    @classmethod
+    def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
+        return {"nodes": _count(r, "nodes", 2, 1)}
+
+    @classmethod
+    def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
+        ids = stage.ids()
+        top = max((int(i[1:]) for i in ids if i[:1] == "n" and i[1:].isdigit()), default=0)
+        nodes = [f"n{top + k}" for k in range(1, int(params.get("nodes", 2)) + 1)]
+        c = stage.cluster
+        return Action(
+            "join",
+            "remove",
+            {"nodes": nodes},
+            lambda: _one_by_one(c, nodes, c.add_node, "remove"),
+            lambda: _all("remove", nodes, c.remove_node),
+        )
+
+
+class Shrink(Membership):
+    name = "shrink"
+    params: ClassVar[Mapping[str, Any]] = {"size": 0}
+    min_nodes = 3
+
+    @classmethod
+    def read(cls, r: ParamReader, length: float) -> dict[str, Any]:
+        return {"size": _count(r, "size", 0, 0)}
+
+    @classmethod
+    def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
+        ids = stage.ids()
+        size = int(params.get("size", 0)) or len(ids) // 2 + 1
+        if not 1 <= size < len(ids):
+            raise ClusterError(f"cannot shrink {len(ids)} members to {size}")
+        leader = stage.leader()
+        nodes = stage.rng.sample(sorted(n for n in ids if n != leader), len(ids) - size)
+        c = stage.cluster
+        return Action(
+            "remove",
+            "rejoin",
+            {"nodes": nodes},
+            lambda: _one_by_one(c, nodes, c.remove_node, "add"),
+            lambda: _all("add back", nodes, c.add_node),
+        )
