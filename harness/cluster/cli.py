@@ -257,7 +257,7 @@ def _backend_of(directory: Path, backend: str | None) -> str:
 
 def _attach(directory: Path, backend: str | None) -> Cluster:
     if _backend_of(directory, backend) == "docker":
-        from harness.cluster.docker.cluster import attach_docker_cluster
+        from harness.cluster.docker.lifecycle import attach_docker_cluster
 
         return attach_docker_cluster(directory)
     if _backend_of(directory, backend) == "ssh":
@@ -326,7 +326,7 @@ def _start(args: argparse.Namespace) -> Cluster:
 
 def _restart_docker(args: argparse.Namespace) -> Cluster:
     """Start the Docker cluster that ``down`` stopped in ``--dir`` again, on its data."""
-    from harness.cluster.docker.cluster import attach_docker_cluster, restart_docker_cluster
+    from harness.cluster.docker.lifecycle import attach_docker_cluster, restart_docker_cluster
 
     old = attach_docker_cluster(args.dir)
     specs = list(old._specs.values())

@@ -69,7 +69,7 @@ def make_cluster(
                 "PATH` puts your binary in one)"
             )
         try:
-            from harness.cluster.docker.cluster import start_docker_cluster
+            from harness.cluster.docker.lifecycle import start_docker_cluster
         except ImportError as exc:
             raise ClusterError(f"the Docker backend is not available: {exc}") from exc
         if directory is None:

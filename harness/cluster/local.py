@@ -45,21 +45,18 @@ ports and engine.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 import harness
-from harness import zonefile
 from harness.cluster import disk as disks
-from harness.cluster import partition as partition_rules
 from harness.cluster.base import (
     DISK,
     NETNS_CAPABILITIES,
@@ -67,7 +64,6 @@ from harness.cluster.base import (
     ClusterError,
     NodeInfo,
     NodeStatus,
-    probe_node,
 )
 from harness.cluster.engines import (
     ENGINES,
@@ -75,15 +71,14 @@ from harness.cluster.engines import (
     check_rqlited_version,
     embedded_argv,
     faketime_env,
-    faketime_offset,
     find_faketime,
-    is_dynamic_executable,
     resolve_rqlited,
     rqlited_argv,
     rqlited_setting_flags,
     rqlited_version,
 )
-from harness.cluster.links import LinkControl, LinkFaults, addresses_except
+from harness.cluster.links import LinkControl, LinkFaults
+from harness.cluster.local_faults import LocalFaults
 from harness.cluster.membership import LocalMembership
 from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
 from harness.cluster.owners import OWNER_ENV, identity
@@ -114,7 +109,7 @@ class NodeDied(ClusterError):
 
 
 # -- the cluster ---------------------------------------------------------------------------
-class LocalCluster(LinkControl, LocalMembership, Cluster):
+class LocalCluster(LocalFaults, LinkControl, LocalMembership, Cluster):
     """Nodes as local processes; see the module docstring."""
 
     #: the module run as ``python -m MODULE`` for the embedded engine
@@ -591,149 +586,6 @@ class LocalCluster(LinkControl, LocalMembership, Cluster):
         if self.membership_problem() is not None:
             lacks.add("membership")
         return self.CAPABILITIES - lacks
-
-    def fill_disk(self, node_id: str) -> None:
-        self._require_disk()
-        disks.fill(disks.node_disk(self.directory, node_id, self._spec(node_id).data_dir))
-
-    def free_disk(self, node_id: str) -> None:
-        self._require_disk()
-        disks.free(disks.node_disk(self.directory, node_id, self._spec(node_id).data_dir))
-
-    def _require_disk(self) -> None:
-        if not self._disk_mb:
-            raise ClusterError("this cluster was started without disks of its own (disk_mb)")
-
-    def _link_faults(self) -> LinkFaults:
-        """Degraded links (:mod:`harness.cluster.links`) inside the nodes' namespaces,
-        tagged with the network's id; their rules die with the namespaces."""
-        net = self._network
-        assert net is not None  # LinkControl asks only with "links" in capabilities
-        if self._links is None:
-            addresses = {i: s.host for i, s in self._specs.items()}
-            self._links = LinkFaults(
-                net.cid,
-                lambda node, argvs, check: net.run_in_members({node: list(argvs)}, check),
-                lambda node: addresses_except(addresses, node),
-            )
-        return self._links
-
-    def partition(self, components: Iterable[Iterable[str]]) -> None:
-        """Cut the network between components (see :mod:`harness.cluster.partition`).
-
-        Any earlier partition is healed first. Needs a cluster started with ``netns=True``.
-        """
-        if self._network is None:
-            raise ClusterError(
-                "partitions need each node in its own network namespace: start the cluster "
-                "with netns=True (--netns, root only) or use the Docker backend"
-            )
-        addresses = {i: s.host for i, s in self._specs.items()}
-        try:
-            rules = partition_rules.apply_rules(components, addresses)
-        except ValueError as exc:
-            raise ClusterError(str(exc)) from exc
-        with self._lock:
-            self.heal()
-            self._partitioned = list(rules)  # saved first: a crash mid-way can still heal
-            self._save()
-            try:
-                self._network.run_in_members(rules, check=True)
-            except BaseException:
-                self.heal()
-                raise
-
-    def heal(self) -> None:
-        """Remove exactly the rules :meth:`partition` added; nothing when there are none."""
-        if self._network is None:
-            return
-        with self._lock:
-            # a half-applied partition may lack some of these: ignore "not found"
-            self._network.run_in_members(partition_rules.heal_rules(self._partitioned), check=False)
-            self._partitioned = []
-            self._save()
-
-    def set_clock_offset(self, node_id: str, seconds: float) -> None:
-        """Make the node's wall clock read ``seconds`` ahead (negative: behind).
-
-        Embedded engine: writes the float to the node's ``--clock-offset-file``; the node
-        re-reads it when the file changes and adds it to every wall-clock reading,
-        including the "now" it writes into SQL.
-
-        rqlited engine: the node was started with libfaketime preloaded
-        (``LD_PRELOAD``, ``FAKETIME_TIMESTAMP_FILE`` = this file, ``FAKETIME_NO_CACHE=1``);
-        the offset is written in libfaketime's format (``+2.500000``) and read on every
-        libc clock call. That shifts what C code in the process sees
-        (SQLite's own ``'now'``) but not Go's runtime clock, which bypasses libc: rqlite
-        ≥ 8.33 rewrites ``now`` with Go's clock, so there the skew does not reach SQL.
-        A statically linked rqlited cannot be preloaded at all; that raises.
-        """
-        if not isinstance(seconds, int | float) or not math.isfinite(seconds):
-            raise ClusterError(f"clock offset must be a finite number of seconds, got {seconds!r}")
-        spec = self._spec(node_id)
-        if self.engine == "rqlited":
-            if not self._faketime:
-                raise ClusterError(
-                    "skewing an rqlited node's clock needs libfaketime "
-                    "(apt-get install libfaketime) when the cluster starts"
-                )
-            if self._rqlited and not is_dynamic_executable(self._rqlited):
-                raise ClusterError(
-                    f"{self._rqlited} is statically linked; libfaketime (LD_PRELOAD) "
-                    "cannot change its clock"
-                )
-        self._write_clock(spec, float(seconds))
-
-    def _write_clock(self, spec: NodeSpec, seconds: float) -> None:
-        text = faketime_offset(seconds) if self.engine == "rqlited" else repr(seconds)
-        tmp = spec.clock_file.with_suffix(".tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, spec.clock_file)
-
-    def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float = 30.0) -> None:
-        """Run the node in the zone of the TZif file ``tzif`` (None: ``TZ=UTC`` again).
-
-        The bytes go to ``DIR/<id>/zone.tzif`` (rewritten in place, see
-        :mod:`harness.zonefile`) and the node restarts with ``TZ=<that file>`` (both
-        engines read ``TZ`` once, at start): SIGTERM, SIGKILL after 5 s, start on its data,
-        then wait (``timeout``) until it answers ``/readyz`` again. A paused node comes back
-        running; a killed node keeps the zone for its :meth:`restart`.
-        """
-        if tzif is not None and (not isinstance(tzif, bytes) or tzif[:4] != b"TZif"):
-            raise ClusterError(
-                f"a time zone is a TZif file's bytes (b'TZif...'), got {repr(tzif)[:40]}"
-            )
-        with self._lock:
-            spec = self._spec(node_id)
-            if spec.state in ("new", "stopped"):
-                raise ClusterError(f"cannot set node {node_id}'s time zone: it is {spec.state}")
-            if tzif is not None:
-                zonefile.write(spec.zone_file, tzif)
-            spec.tz = "UTC" if tzif is None else str(spec.zone_file)
-            self._save()
-            if spec.state == "killed":
-                return
-            if self._alive(spec):
-                send_signal(spec.pid, signal.SIGTERM)
-                send_signal(spec.pid, signal.SIGCONT)  # a paused node must run to exit
-                if not self._wait_gone(spec, 5.0):
-                    send_signal(spec.pid, signal.SIGKILL)
-                    if not self._wait_gone(spec, 5.0):
-                        raise ClusterError(f"node {node_id} (pid {spec.pid}) survived SIGKILL")
-            self._launch(spec)
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:  # not while another node restarts (set_time_zone at once)
-                self._check_processes()
-            status = probe_node(spec.url, timeout=1.0)
-            if status.error is None and status.ready:
-                return
-            if time.monotonic() >= deadline:
-                raise ClusterError(
-                    f"waited {timeout:.1f}s for node {node_id} to answer /readyz after its "
-                    f"restart with TZ={spec.tz}; it said: {status.summary()}"
-                )
-            time.sleep(POLL)
 
     # -- lifecycle ------------------------------------------------------------------------
     def stop(self, grace: float = 2.0) -> None:

@@ -19,6 +19,7 @@ import pytest
 from harness.cluster import partition
 from harness.cluster.base import ClusterError
 from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from harness.cluster.docker.engine import docker_clusters
 from harness.cluster.docker.specs import NODE_IMAGE
 from harness.cluster.owners import identity
@@ -137,7 +138,7 @@ def all_labels(labels: dict[str, str], wanted: list[list[str]]) -> bool:
 
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch) -> tuple[db.DockerCluster, FakeClient, list]:
-    specs = db.container_specs("t1", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")
+    specs = lc.container_specs("t1", lc.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")
     client = FakeClient(specs)
     cluster = db.DockerCluster(client, "t1", specs)
     ran: list[list[str]] = []
@@ -313,7 +314,7 @@ def _dead_owner() -> str:
 def test_stop_keeps_logs_and_removes_only_this_cluster(setup: tuple, tmp_path: Path) -> None:
     cluster, client, _ = setup
     ports = [6001, 6002, 6003]
-    other = db.container_specs("zz", db.node_ids(3), ports, "rqlite/rqlite:x", owner="h:b:1:1")
+    other = lc.container_specs("zz", lc.node_ids(3), ports, "rqlite/rqlite:x", owner="h:b:1:1")
     client.by_name.update({s.name: FakeContainer(s, 9, client) for s in other})
     cluster._directory = tmp_path
     cluster.save()
@@ -330,10 +331,10 @@ def test_reap_without_a_cluster_takes_only_clusters_whose_owner_is_gone(setup: t
     """--all: a cluster whose owner died goes; the setup's (nobody's: `cluster up`), one
     this process owns and one of another host stay, and are listed as left."""
     _, client, _ = setup
-    ids, image = db.node_ids(3), "rqlite/rqlite:x"
-    dead = db.container_specs("dd", ids, [6001, 6002, 6003], image, owner=_dead_owner())
-    mine = db.container_specs("mm", ids, [6011, 6012, 6013], image, owner=identity())
-    far = db.container_specs("ff", ids, [6021, 6022, 6023], image, owner="far:b:1:1")
+    ids, image = lc.node_ids(3), "rqlite/rqlite:x"
+    dead = lc.container_specs("dd", ids, [6001, 6002, 6003], image, owner=_dead_owner())
+    mine = lc.container_specs("mm", ids, [6011, 6012, 6013], image, owner=identity())
+    far = lc.container_specs("ff", ids, [6021, 6022, 6023], image, owner="far:b:1:1")
     for i, spec in enumerate([*dead, *mine, *far]):
         client.by_name[spec.name] = FakeContainer(spec, 10 + i, client)
     assert db.reap_docker(client) == [s.name for s in dead]
@@ -344,7 +345,7 @@ def test_reap_without_a_cluster_takes_only_clusters_whose_owner_is_gone(setup: t
         "ff": "owned by pid 1 on another host (far)",
     }
     assert sorted(db.reap_docker(client, live_too=True)) == sorted(
-        s.name for s in [*db.container_specs("t1", ids, [1, 2, 3], image), *mine, *far]
+        s.name for s in [*lc.container_specs("t1", ids, [1, 2, 3], image), *mine, *far]
     )
 
 
@@ -361,21 +362,21 @@ def test_halt_keeps_the_containers_and_restart_brings_the_same_cluster_back(
     assert client.removed == []
     assert {c.status for c in client.by_name.values()} == {"exited"}
     assert client.get("rqueue-t1-n2").calls == ["pause", "unpause", "stop"]
-    monkeypatch.setattr(db, "connect", lambda: client)
+    monkeypatch.setattr(lc, "connect", lambda: client)
     monkeypatch.setattr(db.DockerCluster, "wait_for_leader", lambda self, t: None)
-    again = db.restart_docker_cluster(tmp_path, 1)
+    again = lc.restart_docker_cluster(tmp_path, 1)
     assert again.cluster_id == "t1" and not again._down
     assert {c.status for c in client.by_name.values()} == {"running"}
     assert all(c.calls[-1] == "start" for c in client.by_name.values())
     with pytest.raises(ClusterError, match="a cluster is already running in"):
-        db.restart_docker_cluster(tmp_path, 1)
+        lc.restart_docker_cluster(tmp_path, 1)
     again.halt()
     client.get("rqueue-t1-n1").port_taken = True
     with pytest.raises(ClusterError, match="its host port 5001 is taken now"):
-        db.restart_docker_cluster(tmp_path, 1)
+        lc.restart_docker_cluster(tmp_path, 1)
     del client.by_name["rqueue-t1-n3"]  # removed behind the harness's back
     with pytest.raises(ClusterError, match=r"container rqueue-t1-n3 no longer exists .*--purge"):
-        db.restart_docker_cluster(tmp_path, 1)
+        lc.restart_docker_cluster(tmp_path, 1)
 
 
 def test_reap_tries_everything_and_names_what_it_could_not_remove(setup: tuple) -> None:
@@ -392,12 +393,12 @@ def test_reap_tries_everything_and_names_what_it_could_not_remove(setup: tuple) 
 
 
 def test_is_port_conflict() -> None:
-    assert db.is_port_conflict(
+    assert lc.is_port_conflict(
         "driver failed programming external connectivity on endpoint rqueue-x-n1: "
         "Bind for 127.0.0.1:5001 failed: port is already allocated"
     )
-    assert db.is_port_conflict("listen tcp4 127.0.0.1:5001: bind: address already in use")
-    assert not db.is_port_conflict("No such image: rqlite/rqlite:nope")
+    assert lc.is_port_conflict("listen tcp4 127.0.0.1:5001: bind: address already in use")
+    assert not lc.is_port_conflict("No such image: rqlite/rqlite:nope")
 
 
 def test_start_retries_with_new_ports_and_removes_each_failed_attempt(
@@ -409,18 +410,18 @@ def test_start_retries_with_new_ports_and_removes_each_failed_attempt(
     def fake_create(client: object, cluster_id: str, specs: list) -> None:
         attempts.append([s.host_port for s in specs])
         if len(attempts) < 3:
-            raise db.PortTaken(f"cannot start container {specs[0].name}: port is already allocated")
+            raise lc.PortTaken(f"cannot start container {specs[0].name}: port is already allocated")
 
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    monkeypatch.setattr(db, "connect", lambda: object())
-    monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
-    monkeypatch.setattr(db, "_image_facts", lambda client, image: (None, "sha256:0"))
-    monkeypatch.setattr(db, "_image_environment", lambda client, image: [])
-    monkeypatch.setattr(db, "_create", fake_create)
+    monkeypatch.setattr(lc, "connect", lambda: object())
+    monkeypatch.setattr(lc, "_ensure_image", lambda client, image: None)
+    monkeypatch.setattr(lc, "_image_facts", lambda client, image: (None, "sha256:0"))
+    monkeypatch.setattr(lc, "_image_environment", lambda client, image: [])
+    monkeypatch.setattr(lc, "_create", fake_create)
     monkeypatch.setattr(db, "reap_docker", lambda client, cluster_id: reaped.append(cluster_id))
     monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
     monkeypatch.setattr(db.DockerCluster, "wait_for_leader", lambda self, t: None)
-    cluster = db.start_docker_cluster(nodes=3, directory=tmp_path, timeout=1)
+    cluster = lc.start_docker_cluster(nodes=3, directory=tmp_path, timeout=1)
     assert len(attempts) == 3 and len(reaped) == 2  # two attempts discarded by their id
     assert cluster.cluster_id not in reaped
     assert (tmp_path / db.STATE_FILE).exists()
@@ -428,13 +429,13 @@ def test_start_retries_with_new_ports_and_removes_each_failed_attempt(
     assert cluster.cluster_id in state and str(attempts[-1][0]) in state
 
     def always_taken(client: object, cluster_id: str, specs: list) -> None:
-        raise db.PortTaken("cannot start container: port is already allocated")
+        raise lc.PortTaken("cannot start container: port is already allocated")
 
-    monkeypatch.setattr(db, "_create", always_taken)
+    monkeypatch.setattr(lc, "_create", always_taken)
     reaped.clear()
-    with pytest.raises(db.PortTaken, match="port is already allocated"):
-        db.start_docker_cluster(nodes=3, directory=tmp_path / "x", timeout=1)
-    assert len(reaped) == db.PORT_ATTEMPTS  # each attempt removed, then the error surfaces
+    with pytest.raises(lc.PortTaken, match="port is already allocated"):
+        lc.start_docker_cluster(nodes=3, directory=tmp_path / "x", timeout=1)
+    assert len(reaped) == lc.PORT_ATTEMPTS  # each attempt removed, then the error surfaces
 
 
 def test_a_failed_start_is_removed_and_its_reason_kept(
@@ -447,16 +448,16 @@ def test_a_failed_start_is_removed_and_its_reason_kept(
         raise ClusterError("could not remove rqueue-x-n1: engine went away")
 
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    monkeypatch.setattr(db, "connect", lambda: object())
-    monkeypatch.setattr(db, "_ensure_image", lambda client, image: None)
-    monkeypatch.setattr(db, "_image_facts", lambda client, image: (None, "sha256:0"))
-    monkeypatch.setattr(db, "_image_environment", lambda client, image: [])
-    monkeypatch.setattr(db, "_create", lambda client, cluster_id, specs: None)
+    monkeypatch.setattr(lc, "connect", lambda: object())
+    monkeypatch.setattr(lc, "_ensure_image", lambda client, image: None)
+    monkeypatch.setattr(lc, "_image_facts", lambda client, image: (None, "sha256:0"))
+    monkeypatch.setattr(lc, "_image_environment", lambda client, image: [])
+    monkeypatch.setattr(lc, "_create", lambda client, cluster_id, specs: None)
     monkeypatch.setattr(db, "reap_docker", reap_fails)
     monkeypatch.setattr(db.DockerCluster, "_save_logs", lambda self, d: None)
     monkeypatch.setattr(db.DockerCluster, "wait_for_leader", no_leader)
     with pytest.raises(ClusterError, match="agreed leader") as err:
-        db.start_docker_cluster(nodes=3, directory=tmp_path, timeout=1)
+        lc.start_docker_cluster(nodes=3, directory=tmp_path, timeout=1)
     assert err.value.__notes__ == [
         "removing the half-started cluster failed too: could not remove rqueue-x-n1: "
         "engine went away"
@@ -466,8 +467,8 @@ def test_a_failed_start_is_removed_and_its_reason_kept(
 def test_the_node_image_clock_is_written_now_or_when_the_node_runs_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    specs = db.container_specs(
-        "t2", db.node_ids(3), [5001, 5002, 5003], NODE_IMAGE, clock_file=True
+    specs = lc.container_specs(
+        "t2", lc.node_ids(3), [5001, 5002, 5003], NODE_IMAGE, clock_file=True
     )
     client = FakeClient(specs)
     cluster = db.DockerCluster(client, "t2", specs)
@@ -493,8 +494,8 @@ def test_the_clock_file_is_written_through_the_volume_when_its_folder_is_here(
 ) -> None:
     """A clock strobe flips every few hundred ms: where the engine runs on this machine the
     file is renamed into the volume's folder, not written by an exec (about 1 s loaded)."""
-    specs = db.container_specs(
-        "t3", db.node_ids(3), [5001, 5002, 5003], NODE_IMAGE, clock_file=True
+    specs = lc.container_specs(
+        "t3", lc.node_ids(3), [5001, 5002, 5003], NODE_IMAGE, clock_file=True
     )
     client = FakeClient(specs)
     folders = {s.volume: tmp_path / s.volume for s in specs}
@@ -523,8 +524,8 @@ def test_time_zone_rewrites_the_mounted_file_in_place_and_restarts_the_node(
 ) -> None:
     from harness import zonefile
 
-    specs = db.container_specs(
-        "t1", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x", zone_dir=tmp_path
+    specs = lc.container_specs(
+        "t1", lc.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x", zone_dir=tmp_path
     )
     for s in specs:
         zonefile.write(s.zone_file, db.UTC_ZONE)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.cluster import disk
-from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from tests.cluster.helpers import execute, post, rows, wait_until
 from tests.docker.conftest import NOTHING, leftovers
 
@@ -26,7 +26,7 @@ def ours(engine: Any, cluster_id: str) -> dict[str, list[str]]:
 
 
 def test_a_full_leader_in_a_container(engine: Any, node_image: str, tmp_path: Path) -> None:
-    c = db.start_docker_cluster(3, tmp_path / "c", timeout=120, image=node_image, disk_mb=32)
+    c = lc.start_docker_cluster(3, tmp_path / "c", timeout=120, image=node_image, disk_mb=32)
     try:
         assert "disk" in c.capabilities
         assert ours(engine, c.cluster_id)["volumes"] == []  # bound filesystems, not volumes

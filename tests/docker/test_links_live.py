@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from harness.cluster.links import CHAIN, HANDLE
 from harness.cluster.partition import CHAIN as PARTITION_CHAIN
 
@@ -82,7 +83,7 @@ def test_a_slow_link_is_a_qdisc_in_the_namespace_until_cleared(cluster) -> None:
 
 
 def test_nothing_of_the_links_is_left_once_the_cluster_is_gone(engine, node_image, tmp_path):
-    c = db.start_docker_cluster(nodes=3, directory=tmp_path, timeout=120, image=node_image)
+    c = lc.start_docker_cluster(nodes=3, directory=tmp_path, timeout=120, image=node_image)
     try:
         if "links" not in c.capabilities:
             pytest.skip(c.capability_problem("links") or "no links")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from tests.cluster.helpers import wait_until
 from tests.docker.conftest import anonymous_volumes, leftovers
 
@@ -31,7 +31,7 @@ def mine(engine: Any, cluster_id: str) -> dict[str, list[str]]:
 
 def test_members_join_and_leave_and_nothing_is_left(engine, node_image, tmp_path) -> None:
     before = anonymous_volumes(engine)
-    c = db.start_docker_cluster(3, directory=tmp_path, image=node_image, timeout=120)
+    c = lc.start_docker_cluster(3, directory=tmp_path, image=node_image, timeout=120)
     try:
         lead = c.wait_for_leader(60)
         requests.post(

@@ -19,6 +19,7 @@ import pytest
 
 from harness.cluster import netns, partition
 from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from tests.docker.test_cluster_faults import FakeClient
 
 pytestmark = pytest.mark.skipif(
@@ -54,7 +55,7 @@ def chain_rules(pid: int) -> list[str] | None:
 @pytest.fixture
 def namespaced(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[db.DockerCluster, dict]]:
     """A DockerCluster whose three 'containers' are processes in namespaces of their own."""
-    specs = db.container_specs("ns", db.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")
+    specs = lc.container_specs("ns", lc.node_ids(3), [5001, 5002, 5003], "rqlite/rqlite:x")
     client = FakeClient(specs)
     procs = {}
     try:

@@ -12,6 +12,7 @@ import pytest
 
 from harness.cluster.base import ClusterError
 from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from harness.cluster.docker.specs import DockerUnreachable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def assert_one_line(msg: str, address: str) -> None:
 
 def test_connect(closed_socket: str) -> None:
     with pytest.raises(DockerUnreachable) as err:
-        db.connect()
+        lc.connect()
     assert isinstance(err.value, ClusterError)
     assert_one_line(str(err.value), closed_socket)
     assert "refused" in str(err.value).lower()
@@ -47,13 +48,13 @@ def test_missing_socket_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     address = f"unix://{tmp_path}/nothing-here.sock"
     monkeypatch.setenv("DOCKER_HOST", address)
     with pytest.raises(DockerUnreachable, match="No such file") as err:
-        db.connect()
+        lc.connect()
     assert_one_line(str(err.value), address)
 
 
 def test_start_and_reap(closed_socket: str, tmp_path: Path) -> None:
     with pytest.raises(DockerUnreachable) as err:
-        db.start_docker_cluster(nodes=3, directory=tmp_path / "c", timeout=5)
+        lc.start_docker_cluster(nodes=3, directory=tmp_path / "c", timeout=5)
     assert_one_line(str(err.value), closed_socket)
     assert not (tmp_path / "c").exists(), "nothing is written when no cluster was made"
     with pytest.raises(DockerUnreachable):
@@ -62,10 +63,10 @@ def test_start_and_reap(closed_socket: str, tmp_path: Path) -> None:
 
 def test_attach_needs_a_state_file(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match="no docker cluster in"):
-        db.attach_docker_cluster(tmp_path)
+        lc.attach_docker_cluster(tmp_path)
     (tmp_path / db.STATE_FILE).write_text("{not json")
     with pytest.raises(ClusterError, match="is not a docker cluster state file"):
-        db.attach_docker_cluster(tmp_path)
+        lc.attach_docker_cluster(tmp_path)
 
 
 def _cli(args: list[str], address: str) -> subprocess.CompletedProcess[str]:
