@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kombu import Connection
 
-import rqueue.celery  # noqa: F401  (registers rqlite://)
+import rqueue.celery  # registers rqlite://
 from rqueue.celery._mapping import queue_name
 
 
@@ -170,6 +170,6 @@ def test_queue_purge_and_size(conn: Connection, qname: str) -> None:
 
 
 def test_bad_transport_option_names_it(cluster: Any) -> None:
-    with Connection(_broker(cluster), transport_options={"visibility_timeout": 0}) as c:
-        with pytest.raises(ValueError, match="visibility_timeout: must be"):
-            c.default_channel
+    c = Connection(_broker(cluster), transport_options={"visibility_timeout": 0})
+    with c, pytest.raises(ValueError, match="visibility_timeout: must be"):
+        c.channel()
