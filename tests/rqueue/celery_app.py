@@ -23,6 +23,7 @@ app.conf.update(
     task_reject_on_worker_lost=os.environ.get("RQUEUE_CELERY_REJECT_ON_LOST") == "1",
     task_ignore_result=True,
     worker_prefetch_multiplier=1,
+    worker_lost_wait=2.0,  # how long a lost pool process's job waits for its result
     worker_hijack_root_logger=False,
     broker_connection_retry_on_startup=True,
     broker_transport_options={
