@@ -78,6 +78,9 @@ class Channel(virtual.Channel):
         )
         self.group_header = str(options.get("group_header", GROUP_HEADER))
         self.priority_order = bool(options.get("priority_order", True))
+        #: rqueue's priority floor: this channel takes only messages of that priority or
+        #: more (the transport option ``min_priority`` is on kombu's 0..9 scale)
+        self.min_priority = rqueue_priority(options.get("min_priority", 0))
         self.worker_id = str(
             options.get("worker_id")
             or f"kombu:{socket.gethostname()}:{os.getpid()}:{self.channel_id}"
@@ -177,10 +180,10 @@ class Channel(virtual.Channel):
 
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         rq = self.rqueue(queue)
-        floor = self._floor(rq)
+        floor = max(self._floor(rq), self.min_priority)
         lease = rq.claim(self.worker_id, self.visibility_timeout, floor)
-        if lease is None and floor:
-            lease = rq.claim(self.worker_id, self.visibility_timeout, 0)
+        if lease is None and floor > self.min_priority:  # taken meanwhile: any other
+            lease = rq.claim(self.worker_id, self.visibility_timeout, self.min_priority)
         if lease is None:
             raise virtual.Empty()
         payload = loads(lease.event)
