@@ -128,21 +128,23 @@ class Channel(virtual.Channel):
 
     # -- publish ------------------------------------------------------------------------
     def _lookup(self, exchange: str, routing_key: str, default: Any = None) -> list[str]:
-        """Bound queues, as kombu finds them; else the queue named by ``routing_key``:
-        bindings live in each process's memory, and a producer that never declared the
-        consumer's queue (Celery names queues after their routing keys) must reach it."""
-        if exchange:
-            try:
-                found = self.typeof(exchange).lookup(
-                    self.get_table(exchange), exchange, routing_key, default
-                )
-            except KeyError:
-                found = []
-            if found:
-                return list(found)
-        if routing_key:
+        """Bound queues, as kombu finds them; else, for a direct exchange, the queue
+        named by ``routing_key``: bindings live in each process's memory, and a producer
+        that never declared the consumer's queue (Celery names queues after their routing
+        keys) must reach it. A topic or fanout message nobody bound here is dropped, as
+        kombu drops it (Celery's events: no queue fills with them)."""
+        if not exchange:
+            return [routing_key] if routing_key else []
+        kind = self.typeof(exchange)
+        try:
+            found = kind.lookup(self.get_table(exchange), exchange, routing_key, default)
+        except KeyError:
+            found = []
+        if found:
+            return list(found)
+        if routing_key and kind.type == "direct":
             return [routing_key]
-        return super()._lookup(exchange, routing_key, default)
+        return []
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> int:
         """Publish ``message`` as one rqueue message: its group from the group header (or

@@ -173,3 +173,28 @@ def test_bad_transport_option_names_it(cluster: Any) -> None:
     c = Connection(_broker(cluster), transport_options={"visibility_timeout": 0})
     with c, pytest.raises(ValueError, match="visibility_timeout: must be"):
         c.channel()
+
+
+def test_unbound_direct_goes_to_the_routing_keys_queue_topic_is_dropped(
+    cluster: Any, conn: Connection, qname: str
+) -> None:
+    from kombu import Exchange, Producer
+
+    from rqueue import RqliteTransport
+
+    channel = conn.channel()
+    try:
+        Producer(channel).publish({"d": 1}, exchange=Exchange("elsewhere"), routing_key=qname)
+        events = Exchange("events_" + qname, type="topic", channel=channel)
+        events.declare()
+        Producer(channel).publish({"e": 1}, exchange=events, routing_key="worker.heartbeat")
+        with conn.SimpleQueue(qname, channel=channel) as q:
+            m = _get(q)
+            assert m.payload == {"d": 1}
+            m.ack()
+    finally:
+        channel.close()
+    with RqliteTransport.from_url(cluster.urls) as rq:
+        names = {info.name for info in rq.queues()}
+    assert queue_name(qname) in names
+    assert not any(n.startswith("worker_heartbeat") for n in names), names
