@@ -80,7 +80,7 @@ class Channel(virtual.Channel):
         self.priority_order = bool(options.get("priority_order", True))
         #: rqueue's priority floor: this channel takes only messages of that priority or
         #: more (the transport option ``min_priority`` is on kombu's 0..9 scale)
-        self.min_priority = rqueue_priority(options.get("min_priority", 0))
+        self.min_priority = rqueue_priority(_level(options.get("min_priority", 0)))
         self.worker_id = str(
             options.get("worker_id")
             or f"kombu:{socket.gethostname()}:{os.getpid()}:{self.channel_id}"
@@ -291,6 +291,14 @@ def _seconds(options: dict[str, Any], key: str, default: float) -> float:
     if not seconds > 0:
         raise ValueError(f"transport option {key}: must be a number of seconds > 0, got {value!r}")
     return seconds
+
+
+def _level(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 9:
+        raise ValueError(
+            f"transport option min_priority: must be a kombu priority 0..9, got {value!r}"
+        )
+    return value
 
 
 class Transport(virtual.Transport):

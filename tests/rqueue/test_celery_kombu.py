@@ -169,9 +169,12 @@ def test_queue_purge_and_size(conn: Connection, qname: str) -> None:
     q.close()
 
 
-def test_bad_transport_option_names_it(cluster: Any) -> None:
-    c = Connection(_broker(cluster), transport_options={"visibility_timeout": 0})
-    with c, pytest.raises(ValueError, match="visibility_timeout: must be"):
+@pytest.mark.parametrize(
+    ("option", "value"), [("visibility_timeout", 0), ("min_priority", 10), ("min_priority", "9")]
+)
+def test_bad_transport_option_names_it(cluster: Any, option: str, value: Any) -> None:
+    c = Connection(_broker(cluster), transport_options={option: value})
+    with c, pytest.raises(ValueError, match=f"transport option {option}: must be"):
         c.channel()
 
 
