@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,9 @@ def worker(
            "--loglevel", "INFO", "--without-gossip", "--without-mingle",
            "--without-heartbeat"]  # fmt: skip
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         yield proc
     finally:
@@ -98,8 +100,14 @@ def worker(
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+                kill_worker(proc)
+
+
+def kill_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker and its pool processes (its own session), and reap it."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 @pytest.fixture
@@ -139,6 +147,29 @@ def test_leader_killed_every_task_runs_once(
     with RqliteTransport.from_url(cluster.urls, queue=queue_name(queue)) as rq:
         stats = rq.stats()
         assert (stats.ready, stats.leased, stats.parked) == (0, 0, 0)
+
+
+def test_a_killed_workers_tasks_come_back_after_the_visibility_timeout(
+    make_cluster: Any, producer_of: Any, tmp_path: Path
+) -> None:
+    cluster = make_cluster(nodes=1)
+    broker, runs, queue = broker_of(cluster), Runs(tmp_path / "runs"), "killed"
+    app = producer_of(broker)
+    keys = [f"k{i:02d}" for i in range(12)]
+    for key in keys:
+        app.send_task("record", args=[key, 0.4], queue=queue)
+    with worker(broker, runs, queue, tmp_path / "w1.log", visibility=4.0) as first:
+        wait_for("3 tasks run", lambda: runs.ended(keys) >= 3, 60)
+        kill_worker(first)  # its leases (running and prefetched tasks) lapse in 4 s
+        killed_at = time.time()
+    with worker(broker, runs, queue, tmp_path / "w2.log", visibility=4.0):
+        wait_for("every task to run", lambda: runs.ended(keys) == len(keys), 60)
+    for key in keys:
+        ends = [e["t"] for e in runs.events(key) if e["what"] == "end"]
+        if ends[0] < killed_at - 1.0:  # ended, and acked, well before the kill
+            assert runs.starts(key) == 1, f"{key} ran again after its ack: {runs.events(key)}"
+    redelivered = [k for k in keys if runs.starts(k) > 1 or runs.events(k)[0]["t"] > killed_at]
+    assert redelivered, "no task was left to the second worker"
 
 
 def test_retry_countdown_waits_in_the_queue(
