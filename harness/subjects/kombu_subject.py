@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Clock, Subject
+from .base import Clock, Subject, SubjectError
 from .rqueue_subject import queue_options, transport_timeouts
 
 #: the kombu queue the workload uses (an rqueue named queue of the same name)
@@ -38,10 +38,15 @@ class KombuClient:
     """One kombu connection and channel of rqueue's transport (one worker thread's)."""
 
     def __init__(self, urls: Sequence[str], timeout: float, options: dict[str, Any]) -> None:
-        import kombu
+        try:
+            import kombu
 
-        import rqueue.celery
-        from rqueue.celery import GROUP_HEADER
+            import rqueue.celery
+            from rqueue.celery import GROUP_HEADER
+        except ImportError as e:
+            raise SubjectError(
+                f"subject kombu: {e} (it needs the celery extra: pip install 'rqueue[celery]')"
+            ) from None
 
         self._header = GROUP_HEADER
         hosts = ",".join(u.split("://", 1)[1].rstrip("/") for u in urls)
