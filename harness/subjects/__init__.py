@@ -45,6 +45,7 @@ ENTRY_POINT_GROUP = "rqueue.harness.subjects"
 _REGISTRY: dict[str, tuple[str, str]] = {
     "rqueue": ("harness.subjects.rqueue_subject", "SUBJECT"),
     "seed-reference": ("harness.subjects.seed_reference", "SUBJECT"),
+    "kombu": ("harness.subjects.kombu_subject", "SUBJECT"),
     "mutant-no-exclusivity": ("harness.subjects.mutants", "NO_EXCLUSIVITY"),
     "mutant-lifo": ("harness.subjects.mutants", "LIFO"),
     "mutant-ack-wrong-row": ("harness.subjects.mutants", "ACK_WRONG_ROW"),

@@ -216,6 +216,7 @@ def test_seed_marks_errors_after_its_ack_as_acked():
 NEXT = {
     "rqueue": ("a", "b"),
     "seed-reference": ("a", "b"),
+    "kombu": ("a", "b"),  # rqueue through kombu's channel
     "mutant-no-exclusivity": ("a", "b"),
     "mutant-lifo": ("b", "a"),  # newest first
     "mutant-ack-wrong-row": ("a", "a"),  # b deleted instead, a released and leased again
@@ -248,7 +249,7 @@ def test_every_subject_acks_and_claims_the_next_message(empty_db, name):
         c.close()
 
 
-@pytest.mark.parametrize("name", ["rqueue", "seed-reference"])
+@pytest.mark.parametrize("name", ["rqueue", "seed-reference", "kombu"])
 def test_async_clients_ack_and_claim_too(empty_db, name):
     async def scenario() -> list[str | None]:
         c = await get_subject(name).open_async(empty_db, time.time, 5.0)
