@@ -128,7 +128,8 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-plots",
         action="store_true",
-        help="skip the plots and report.md (draw them later with `python -m harness plot`)",
+        help="skip the plots and report.md (report.html says so; draw them later with "
+        "`python -m harness plot`)",
     )
     p.set_defaults(handler=_run)
 
