@@ -319,6 +319,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
         "write docs/analysis.md from matrix and shrink folders",
         _external("harness.analysis"),
     ),
+    "serve": ("list the runs in a browser, with their reports", _external("harness.html.serve")),
     "image": ("build the node image for Docker (nothing pulled)", _external("harness.image")),
 }
 

@@ -11,6 +11,7 @@ The history viewer renders only the lines in view.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from html import escape
 from importlib import resources
@@ -41,6 +42,12 @@ def script_json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), default=str).replace("<", "\\u003c")
 
 
+def packed(text: str) -> str:
+    """``text`` gzipped, in base64: the page's data, unpacked by its script (a run's
+    history shrinks about tenfold, and the page loads that much faster)."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=5)).decode()
+
+
 def write_html(
     run_dir: str | Path,
     summary: dict | None = None,
@@ -68,25 +75,27 @@ def render(parts: ReportParts) -> str:
         ("timeline", "Timeline", _timeline(no_timeline)),
         ("history", "History", _history(parts)),
     ]
-    if parts.tail:
-        sections.insert(4, ("statistics", "Refusals and statistics", to_html(parts.tail)))
+    if parts.tail:  # its Markdown has its own headings: Refusals, Statistics
+        sections.insert(4, ("statistics", "Statistics", to_html(parts.tail)))
     nav = "".join(f'<a href="#{key}">{escape(title)}</a>' for key, title, _ in sections)
     body = "\n".join(
-        f'<section id="{key}"><h2>{escape(title)}</h2>\n{html}</section>'
+        f'<section id="{key}">'
+        + ("" if key == "statistics" else f"<h2>{escape(title)}</h2>\n")
+        + f"{html}</section>"
         for key, title, html in sections
     )
     data = {"timeline": timeline, "examples": examples}
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(parts.title)}</title>
+<link rel="icon" href="data:,"><title>{escape(parts.title)}</title>
 <style>{asset("report.css")}</style></head>
 <body><header><h1>{escape(parts.title)}</h1>
 <span class="verdict {VERDICT_CLASS.get(label, "none")}" id="verdict">{escape(label)}</span>
 <nav>{nav}</nav></header>
 <main>{body}</main>
-<script type="application/json" id="report-data">{script_json(data)}</script>
-<script type="application/json" id="history-data">{script_json(parts.history)}</script>
+<script type="application/gzip" id="report-data">{packed(json.dumps(data))}</script>
+<script type="application/gzip" id="history-data">{packed(chr(10).join(parts.history))}</script>
 <script>{asset("report.js")}</script>
 </body></html>
 """
