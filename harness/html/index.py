@@ -142,7 +142,8 @@ def _page(title: str, body: str, script: str = "") -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,"><title>{escape(title)}</title><style>{asset("report.css")}</style></head>
+<link rel="icon" href="data:,"><title>{escape(title)}</title>
+<style>{asset("report.css")}</style></head>
 <body><header><h1>{escape(title)}</h1><nav><a href="/">All runs</a></nav></header>
 <main>{body}</main>{script}</body></html>
 """
