@@ -18,7 +18,6 @@ from harness.html.markdown import to_html
 from harness.html.page import script_json
 from harness.html.timeline import OPEN, OUTCOMES, timeline_data
 from harness.plots.run import main_plot
-
 from tests.harness.report_pages import HISTORIES, NEW_KIND, fifo_events, unpack, write_run
 
 #: what would make the page fetch something: it must hold everything itself
