@@ -64,3 +64,33 @@ def unpack(page: str, element: str) -> str:
     m = re.search(rf'<script type="application/gzip" id="{element}">([^<]*)</script>', page)
     assert m, f"no packed {element} in the page"
     return gzip.decompress(base64.b64decode(m.group(1))).decode("utf-8")
+
+
+SECRET = "the content of a file outside the served folder"
+
+
+def _valid_events() -> list[dict]:
+    return [json.loads(x) for x in (HISTORIES / "valid-basic.jsonl").read_text().splitlines()]
+
+
+def make_results(tmp_path: Path) -> Path:
+    """tmp_path/results: two runs, a matrix of one run, and links pointing out of it."""
+    (tmp_path / "secret.txt").write_text(SECRET)
+    results = tmp_path / "results"
+    write_run(
+        results / "fifo-1", fifo_events(), scenario="steady", subject="mutant-lifo",
+        backend="local", seed=11, run={"summary": {"verdict": "ANOMALIES"}},
+    )  # fmt: skip
+    write_run(
+        results / "valid-2", _valid_events(), scenario="leader-failover", subject="rqueue",
+        backend="docker", seed=22, run={"summary": {"verdict": "valid"}},
+    )  # fmt: skip
+    matrix = results / "m"
+    write_run(matrix / "runs" / "steady-embedded-rqueue-3", _valid_events(), seed=3)
+    cells = [{"scenario": "steady", "engine": "embedded", "subject": "rqueue", "seed": 3,
+              "exit": 0, "verdict": "valid", "anomalies": {}, "seconds": 9.5,
+              "run_dir": "/elsewhere/runs/steady-embedded-rqueue-3"}]  # fmt: skip
+    (matrix / "matrix.json").write_text(json.dumps(cells))
+    (results / "out").symlink_to(tmp_path)
+    (results / "secret-link.txt").symlink_to(tmp_path / "secret.txt")
+    return results

@@ -5,7 +5,6 @@ tests/harness/test_report_browser.py."""
 from __future__ import annotations
 
 import http.client
-import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -16,36 +15,7 @@ import pytest
 from harness.cli import main
 from harness.html.index import scan
 from harness.html.serve import make_server, resolve
-from tests.harness.report_pages import HISTORIES, fifo_events, write_run
-
-SECRET = "the content of a file outside the served folder"
-
-
-def _valid_events() -> list[dict]:
-    return [json.loads(x) for x in (HISTORIES / "valid-basic.jsonl").read_text().splitlines()]
-
-
-def make_results(tmp_path: Path) -> Path:
-    """tmp_path/results: two runs, a matrix of one run, and links pointing out of it."""
-    (tmp_path / "secret.txt").write_text(SECRET)
-    results = tmp_path / "results"
-    write_run(
-        results / "fifo-1", fifo_events(), scenario="steady", subject="mutant-lifo",
-        backend="local", seed=11, run={"summary": {"verdict": "ANOMALIES"}},
-    )  # fmt: skip
-    write_run(
-        results / "valid-2", _valid_events(), scenario="leader-failover", subject="rqueue",
-        backend="docker", seed=22, run={"summary": {"verdict": "valid"}},
-    )  # fmt: skip
-    matrix = results / "m"
-    write_run(matrix / "runs" / "steady-embedded-rqueue-3", _valid_events(), seed=3)
-    cells = [{"scenario": "steady", "engine": "embedded", "subject": "rqueue", "seed": 3,
-              "exit": 0, "verdict": "valid", "anomalies": {}, "seconds": 9.5,
-              "run_dir": "/elsewhere/runs/steady-embedded-rqueue-3"}]  # fmt: skip
-    (matrix / "matrix.json").write_text(json.dumps(cells))
-    (results / "out").symlink_to(tmp_path)
-    (results / "secret-link.txt").symlink_to(tmp_path / "secret.txt")
-    return results
+from tests.harness.report_pages import SECRET, make_results
 
 
 @pytest.fixture

@@ -64,6 +64,7 @@ async function rqUnpack(id) {
     const first = Math.min(...indices);
     if (shown && !shown.includes(first)) clearFilter();
     const k = shown ? shown.indexOf(first) : first;
+    spacer.style.height = total() * ROW + "px"; // before scrolling: the filter may be gone
     document.getElementById("history").scrollIntoView({ block: "start" });
     hv.scrollTop = Math.max(0, k * ROW - hv.clientHeight / 3);
     renderRows();
@@ -322,7 +323,9 @@ async function rqUnpack(id) {
     }, { passive: false });
     document.getElementById("tl-reset").addEventListener("click", () => { view = full.slice(); draw(); });
     window.addEventListener("resize", () => { size(); draw(); });
+    // for tests and the console: show a time range; where operation k is drawn (CSS px)
     state.zoom = (a, b) => { view = [a, b]; draw(); return state.drawn; };
+    state.position = (k) => ({ x: (Math.max(LEFT, x(t0[k])) + Math.max(x(t0[k]) + 1, x(t1[k]))) / 2, y: top + lane[k] * laneH + laneH / 2 });
     size();
     const drawStart = performance.now();
     draw();
