@@ -122,10 +122,13 @@ async function rqUnpack(id) {
   const COLOUR = ["#2e9d5b", "#d8485a", "#e0a526", "#8a94a0"];
   const LEFT = 56, AXIS = 22, STRIP_ROW = 16;
 
+  // each fault kind the run holds gets a hue of its own (any kind, known to the harness or not)
+  const HUES = [200, 4, 45, 130, 280, 25, 170, 320, 90, 240];
+  const hues = new Map();
+  for (const kind of [...new Set(((tl && tl.faults) || []).map((f) => f.kind))].sort())
+    hues.set(kind, hues.size < HUES.length ? HUES[hues.size] : (hues.size * 47) % 360);
   function kindColour(kind, alpha) {
-    let h = 0;
-    for (const c of kind) h = (h * 31 + c.codePointAt(0)) >>> 0;
-    return "hsla(" + (h % 360) + ", 70%, 50%, " + alpha + ")";
+    return "hsla(" + hues.get(kind) + ", 70%, 50%, " + alpha + ")";
   }
 
   if (tl && canvas) {
