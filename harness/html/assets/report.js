@@ -17,10 +17,8 @@ async function rqUnpack(id) {
 (async function () {
   const started = performance.now();
   const data = JSON.parse(await rqUnpack("report-data"));
-  const history = await rqUnpack("history-data");
-  const lines = history === "" ? [] : history.split("\n");
+  let lines = []; // the history's lines: unpacked once the timeline is drawn
   const state = window.rqReport;
-  state.unpacked = performance.now() - started;
 
   // ---- history viewer ---------------------------------------------------------------------
   const ROW = 18;
@@ -87,7 +85,8 @@ async function rqUnpack(id) {
     }
   }
 
-  if (hv) {
+  function startViewer() {
+    if (!hv) return;
     hv.addEventListener("scroll", renderRows, { passive: true });
     let timer = 0;
     document.getElementById("hv-filter").addEventListener("input", (e) => {
@@ -109,11 +108,6 @@ async function rqUnpack(id) {
     });
     renderRows();
   }
-  window.addEventListener("hashchange", route);
-  document.addEventListener("click", (e) => {
-    const a = e.target.closest && e.target.closest('a[href^="#h-"], a[href^="#ex-"]');
-    if (a && a.getAttribute("href") === location.hash) route(); // the same link again
-  });
 
   // ---- timeline ---------------------------------------------------------------------------
   const tl = data.timeline;
@@ -334,7 +328,16 @@ async function rqUnpack(id) {
     draw();
     state.drawMs = performance.now() - drawStart;
   }
+  state.timelineAt = performance.now(); // ms since the navigation began
 
+  const history = await rqUnpack("history-data");
+  lines = history === "" ? [] : history.split("\n");
+  startViewer();
+  window.addEventListener("hashchange", route);
+  document.addEventListener("click", (e) => {
+    const a = e.target.closest && e.target.closest('a[href^="#h-"], a[href^="#ex-"]');
+    if (a && a.getAttribute("href") === location.hash) route(); // the same link again
+  });
   route();
   state.ready = true;
   state.loadMs = performance.now() - started;
