@@ -23,11 +23,11 @@ from ..checker import ANOMALIES as ANOMALY_KINDS
 from ..explanations import explain
 from ..history import HistoryFormatError, gc_paused
 from ..report import PLOTS, REPORT_EXAMPLES, ReportParts, report_parts
+from ..store import REPORT_HTML
 from ..verdict import ANOMALIES, INCONCLUSIVE, VALID
 from .markdown import inline, to_html
 from .timeline import timeline_or_error
 
-REPORT_HTML = "report.html"
 VERDICT_CLASS = {VALID: "valid", ANOMALIES: "anomalies", INCONCLUSIVE: "inconclusive"}
 
 
