@@ -274,7 +274,8 @@ async function rqUnpack(id) {
     function showTip(px, py, text) {
       tip.textContent = text;
       tip.hidden = false;
-      tip.style.left = Math.min(px + 12, width - 320) + "px";
+      tip.style.maxWidth = width - 8 + "px";
+      tip.style.left = Math.max(0, Math.min(px + 12, width - tip.offsetWidth - 4)) + "px";
       tip.style.top = py + 14 + "px";
     }
 
