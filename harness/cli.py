@@ -129,7 +129,8 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-plots",
         action="store_true",
-        help="skip the plots and report.md (draw them later with `python -m harness plot`)",
+        help="skip the plots and report.md (report.html says so; draw them later with "
+        "`python -m harness plot`)",
     )
     p.set_defaults(handler=_run)
 
@@ -332,6 +333,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
         "write docs/analysis.md from matrix and shrink folders",
         _external("harness.analysis"),
     ),
+    "serve": ("list the runs in a browser, with their reports", _external("harness.html.serve")),
     "image": ("build the node image for Docker (nothing pulled)", _external("harness.image")),
     "hosts": ("local SSH test hosts for --backend ssh", _external("harness.cluster.ssh.hosts_cli")),
 }

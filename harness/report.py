@@ -12,6 +12,7 @@ statistics and availability; the plots that exist. Works on any folder holding a
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,37 +51,88 @@ SUMMARY_ORDER = (
 )  # fmt: skip
 
 
-def write_report(run_dir: str | Path, summary: dict | None = None, run: dict | None = None) -> Path:
+@dataclass(frozen=True)
+class ReportParts:
+    """What ``report.md`` and ``report.html`` show of a run, judged once for both.
+
+    ``verdict``, ``setup`` (scenario, subject and options, versions), ``summary`` and
+    ``tail`` (refusals, statistics, fault mechanisms) are Markdown lines; the anomalies
+    and plots each page renders its own way, from ``judgement.result``, ``history`` (the
+    history's lines, by index) and the folder.
+    """
+
+    store: RunStore
+    run: dict[str, Any]
+    history: list[str]
+    #: why the history could not be checked (None: it was, or it had not to be)
+    error: str | None
+    judgement: Judgement
+    verdict: list[str]
+    setup: list[str]
+    summary: list[str]
+    tail: list[str]
+
+    @property
+    def head(self) -> list[str]:
+        """What report.md shows before the anomalies."""
+        return [*self.verdict, *self.setup, *self.summary]
+
+    @property
+    def title(self) -> str:
+        return f"Run report: {self.store.root.resolve().name}"
+
+
+def report_parts(
+    run_dir: str | Path, summary: dict | None = None, run: dict | None = None
+) -> ReportParts:
+    """Judge the run in ``run_dir`` and lay out its report's sections (see
+    :func:`write_report` for ``summary`` and ``run``)."""
+    store = RunStore(run_dir)
+    record = run if run is not None else store.run_info()  # None: the run never finished
+    run = record if isinstance(record, dict) else {}
+    summary = summary if summary is not None else run.get("summary")
+    history_lines, error = _history_lines(store.history)
+    judged, error = _judged(store, record, error)
+    result, verdict = judged.result, judged.verdict
+    setup = _scenario(store.json_or_none(SCENARIO))
+    setup += _setup(run, store.json_or_none(VERSIONS))
+    table: list[str] = []
+    if summary:
+        if "verdict" in summary:  # the one verdict, also where the run's summary said it
+            summary = {**summary, "verdict": verdict.label}
+        table = ["## Summary", "", *_table(_flatten(ordered_summary(summary))), ""]
+    tail: list[str] = []
+    if result is not None:
+        tail += _refusals((result.get("stats") or {}).get("refusals"))
+        tail += _statistics(result.get("stats", {}))
+    tail += _mechanisms(history_lines)
+    verdict_lines = _verdict(verdict, result, error, run)
+    return ReportParts(store, run, history_lines, error, judged, verdict_lines, setup, table, tail)
+
+
+def write_report(
+    run_dir: str | Path,
+    summary: dict | None = None,
+    run: dict | None = None,
+    parts: ReportParts | None = None,
+) -> Path:
     """Write ``run_dir/report.md`` and return its path.
 
     ``run`` is the run's record (the runner passes it as it wrote it; else ``run.json``'s
     is read). ``summary`` (the runner's summary) is shown as a table; without it the
     record's ``summary`` is used, if any. The run is judged by
     :meth:`harness.store.RunStore.judge`: the check result comes from ``check.json``, or
-    from checking ``history.jsonl`` when there is none.
+    from checking ``history.jsonl`` when there is none. ``parts``: the run judged and laid
+    out already (:func:`report_parts`, shared with ``report.html``).
     """
-    store = RunStore(run_dir)
-    record = run if run is not None else store.run_info()  # None: the run never finished
-    run = record if isinstance(record, dict) else {}
-    summary = summary if summary is not None else run.get("summary")
-    lines: list[str] = [f"# Run report: {store.root.resolve().name}", ""]
-    history_lines, error = _history_lines(store.history)
-    judged, error = _judged(store, record, error)
-    result, verdict = judged.result, judged.verdict
-    lines += _verdict(verdict, result, error, run)
-    lines += _scenario(store.json_or_none(SCENARIO))
-    lines += _setup(run, store.json_or_none(VERSIONS))
-    if summary:
-        if "verdict" in summary:  # the one verdict, also where the run's summary said it
-            summary = {**summary, "verdict": verdict.label}
-        lines += ["## Summary", "", *_table(_flatten(ordered_summary(summary))), ""]
+    parts = parts if parts is not None else report_parts(run_dir, summary, run)
+    lines: list[str] = [f"# {parts.title}", "", *parts.head]
+    result = parts.judgement.result
     if result is not None:
-        lines += _anomalies(result, history_lines)
-        lines += _refusals((result.get("stats") or {}).get("refusals"))
-        lines += _statistics(result.get("stats", {}))
-    lines += _mechanisms(history_lines)
-    lines += _plots(store)
-    return store.write_text(REPORT, "\n".join(lines).rstrip() + "\n")
+        lines += _anomalies(result, parts.history)
+    lines += parts.tail
+    lines += _plots(parts.store)
+    return parts.store.write_text(REPORT, "\n".join(lines).rstrip() + "\n")
 
 
 def _judged(store: RunStore, run: Any, error: str | None) -> tuple[Judgement, str | None]:

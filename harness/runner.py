@@ -161,25 +161,34 @@ def run(opts: RunOptions) -> RunResult:
     # the run's record, before the plots: it stands if they fail or are interrupted
     # (Ctrl-C, or the matrix's SIGINT, reaches them outside the run's own unwinding)
     store.write_json(RUN, run_info)
-    if opts.plots and store.history.is_file():
-        _plots_and_report(store, run_info, result)
+    if store.history.is_file():
+        _plots_and_report(store, run_info, result, opts.plots)
         store.write_json(RUN, run_info)  # now with what the plots and report wrote
     return result
 
 
-def _plots_and_report(store: RunStore, run_info: dict[str, Any], result: RunResult) -> None:
-    """Draw the plots and write report.md from ``run_info`` as it is (not read back);
-    adds what they wrote, or why they failed, to it.
+def _plots_and_report(
+    store: RunStore, run_info: dict[str, Any], result: RunResult, plots: bool
+) -> None:
+    """Draw the plots and write report.md (``plots``), and report.html (always: without
+    plots it says so), from ``run_info`` as it is (not read back); adds what they wrote,
+    or why they failed, to it.
 
     A failure here leaves the verdict as it is; the summary and run.json say what is missing.
     """
     t = time.monotonic()
     try:
-        from .plots import plot_run
-        from .report import write_report
+        from .html import write_html
+        from .report import report_parts, write_report
 
-        run_info["plots"] = [str(p) for p in plot_run(store.root, run_info)]
-        run_info["report"] = str(write_report(store.root, result.summary, run_info))
+        if plots:
+            from .plots import plot_run
+
+            run_info["plots"] = [str(p) for p in plot_run(store.root, run_info)]
+        parts = report_parts(store.root, result.summary, run_info)
+        if plots:
+            run_info["report"] = str(write_report(store.root, parts=parts))
+        run_info["report_html"] = str(write_html(store.root, parts=parts))
     except Exception as e:
         log.exception("plots or report failed")
         run_info["plots_error"] = f"{type(e).__name__}: {e}"

@@ -8,8 +8,9 @@
 ``scenario.json``   the resolved scenario (after ``--time`` / ``--nodes``)
 ``versions.json``   rqueue, the engine's version string, Python, platform
 ``run.json``        options, phase timings, drain result, exit status and reason
-``throughput.png``, ``latency.png``, ``anomaly-timeline.png``, ``report.md``   written by
-                    the plots and the report
+``throughput.png``, ``latency.png``, ``anomaly-timeline.png``, ``report.md``,
+``report.html``     written by the plots and the reports (:mod:`harness.report`,
+                    :mod:`harness.html`)
 ``cluster/``        the nodes' data directories and logs
 
 Every module names these files through the constants here and reads them through
@@ -51,6 +52,7 @@ SCENARIO = "scenario.json"
 VERSIONS = "versions.json"
 RUN = "run.json"
 REPORT = "report.md"
+REPORT_HTML = "report.html"
 THROUGHPUT = "throughput.png"
 LATENCY = "latency.png"
 ANOMALY_TIMELINE = "anomaly-timeline.png"

@@ -71,28 +71,37 @@ def drain_span(run: Any) -> tuple[float, float] | None:
 
 
 def main_plot(run_dir: str | Path) -> int:
-    """``python -m harness plot RUN_DIR``: plots and report.md; prints what it wrote.
+    """``python -m harness plot RUN_DIR``: plots, report.md and report.html; prints what it
+    wrote.
 
     Returns 0, or 2 when the run folder has no readable history (the message names the
     file, the line and what is wrong; report.md still says so).
     """
-    from ..report import write_report
-
     source = RunStore.holding(run_dir).history
     try:
         written = plot_run(source.parent)
     except HistoryFormatError as e:
         print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
         if source.is_file():
-            print(write_report(source.parent))
+            _reports(source.parent)
         return EXIT_HARNESS
     except OSError as e:
         print(f"{source}: cannot read: {e.strerror or e}", file=sys.stderr)
         return EXIT_HARNESS
     for path in written:
         print(path)
-    print(write_report(source.parent))
+    _reports(source.parent)
     return EXIT_OK
+
+
+def _reports(run_dir: Path) -> None:
+    """Write report.md and report.html (the run judged once for both); print their paths."""
+    from ..html import write_html
+    from ..report import report_parts, write_report
+
+    parts = report_parts(run_dir)
+    print(write_report(run_dir, parts=parts))
+    print(write_html(run_dir, parts=parts))
 
 
 def _save(fig: Figure, path: Path) -> Path:

@@ -7,6 +7,7 @@ Replica records are written by hand here; the runs that record real ones are in
 from __future__ import annotations
 
 import copy
+import html
 import json
 import shutil
 from pathlib import Path
@@ -20,6 +21,7 @@ from harness.checker import ANOMALIES, check
 from harness.cluster.base import raft_index
 from harness.divergence import SnapshotFormatError, compare, describe
 from harness.history import read_history
+from harness.html import write_html
 from harness.plots.timeline import anomaly_timeline_figure
 from harness.report import write_report
 
@@ -217,3 +219,6 @@ def test_report_shows_each_nodes_row_and_the_plots_skip_row_examples(tmp_path: P
     assert "replicas | 2 nodes at applied index 40, DIFFER in messages" in text
     result = check(read_history(tmp_path / "history.jsonl"), DIVERGED)
     assert anomaly_timeline_figure(read_history(tmp_path / "history.jsonl"), result) is None
+    page = write_html(tmp_path).read_text()  # the page shows each node's row too
+    assert "<p>Example 1: messages [seq=7]: missing on n2</p>" in page
+    assert html.escape(f"n1: {json.dumps(ROW7)}") in page and "n2: null" in page

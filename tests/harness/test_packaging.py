@@ -88,3 +88,13 @@ def test_the_installed_wheel_lists_and_loads_its_scenarios(installed: Path, tmp_
     loaded = _run([str(installed), "-c", load, str(mine)], elsewhere)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == ["mine", "steady"]
+
+
+def test_the_installed_wheel_has_the_report_pages_assets(installed: Path, tmp_path: Path) -> None:
+    code = (
+        "from harness.html.page import asset; "
+        "print(*(len(asset(n)) > 100 for n in ('report.css', 'report.js', 'index.js')))"
+    )
+    done = _run([str(installed), "-c", code], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]

@@ -137,7 +137,7 @@ def test_main_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main_plot(tmp_path) == 0
     out = capsys.readouterr().out.split()
     assert [Path(p).name for p in out] == [
-        "throughput.png", "latency.png", "anomaly-timeline.png", "report.md"
+        "throughput.png", "latency.png", "anomaly-timeline.png", "report.md", "report.html"
     ]  # fmt: skip
     shutil.copy(HISTORIES / "bad-json.jsonl", tmp_path / "history.jsonl")
     assert main_plot(tmp_path) == 2

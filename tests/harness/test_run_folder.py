@@ -33,6 +33,7 @@ PACKAGE = Path(harness.__file__).parent
 #: the names only the store spells (replicas.json: its format's module names it too)
 NAMES = {
     store.HISTORY, store.CHECK, store.SCENARIO, store.VERSIONS, store.RUN, store.REPORT,
+    store.REPORT_HTML,
     store.THROUGHPUT, store.LATENCY, store.ANOMALY_TIMELINE, store.REPLICAS,
 }  # fmt: skip
 

@@ -24,7 +24,9 @@ from harness.scenario import list_scenarios
 #: included, is squeezed into it: see the ``squeezed`` fixture)
 BRIEF = float(os.environ.get("HARNESS_TEST_RUN_TIME", "6"))
 
-RUN_FILES = ("history.jsonl", "check.json", "scenario.json", "versions.json", "run.json")
+RUN_FILES = (
+    "history.jsonl", "check.json", "scenario.json", "versions.json", "run.json", "report.html",
+)  # fmt: skip
 PLOT_FILES = ("throughput.png", "latency.png", "report.md")
 
 SCENARIOS = {s.name: s for s in list_scenarios()}
