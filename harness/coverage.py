@@ -14,7 +14,10 @@ is **inconclusive** (exit status 3) when any of these holds, each named in the v
   a window observed for less than 5 s (it began near the run's end) is not judged;
 - **transition missed**: a ``timezone`` start whose daylight-saving change (its value's
   ``transition``, seconds after its invoke) came before the start completed: its nodes
-  were still restarting into the zone, so no change happened while they ran.
+  were still restarting into the zone, so no change happened while they ran;
+- **fault not undone**: a fault's end failed (a node that never rejoined, a partition
+  that did not heal), so the cluster did not end as it began and the drain's replica
+  comparison covers less than the scenario meant.
 
 A call the queue refused on purpose (a ``fail`` marked ``refused``, with one line saying
 why: rqueue refuses timed calls while every node's zone is off UTC) is an answer, not
@@ -87,6 +90,15 @@ def assess(
         reasons.append(
             f"{len(planned) - len(happened)} of {len(planned)} planned faults did not "
             f"happen ({why})"
+        )
+    undone = [e for e in events if _is_failed_end(e)]
+    if undone:
+        listed = "; ".join(
+            dict.fromkeys(f"{e['value'].get('fault') or e['f']}: {_error_of(e)}" for e in undone)
+        )
+        reasons.append(
+            f"{len(undone)} fault(s) could not be undone, so the cluster did not end as it "
+            f"began ({listed})"
         )
     late = [e for e in starts if _transition_missed(e)]
     if late:
@@ -197,6 +209,17 @@ def _is_fault_start(e: dict[str, Any]) -> bool:
         and e.get("type") in ("info", "fail")
         and isinstance(value, dict)
         and value.get("phase") == "start"
+    )
+
+
+def _is_failed_end(e: dict[str, Any]) -> bool:
+    """A fault's end (its undo) that the nemesis recorded as failed."""
+    value = e.get("value")
+    return (
+        e.get("process") == "nemesis"
+        and e.get("type") == "fail"
+        and isinstance(value, dict)
+        and value.get("phase") == "end"
     )
 
 

@@ -148,3 +148,20 @@ def test_a_transition_that_came_before_its_nodes_ran_is_inconclusive() -> None:
         "happened while they ran: timezone at 5.0 s (in place after 11.0 s, transition at "
         "+10.4 s)"
     ]
+
+
+def test_a_fault_that_could_not_be_undone_makes_it_inconclusive() -> None:
+    end = {
+        "process": "nemesis", "type": "fail", "f": "rejoin", "time": 12.0,
+        "value": {"fault": "remove-node", "phase": "end", "nodes": ["n2"],
+                  "error": "ClusterError: could not add back n2"},
+    }  # fmt: skip
+    events = sorted([*ops(steady(30.0)), fault(5.0), fault(20.0), end], key=lambda e: e["time"])
+    cov = assess(events, PLAN, 30.0)
+    assert not cov.conclusive
+    assert cov.reasons == [
+        "1 fault(s) could not be undone, so the cluster did not end as it began "
+        "(remove-node: ClusterError: could not add back n2)"
+    ]
+    ended = [{**end, "type": "info"} if e is end else e for e in events]
+    assert assess(ended, PLAN, 30.0).conclusive  # the same end, done: nothing to say
