@@ -94,7 +94,7 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "which windows it left out, up front and in its summary",
     )
     p.add_argument(
-        "--nodes", type=int, choices=(3, 5), help="cluster size (default: the scenario's)"
+        "--nodes", type=int, choices=(3, 5, 7), help="cluster size (default: the scenario's)"
     )
     p.add_argument("--seed", type=int, help="random seed for the workload and the nemesis")
     p.add_argument(

@@ -465,8 +465,8 @@ def _parse_chaos(where: str, table: Any, duration: float, faults: bool) -> _chao
 
 
 def _check_nodes(s: Scenario, where: str) -> None:
-    if s.nodes not in (3, 5):
-        raise ScenarioError(f"{where}: expected 3 or 5 nodes, got {s.nodes}")
+    if s.nodes not in (3, 5, 7):
+        raise ScenarioError(f"{where}: expected 3, 5 or 7 nodes, got {s.nodes}")
     if s.chaos is not None and s.chaos.pool is not None:
         for k in s.chaos.names():
             if s.nodes < (least := kind_of(k).min_nodes):

@@ -30,7 +30,7 @@ def test_missing_image_message_names_tag_reason_and_the_build_command() -> None:
 def test_node_ids() -> None:
     assert db.node_ids(3) == ["n1", "n2", "n3"]
     assert db.node_ids(5)[-1] == "n5"
-    with pytest.raises(ClusterError, match="3 or 5 nodes, not 4"):
+    with pytest.raises(ClusterError, match="3, 5 or 7 nodes, not 4"):
         db.node_ids(4)
 
 

@@ -181,7 +181,7 @@ def test_a_scenario_by_path(tmp_path):
             "key 'duration': expected a number > 0, got 'long'",
         ),
         ("duration = 5", "key 'description': expected a string (this key is required)"),
-        ('description = "x"\nnodes = 4', "key 'nodes': expected 3 or 5 nodes, got 4"),
+        ('description = "x"\nnodes = 4', "key 'nodes': expected 3, 5 or 7 nodes, got 4"),
         (
             'description = "x"\n[workload]\nvisibility = 0',
             "key 'workload.visibility': expected a number > 0, got 0",

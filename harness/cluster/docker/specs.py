@@ -134,9 +134,9 @@ def image_missing_message(image: str, why: str) -> str:
 
 
 def node_ids(count: int) -> list[str]:
-    """Node ids ``n1`` ... ``nN`` for a cluster of 3 or 5 nodes."""
-    if count not in (3, 5):
-        raise ClusterError(f"the docker backend runs 3 or 5 nodes, not {count}")
+    """Node ids ``n1`` ... ``nN`` for a cluster of 3, 5 or 7 nodes."""
+    if count not in (3, 5, 7):
+        raise ClusterError(f"the docker backend runs 3, 5 or 7 nodes, not {count}")
     return [f"n{i}" for i in range(1, count + 1)]
 
 
