@@ -28,6 +28,7 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from harness.cluster.docker.specs import IMAGE_UID
 from harness.errors import HarnessError
 
 #: the node's third-party distributions (their own requirements are added)
@@ -41,7 +42,7 @@ WGET = "/usr/bin/wget"
 RQLITED = "/usr/local/bin/rqlited"
 DATA_VOLUME = "/rqlite/file"
 #: the user the node runs as: the official image's (``adduser -u 1000 ... rqlite``)
-USER, UID, GID = "rqlite", 1000, 1000
+USER, UID, GID = "rqlite", IMAGE_UID, IMAGE_UID
 HOME = f"/home/{USER}"
 #: stdlib directories (relative to lib/pythonX.Y) the node never imports
 STDLIB_EXCLUDE = {

@@ -24,6 +24,7 @@ from harness.cluster.base import ClusterError
 from harness.cluster.docker.cluster import IMAGE_FILE, UTC_ZONE, DockerCluster
 from harness.cluster.docker.engine import _ensure_image, _image_environment, _image_facts, connect
 from harness.cluster.docker.specs import (
+    IMAGE_UID,
     LABEL_NODE,
     PORT_ATTEMPTS,
     SECRET_ENV,
@@ -44,7 +45,6 @@ from harness.cluster.docker.specs import (
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.owners import identity
 from harness.cluster.ports import free_ports
-from harness.image.rootfs import UID as IMAGE_UID
 
 
 def start_docker_cluster(

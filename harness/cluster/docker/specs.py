@@ -35,6 +35,9 @@ DEFAULT_IMAGE = "rqlite/rqlite:10.2.7"
 IMAGE_ENV = "RQLITE_IMAGE"
 #: the project's node image, as ``python -m harness image build`` tags it
 NODE_IMAGE = "rqueue/node:local"
+#: the user (uid and gid) the project's node image runs its node as; a node's own
+#: filesystem (the ``disk`` capability) belongs to it
+IMAGE_UID = 1000
 #: the cluster secret every node of a cluster gets (harness.node refuses to listen beyond
 #: loopback without one; the official image ignores it)
 SECRET_ENV = "RQUEUE_CLUSTER_SECRET"
