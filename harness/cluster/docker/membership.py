@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import threading
 import time
 from dataclasses import replace
@@ -26,13 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import zonefile
+from harness.cluster import disk as disks
 from harness.cluster.base import ClusterError
 from harness.cluster.docker.specs import (
+    IMAGE_UID,
     LABEL_NODE,
     LOG_LINES,
     RAFT_PORT,
     ContainerSpec,
     create_kwargs,
+    disk_mount,
     zone_file,
 )
 from harness.cluster.membership import MembershipError, _call
@@ -111,7 +115,7 @@ class DockerMembership:
                 with contextlib.suppress(Exception):
                     (self._directory / f"{node_id}.log").write_bytes(c.logs(tail=LOG_LINES))
             c.remove(v=True, force=True)
-            self._client.volumes.get(spec.volume).remove(force=True)
+            _drop_data(self._client, spec.volume)
             # a new dict, not one changed in place: stop() and nodes() iterate it unlocked
             self._specs = {k: v for k, v in self._specs.items() if k != node_id}
             self.save()  # type: ignore[attr-defined]
@@ -135,7 +139,10 @@ class DockerMembership:
             spec = _joining_spec(live[0], node_id, [s.node_id for s in live])
             if self._directory is not None and spec.zone_file:
                 zonefile.write(Path(spec.zone_file), _UTC)
-            self._client.volumes.create(spec.volume, labels=dict(spec.labels))
+            if live[0].volume.startswith("/"):  # nodes on filesystems of their own
+                spec = replace(spec, volume=_own_disk(self._directory, live[0], node_id))
+            else:
+                self._client.volumes.create(spec.volume, labels=dict(spec.labels))
             kw = create_kwargs(spec, self._client.api.api_version)
             self._client.containers.create(**kw).start()
             self._specs = {**self._specs, node_id: spec}  # (as in remove_node)
@@ -167,8 +174,34 @@ class DockerMembership:
                     self._container(node_id).remove(v=True, force=True)  # type: ignore[attr-defined]
                 self._specs = {k: v for k, v in self._specs.items() if k != node_id}
                 with contextlib.suppress(Exception):
-                    self._client.volumes.get(spec.volume).remove(force=True)
+                    _drop_data(self._client, spec.volume)
                 self.save()  # type: ignore[attr-defined]
+
+
+def _drop_data(client: Any, volume: str) -> None:
+    """Wipe a removed node's data: its volume removed, or, for a node on a filesystem of
+    its own (a host path: the ``disk`` capability), that filesystem emptied and kept for
+    the node's return (released with the cluster)."""
+    if not volume.startswith("/"):
+        client.volumes.get(volume).remove(force=True)
+        return
+    for entry in Path(volume).iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _own_disk(directory: Path | None, like: ContainerSpec, node_id: str) -> str:
+    """The data directory of ``node_id`` joining a cluster whose nodes have filesystems of
+    their own: its own again (a node that returns), or a new one the size of ``like``'s."""
+    if directory is None:
+        raise MembershipError("nodes' disks of their own need the cluster's directory")
+    mount = disk_mount(directory, node_id)
+    if not disks.node_disk(directory, node_id, mount).image.is_file():
+        size = disks.node_disk(directory, like.node_id, like.volume).image.stat().st_size
+        disks.make(directory, node_id, mount, size // (1024 * 1024), owner=(IMAGE_UID, IMAGE_UID))
+    return str(mount)
 
 
 def _joining_spec(like: ContainerSpec, node_id: str, members: list[str]) -> ContainerSpec:
