@@ -37,6 +37,19 @@ PySyncObj looks a peer's name up once per ten minutes, so a peer whose address c
 (a container started again gets a new one on its network) stayed unreachable that long.
 Here a name is looked up again when its link is redialled, at most every
 :data:`DNS_CACHE_TIME` seconds (only dialling looks names up; a live link never does).
+
+**A follower keeps its link to the leader through the leader's own removal in the log.**
+PySyncObj applies a configuration change as soon as the entry is appended, and drops the
+link of a removed member. A node catching up (a joiner replaying the whole log, a lagging
+follower) that replays "remove L" ... "add L" for the node L that leads it now dropped its
+link to L at the removal, in the middle of the catch-up: the later "add L" never arrived,
+L was refused as an address outside the configuration (or no longer dialled), and the node
+stayed cut off from its leader for good. A leader never removes itself (PySyncObj refuses
+it; the node hands over leadership first), so such a removal is always followed by L's
+return further down the log: here the link to the node this follower follows is kept
+(the member is out of the configuration all the same) until L is added back or another
+leader takes over. PySyncObj's ``dropNode`` also forgot to report the dropped link as
+down; here it is, so a member added back logs its link coming up.
 """
 
 from __future__ import annotations
@@ -118,13 +131,43 @@ class LinkTransport(TCPTransport):
         globalDnsResolver().setTimeouts(DNS_CACHE_TIME, DNS_CACHE_TIME)
         self._last_sent: dict[Any, float] = {}
         self._links_up: set[Any] = set()
+        #: removed from the configuration while this follower follows them: link kept
+        self._kept: set[Any] = set()
+        self._closing = False
         self._in_tick = False
         inner = syncObj.encryptor
         self._encryptor = CheckedEncryptor(inner) if inner is not None else None
         super().__init__(syncObj, selfNode, otherNodes)
 
-    # -- authentication failures in the log -----------------------------------------------
+    # -- membership changes ---------------------------------------------------------------
+    def _follows(self, node: Any) -> bool:
+        """Whether this node is a follower whose leader is ``node``, with a link to it."""
+        sync = self._syncObj
+        return (
+            not self._closing
+            and node in self._connections
+            and not sync._isLeader()
+            and sync._getLeader() == node
+        )
+
+    def dropNode(self, node: Any) -> None:
+        if self._follows(node):
+            if node not in self._kept:
+                log.info("raft link to %s kept: it leads this node, it will be added back", node)
+                self._kept.add(node)
+            return
+        self._kept.discard(node)
+        was_up = node in self._links_up
+        super().dropNode(node)
+        self._last_sent.pop(node, None)
+        if was_up:  # PySyncObj unlinks the connection first: nobody hears it go down
+            self._onNodeDisconnected(node)
+
     def addNode(self, node: Any) -> None:
+        if node in self._kept:  # back in the configuration: its link never went away
+            self._kept.discard(node)
+            self._nodeAddrToNode[node.address] = node
+            return
         super().addNode(node)
         conn = self._connections.get(node)
         if conn is not None and self._encryptor is not None:
@@ -141,7 +184,14 @@ class LinkTransport(TCPTransport):
             return False  # from a disconnect callback: the next tick reconnects
         return super()._connectIfNecessarySingle(node)
 
+    def destroy(self) -> None:
+        self._closing = True
+        self._kept.clear()
+        super().destroy()
+
     def _onTick(self) -> None:
+        for node in [n for n in self._kept if not self._follows(n)]:
+            self.dropNode(node)  # another leader now, and it was never added back
         self._in_tick = True
         try:
             super()._onTick()  # bind if needed, connect to the peers we dial
