@@ -1,4 +1,5 @@
-"""The Docker backend publishes its nodes on ports drawn by harness.cluster.ports."""
+"""The Docker backend publishes its nodes on ports drawn by harness.cluster.ports (its
+start, harness.cluster.docker.lifecycle, draws them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from harness.cluster import ports
 from harness.cluster.base import ClusterError
-from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as db
 
 
 def test_docker_start_draws_its_host_ports_from_ports_py_on_its_bind_address(

@@ -29,6 +29,7 @@ def raft_term(url: str) -> int:
     return int(json.loads(body)["store"]["raft"]["term"])
 
 
+@pytest.mark.slow
 def test_a_leader_kill_after_a_quiet_spell_costs_one_election(make_cluster):
     """While a leader lives its followers send nothing to each other. PySyncObj dropped
     such an idle link (and the vote request on it) when the leader's death made them use
@@ -80,6 +81,7 @@ def _syn_sent_to(port: int) -> bool:
 
 
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+@pytest.mark.slow
 def test_a_lost_connect_is_retried_not_left_to_the_kernels_syn_backoff(make_cluster):
     """A node is stopped (SIGSTOP) with a full accept queue while the leader is killed:
     the one peer left dials it, and its SYN is dropped. PySyncObj never timed out a

@@ -146,6 +146,7 @@ def _commit_index(url: str) -> int:
     return int(_status(url)["store"]["raft"]["commit_index"])
 
 
+@pytest.mark.slow
 def test_ex_leader_catches_up_under_load_and_the_next_partition_recovers(make_cluster) -> None:
     """An ex-leader rejoins with entries of its own that were never committed; under a
     steady write load it must still catch up, or the next partition leaves a majority

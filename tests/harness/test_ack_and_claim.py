@@ -315,6 +315,7 @@ def fused_pairs(events: list[dict]) -> Iterator[tuple[tuple[dict, dict], tuple[d
                 yield claim, ack
 
 
+@pytest.mark.slow
 def test_a_run_with_ack_and_claim_stays_valid_and_records_fused_pairs(run_scenario, tmp_path):
     path = tmp_path / "fused.toml"
     path.write_text(FUSED_RUN)

@@ -192,6 +192,7 @@ duration = 3.0
 """
 
 
+@pytest.mark.slow
 def test_a_run_with_batches_stays_valid(run_scenario: Any, tmp_path: Path) -> None:
     path = tmp_path / "batch.toml"
     path.write_text(BATCH_RUN)

@@ -45,6 +45,7 @@ def bench_run(tmp_path_factory):
     return int(status.read_text()), out
 
 
+@pytest.mark.slow
 def test_bench_measures_every_item_and_writes_its_files(bench_run):
     code, out = bench_run
     assert code in (0, 1), "2 means the benchmark itself failed"

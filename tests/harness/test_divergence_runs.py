@@ -110,6 +110,7 @@ def test_snapshot_finds_values_each_replica_computed_itself(make_cluster) -> Non
     assert {ex["table"] for ex in entry["examples"]} == {"rqueue_t"}
 
 
+@pytest.mark.slow
 def test_a_run_records_the_replicas_and_rqueue_keeps_them_identical(
     run_scenario: Callable[..., Any],
 ) -> None:
@@ -126,6 +127,7 @@ def test_a_run_records_the_replicas_and_rqueue_keeps_them_identical(
     assert result.check["anomalies"][divergence.NAME]["count"] == 0, result.check["anomalies"]
 
 
+@pytest.mark.slow
 def test_mutant_subquery_now_is_caught(run_scenario: Callable[..., Any]) -> None:
     rewriting_engine()
     # 14 s keeps one leader kill and its restart (the shortest --time that does), after

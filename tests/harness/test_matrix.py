@@ -42,6 +42,7 @@ def test_the_table_names_what_each_run_found() -> None:
     assert "inconclusive: 1 of 2 planned faults did not happen" in text
 
 
+@pytest.mark.slow
 def test_one_real_cell(tmp_path) -> None:
     out = tmp_path / "m"
     argv = [sys.executable, "-m", "harness", "matrix", "--scenario", "steady",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 POISON_STEADY = """
 description = "poison messages, no faults"
 nodes = 3
@@ -17,6 +19,7 @@ poison = 0.2
 """
 
 
+@pytest.mark.slow
 def test_poison_without_faults(run_scenario, tmp_path: Path) -> None:
     path = tmp_path / "poison-steady.toml"
     path.write_text(POISON_STEADY)
@@ -26,6 +29,7 @@ def test_poison_without_faults(run_scenario, tmp_path: Path) -> None:
     assert stats["dead_lettered"] > 0 and stats["ops"]["read-dead-letters"]["ok"] == 1
 
 
+@pytest.mark.slow
 def test_dead_lettering_one_claim_early_is_caught(run_scenario, tmp_path: Path) -> None:
     path = tmp_path / "poison-steady.toml"
     path.write_text(POISON_STEADY)

@@ -108,6 +108,7 @@ def _lines(path: Path) -> int:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow
 def test_a_signalled_run_tears_everything_down(tmp_path, sig):
     if os.environ.get("RQLITE_URLS"):
         pytest.skip("runs start their own cluster")
@@ -226,6 +227,7 @@ duration = 2.0
 """
 
 
+@pytest.mark.slow
 def test_a_run_whose_fault_could_not_happen_exits_3_and_says_why(tmp_path):
     scenario = tmp_path / "doomed.toml"
     scenario.write_text(INCONCLUSIVE)
@@ -270,6 +272,7 @@ duration = 2.0
 """
 
 
+@pytest.mark.slow
 def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
     scenario = tmp_path / "two-kills.toml"
     scenario.write_text(TWO_KILLS)
@@ -296,6 +299,7 @@ def test_a_shortened_run_says_up_front_which_fault_it_dropped(tmp_path):
     assert f"- {why}" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_fault_left_out_with_skip_fault_is_named_up_front_and_in_the_summary(tmp_path):
     scenario = tmp_path / "two-kills.toml"
     scenario.write_text(TWO_KILLS)

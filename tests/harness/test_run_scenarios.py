@@ -152,6 +152,7 @@ def test_each_mutant_is_caught(run_scenario, subject, anomaly):
         ("clock-skew", {"duplicate-group-lease"}),
     ],
 )
+@pytest.mark.slow
 def test_seed_reference_shows_anomalies(run_scenario, squeezed, scenario, anomalies):
     result = run_scenario(squeezed(scenario, BRIEF), subject="seed-reference")
     assert result.exit_code == 1, (result.reason, result.summary)
@@ -169,6 +170,7 @@ def test_rqueue_is_valid_at_full_length(run_scenario, scenario):
     assert assert_complete_run_folder(result, scenario)["valid"] is True
 
 
+@pytest.mark.slow
 def test_blob_shaped_text_sent_as_it_is_is_caught_as_corrupted(run_scenario, squeezed):
     # a short drain: the groups whose leases can never be acked never move on
     result = run_scenario(squeezed("blob-text", BRIEF, drain_timeout=5.0), subject=BLOB_BLIND)
@@ -192,6 +194,7 @@ def spring_forward(tmp_path, seconds: float = 16.0) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_spring_forward_gives_a_zone_blind_queue_duplicate_group_leases(run_scenario, tmp_path):
     result = run_scenario(spring_forward(tmp_path), subject=ZONE_BLIND, plots=False)
     assert result.exit_code == 1, (result.reason, result.summary)
@@ -199,6 +202,7 @@ def test_a_spring_forward_gives_a_zone_blind_queue_duplicate_group_leases(run_sc
     assert result.summary["faults"] == {"timezone": 1} and not result.summary.get("refused")
 
 
+@pytest.mark.slow
 def test_rqueue_refuses_cleanly_while_every_node_is_off_utc(run_scenario, tmp_path):
     result = run_scenario(spring_forward(tmp_path), plots=False)
     assert result.exit_code == 0, (result.reason, result.summary)

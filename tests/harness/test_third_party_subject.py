@@ -116,6 +116,7 @@ def test_client_protocol_problems_are_named() -> None:
 
 
 # -- the CLI, in a subprocess --------------------------------------------------------------
+@pytest.mark.slow
 def test_the_documented_example_runs_steady_and_is_valid(tmp_path: Path) -> None:
     shutil.copy(EXAMPLE, tmp_path / "mymodule.py")
     out = tmp_path / "run"
@@ -143,6 +144,7 @@ def test_a_module_that_fails_to_import_exits_2_with_one_line(tmp_path: Path) -> 
     assert not (tmp_path / "results").exists()  # nothing was started
 
 
+@pytest.mark.slow
 def test_a_client_that_does_not_fit_exits_2_with_one_line(tmp_path: Path) -> None:
     write(
         tmp_path,
@@ -204,6 +206,7 @@ def test_installed_subjects_are_listed_and_run_by_name(tmp_path: Path) -> None:
     assert res.stderr.startswith("harness: error: entry point 'broken' (rqueue.harness.subjects)")
 
 
+@pytest.mark.slow
 def test_an_async_client_with_plain_methods_exits_2_with_one_line(tmp_path: Path) -> None:
     shutil.copy(EXAMPLE, tmp_path / "mymodule.py")
     write(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from harness.history import HistoryRecorder, fault_intervals, read_history
 from harness.nemesis import Nemesis
 from harness.scenario import Fault
@@ -19,6 +21,7 @@ from tests.cluster.helpers import execute, local_minus_utc, near, wait_until
 TRANSITION = 10.0
 
 
+@pytest.mark.slow
 def test_the_timezone_fault_moves_every_node_inside_its_window_then_back(
     make_cluster, tmp_path
 ) -> None:

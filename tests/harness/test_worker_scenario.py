@@ -147,6 +147,7 @@ def test_worker_and_long_poll_keys_are_checked() -> None:
         _scenario(long_poll_wait=0)
 
 
+@pytest.mark.slow
 def test_worker_processes_claim_and_survive_kills(run_scenario: Any, tmp_path: Path) -> None:
     path = tmp_path / "workers.toml"
     path.write_text(

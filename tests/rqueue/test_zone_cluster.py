@@ -130,6 +130,7 @@ def test_one_node_off_utc_is_refused(cluster_with: Any, loop: Any, caplog: Any) 
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_minority_off_utc_after_a_jump_fails_over_to_the_utc_nodes(
     cluster_with: Any, loop: Any, caplog: Any
 ) -> None:
@@ -164,6 +165,7 @@ def test_a_minority_off_utc_after_a_jump_fails_over_to_the_utc_nodes(
     assert done.returncode == 1 and "rewrites 'now' +3600 s (+01:00) off UTC" in done.stderr
 
 
+@pytest.mark.slow
 def test_every_node_off_utc_after_a_jump_raises_zone_refused(cluster_with: Any, loop: Any) -> None:
     at = int(time.time()) + LEAD
     c = cluster_with(3, lambda i: zonefile.dst_jump(at))
