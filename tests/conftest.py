@@ -19,7 +19,8 @@
   so workers overlap them. Each worker has its own ``cluster``; every cluster takes free
   ports and network namespaces of its own. One process only (``-n 0``) under
   ``RQLITE_URLS`` (the workers would share one cluster's tables) and when chaos tests are
-  selected (full-length runs and the Docker engine's containers).
+  selected (full-length runs and the Docker engine's containers); three per two cores
+  when the ``slow`` tests are selected (whole scenarios, several processes each).
   ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` or ``-n N`` sets the number. A test marked
   ``root`` (network namespaces) holds a shared lock on :data:`NETNS_LOCK` (one file for
   every worker and every session on the machine); one marked ``netns_alone`` too (the
@@ -76,7 +77,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if wanted:
         return int(wanted)
-    return min(MAX_WORKERS, 3 * len(os.sched_getaffinity(0)))
+    cores = len(os.sched_getaffinity(0))
+    if "slow" in marks and marks != DEFAULT_MARKS:
+        # whole scenarios and clusters, each several processes busy for seconds: three
+        # per core starve one another into timeouts (fault windows that start late)
+        return max(1, min(MAX_WORKERS, (3 * cores) // 2))
+    return min(MAX_WORKERS, 3 * cores)
 
 
 #: held by each test marked ``root`` while it runs (see the module docstring)

@@ -10,7 +10,16 @@ import tomllib
 import pytest
 
 from harness import chaos
-from harness.cluster.base import CAPABILITY_NAMES, CLOCK_SKEW, KILL, PARTITIONS, PAUSE
+from harness.cluster.base import (
+    CAPABILITY_NAMES,
+    CLOCK_SKEW,
+    DISK,
+    KILL,
+    LINKS,
+    MEMBERSHIP,
+    PARTITIONS,
+    PAUSE,
+)
 from harness.faults import KINDS, RECOVERY, Fault, kind_of
 from harness.scenario import Scenario, ScenarioError, WorkloadSpec, load_scenario, parse_scenario
 from harness.shrink.steps import candidates, to_toml, validate
@@ -214,8 +223,10 @@ def test_a_chaos_run_writes_what_it_drew_and_runs_it(run_scenario):
     result = run_scenario("chaos", time=20.0, seed=2)
     assert result.exit_code in (0, 3), (result.reason, result.summary)
     resolved = json.loads((result.run_dir / "scenario.json").read_text())
-    # the local backend partitions as root (network namespaces), else not
-    capabilities = ALL if os.geteuid() == 0 else ALL - {PARTITIONS}
+    # as root the local backend runs a netns cluster with disks of its own (partitions,
+    # links, disks; a netns cluster takes no new member), else a loopback one (members)
+    netns = os.geteuid() == 0
+    capabilities = ALL - ({MEMBERSHIP} if netns else {PARTITIONS, LINKS, DISK})
     expected = load_scenario("chaos").scaled(20.0).drawn_from(2, capabilities)
     assert resolved["drawn"] == expected.drawn and "chaos" not in resolved
     assert [f["kind"] for f in resolved["faults"]] == [f.kind for f in expected.faults]
