@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from harness.cluster.docker import cluster as docker_backend
+from harness.cluster.docker import lifecycle
 from harness.cluster.docker import specs as db
 from harness.cluster.docker.engine import connect
 
@@ -110,7 +111,7 @@ def clean_engine(engine: Any) -> Any:
 def docker_cluster(
     engine: Any, node_image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[docker_backend.DockerCluster]:
-    c = docker_backend.start_docker_cluster(
+    c = lifecycle.start_docker_cluster(
         nodes=3, directory=tmp_path_factory.mktemp("docker"), timeout=120, image=node_image
     )
     try:

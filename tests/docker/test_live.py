@@ -19,6 +19,7 @@ import requests
 
 from harness.cluster import partition as rules
 from harness.cluster.docker import cluster as db
+from harness.cluster.docker import lifecycle as lc
 from harness.cluster.docker.engine import ImageMissing
 
 pytestmark = pytest.mark.chaos
@@ -65,7 +66,7 @@ def test_every_node_runs_the_image_with_the_cluster_secret(
         c = cluster._container(n.id)
         assert c.attrs["Config"]["Image"] == node_image
         env = dict(e.split("=", 1) for e in c.attrs["Config"]["Env"])
-        secrets.add(env[db.SECRET_ENV])
+        secrets.add(env[lc.SECRET_ENV])
     assert len(secrets) == 1 and len(secrets.pop()) >= 32
 
 
@@ -101,7 +102,7 @@ def test_a_node_started_on_a_new_address_is_found_again(
         node_image,
         entrypoint=["/usr/local/bin/python3", "-c", "import time; time.sleep(300)"],
         network=network,
-        labels=db.labels(cluster.cluster_id),
+        labels=lc.labels(cluster.cluster_id),
         detach=True,
     )
     try:
@@ -179,14 +180,14 @@ def test_the_cluster_directory_names_the_image(cluster: db.DockerCluster, node_i
 
 
 def test_state_file_attach(cluster: db.DockerCluster) -> None:
-    attached = db.attach_docker_cluster(Path(cluster._directory))
+    attached = lc.attach_docker_cluster(Path(cluster._directory))
     assert attached.cluster_id == cluster.cluster_id
     assert [n.url for n in attached.nodes()] == cluster.urls
 
 
 def test_missing_image_is_one_line_naming_the_build_command(engine: Any, tmp_path: Path) -> None:
     with pytest.raises(ImageMissing) as err:
-        db.start_docker_cluster(
+        lc.start_docker_cluster(
             nodes=3, directory=tmp_path, timeout=30, image="rqueue/no-such-image:0"
         )
     msg = str(err.value)
