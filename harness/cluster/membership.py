@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,7 @@ class LocalMembership:
 
     def members(self, timeout: float = 5.0) -> list[str]:
         """The ids of the members as the leader's ``/status`` lists them, sorted."""
-        lead = self.wait_for_leader(timeout, all_ready=False)
-        code, body = _call("GET", f"{lead.url}/status", None, timeout)
-        if code != 200:
-            raise MembershipError(f"{lead.id}: /status answered HTTP {code}")
-        return sorted(n["id"] for n in json.loads(body)["store"]["nodes"])
+        return leader_members(self.wait_for_leader(timeout, all_ready=False), timeout)
 
     def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
         """Remove a running member through ``/remove``, stop it and wipe its data."""
@@ -78,29 +75,7 @@ class LocalMembership:
                 raise MembershipError(f"cannot remove node {node_id}: it is {spec.state}")
             others = [s for s in self._specs.values() if s.state == "running" and s is not spec]
         via = others or [spec]
-        body = json.dumps({"id": node_id}).encode()
-        last = ""
-        while True:
-            for s in via:
-                try:
-                    code, text = _call("DELETE", f"{s.url}/remove", body, 20.0)
-                except OSError as exc:
-                    code, text = 0, str(exc).encode()
-                if code == 200:
-                    break
-                last = f"{s.id} answered {code or 'nothing'}: {text[:200].decode(errors='replace')}"
-            else:
-                code = 0
-            if code == 200:
-                try:
-                    if node_id not in self.members():
-                        break
-                    last = "the leader still lists it"
-                except ClusterError as exc:
-                    last = str(exc)
-            if time.monotonic() >= deadline:
-                raise MembershipError(f"could not remove node {node_id} in {timeout:g}s: {last}")
-            time.sleep(0.5)
+        remove_through([(s.id, s.url) for s in via], node_id, self.members, deadline, timeout)
         with self._lock:
             _stop(self, spec)
             shutil.rmtree(spec.data_dir, ignore_errors=True)
@@ -162,6 +137,50 @@ class LocalMembership:
                 shutil.rmtree(spec.data_dir, ignore_errors=True)
                 spec.state, spec.pid = "removed", None
                 self._save()
+
+
+def leader_members(lead: Any, timeout: float) -> list[str]:
+    """The ids of the members as the leader ``lead`` (a NodeInfo) lists them in
+    ``/status``, sorted."""
+    code, body = _call("GET", f"{lead.url}/status", None, timeout)
+    if code != 200:
+        raise MembershipError(f"{lead.id}: /status answered HTTP {code}")
+    return sorted(n["id"] for n in json.loads(body)["store"]["nodes"])
+
+
+def remove_through(
+    via: Sequence[tuple[str, str]],
+    node_id: str,
+    members: Callable[[], list[str]],
+    deadline: float,
+    timeout: float,
+) -> None:
+    """Ask the nodes ``via`` ((id, URL), in turn) to remove ``node_id`` (rqlite's
+    ``DELETE /remove``) until one agrees and ``members()`` no longer lists it; by
+    ``deadline`` (``timeout`` s after the start), else :class:`MembershipError` naming
+    the last answer."""
+    body = json.dumps({"id": node_id}).encode()
+    last = ""
+    while True:
+        code = 0
+        for nid, url in via:
+            try:
+                code, text = _call("DELETE", f"{url}/remove", body, 20.0)
+            except OSError as exc:
+                code, text = 0, str(exc).encode()
+            if code == 200:
+                break
+            last = f"{nid} answered {code or 'nothing'}: {text[:200].decode(errors='replace')}"
+        if code == 200:
+            try:
+                if node_id not in members():
+                    return
+                last = "the leader still lists it"
+            except ClusterError as exc:
+                last = str(exc)
+        if time.monotonic() >= deadline:
+            raise MembershipError(f"could not remove node {node_id} in {timeout:g}s: {last}")
+        time.sleep(0.5)
 
 
 def _next_id(specs: dict[str, NodeSpec]) -> str:

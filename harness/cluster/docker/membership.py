@@ -18,7 +18,6 @@ here): with another image the capability is lacking.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import threading
 import time
@@ -39,7 +38,7 @@ from harness.cluster.docker.specs import (
     disk_mount,
     zone_file,
 )
-from harness.cluster.membership import MembershipError, _call
+from harness.cluster.membership import MembershipError, leader_members, remove_through
 from harness.cluster.ports import free_ports
 
 #: a node's local zone until set_time_zone: UTC
@@ -71,10 +70,7 @@ class DockerMembership:
     def members(self, timeout: float = 5.0) -> list[str]:
         """The ids of the members as the leader's ``/status`` lists them, sorted."""
         lead = self.wait_for_leader(timeout, all_ready=False)  # type: ignore[attr-defined]
-        code, body = _call("GET", f"{lead.url}/status", None, timeout)
-        if code != 200:
-            raise MembershipError(f"{lead.id}: /status answered HTTP {code}")
-        return sorted(n["id"] for n in json.loads(body)["store"]["nodes"])
+        return leader_members(lead, timeout)
 
     def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
         """Remove a running member through ``/remove``, then its container and volume."""
@@ -86,28 +82,7 @@ class DockerMembership:
             if node_id not in self._specs or node_id in self._down | self._paused:
                 raise MembershipError(f"cannot remove node {node_id}: it is not running")
             via = [s for n, s in self._specs.items() if n != node_id and n not in self._down]
-        body = json.dumps({"id": node_id}).encode()
-        last = ""
-        while True:
-            code = 0
-            for s in via:
-                try:
-                    code, text = _call("DELETE", f"{s.url}/remove", body, 20.0)
-                except OSError as exc:
-                    code, text = 0, str(exc).encode()
-                if code == 200:
-                    break
-                last = f"{s.node_id} answered {code or 'nothing'}: {text[:200].decode()}"
-            if code == 200:
-                try:
-                    if node_id not in self.members():
-                        break
-                    last = "the leader still lists it"
-                except ClusterError as exc:
-                    last = str(exc)
-            if time.monotonic() >= deadline:
-                raise MembershipError(f"could not remove node {node_id} in {timeout:g}s: {last}")
-            time.sleep(0.5)
+        remove_through([(s.node_id, s.url) for s in via], node_id, self.members, deadline, timeout)
         with self._lock:
             spec = self._specs[node_id]
             c = self._container(node_id)  # type: ignore[attr-defined]
