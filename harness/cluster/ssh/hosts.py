@@ -14,6 +14,7 @@ it wrote under ``D``. State: ``D/hosts.json``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -21,11 +22,12 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cluster.base import ClusterError
-from harness.cluster.netns import NetnsNetwork, require_root, run
+from harness.cluster.netns import Member, NetnsNetwork, require_root, run
 
 SSHD = "/usr/sbin/sshd"
 #: sshd refuses to start without its privilege-separation folder
@@ -33,6 +35,9 @@ PRIVSEP_DIR = Path("/run/sshd")
 #: left in PRIVSEP_DIR when test hosts made it, so that the last ``hosts down`` (of any
 #: folder) removes it, and never a folder the system's sshd made
 PRIVSEP_MARK = ".made-by-rqueue-hosts"
+#: held (flock) while PRIVSEP_DIR is made and sshds start, and while it is removed: one
+#: ``hosts down`` must not take the folder from under another ``hosts up``'s starting sshd
+PRIVSEP_LOCK = PRIVSEP_DIR.parent
 STATE = "hosts.json"
 INVENTORY = "inventory.toml"
 CLIENT_KEY = "client_key"
@@ -79,9 +84,6 @@ def hosts_up(count: int, directory: Path, timeout: float = 20.0) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     names = [f"n{i}" for i in range(1, count + 1)]
     state: dict = {"network": None, "hosts": []}
-    if not PRIVSEP_DIR.exists():
-        PRIVSEP_DIR.mkdir(mode=0o755)
-        (PRIVSEP_DIR / PRIVSEP_MARK).touch()
     _save(directory, state)
     try:
         key = directory / CLIENT_KEY
@@ -93,22 +95,12 @@ def hosts_up(count: int, directory: Path, timeout: float = 20.0) -> str:
         state["network"] = net.to_json()
         _save(directory, state)
         known = []
-        for name in names:
-            member = net.members[name]
-            host_dir = directory / name
-            (host_dir / "data").mkdir(parents=True, exist_ok=True)
-            _keygen(host_dir / "ssh_host_ed25519_key", f"rqueue test host {name}")
-            config = host_dir / "sshd_config"
-            config.write_text(
-                SSHD_CONFIG.format(name=name, ip=member.ip, dir=host_dir, root=directory)
-            )
-            run(["ip", "netns", "exec", member.netns, SSHD, "-f", str(config),
-                 "-E", str(host_dir / "sshd.log")])  # fmt: skip
-            pid = _wait_pid(host_dir / "sshd.pid", timeout)
-            state["hosts"].append({"name": name, "ip": member.ip, "sshd_pid": pid})
-            _save(directory, state)
-            pub = (host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
-            known.append(f"{member.ip} {' '.join(pub)}\n")
+        with _privsep_lock():
+            if not PRIVSEP_DIR.exists():
+                PRIVSEP_DIR.mkdir(mode=0o755)
+                (PRIVSEP_DIR / PRIVSEP_MARK).touch()
+            for name in names:
+                known.append(_start_sshd(directory, net.members[name], name, state, timeout))
         (directory / "known_hosts").write_text("".join(known))
         for h in state["hosts"]:
             _wait_listening(h["ip"], 22, timeout)
@@ -118,6 +110,34 @@ def hosts_up(count: int, directory: Path, timeout: float = 20.0) -> str:
     except BaseException:
         hosts_down(directory)
         raise
+
+
+def _start_sshd(directory: Path, member: Member, name: str, state: dict, timeout: float) -> str:
+    """Start one host's sshd in its namespace; its ``known_hosts`` line."""
+    host_dir = directory / name
+    (host_dir / "data").mkdir(parents=True, exist_ok=True)
+    _keygen(host_dir / "ssh_host_ed25519_key", f"rqueue test host {name}")
+    config = host_dir / "sshd_config"
+    config.write_text(SSHD_CONFIG.format(name=name, ip=member.ip, dir=host_dir, root=directory))
+    run(["ip", "netns", "exec", member.netns, SSHD, "-f", str(config),
+         "-E", str(host_dir / "sshd.log")])  # fmt: skip
+    pid = _wait_pid(host_dir / "sshd.pid", timeout)
+    state["hosts"].append({"name": name, "ip": member.ip, "sshd_pid": pid})
+    _save(directory, state)
+    pub = (host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+    return f"{member.ip} {' '.join(pub)}\n"
+
+
+@contextlib.contextmanager
+def _privsep_lock() -> Iterator[None]:
+    """An exclusive lock, between this machine's ``hosts up`` and ``hosts down``, on the
+    privilege-separation folder's parent (a lock file would itself be left behind)."""
+    fd = os.open(PRIVSEP_LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def inventory_text(directory: Path, hosts: list[dict]) -> str:
@@ -162,10 +182,11 @@ def hosts_down(directory: Path, timeout: float = 10.0) -> list[str]:
                 removed.append(f"process {pid} in {m.netns}")
         net.teardown()
         removed.append(f"network {net.bridge}")
-    if (PRIVSEP_DIR / PRIVSEP_MARK).exists() and not _any_sshd():
-        with contextlib.suppress(OSError):
-            (PRIVSEP_DIR / PRIVSEP_MARK).unlink()
-            PRIVSEP_DIR.rmdir()
+    with _privsep_lock():
+        if (PRIVSEP_DIR / PRIVSEP_MARK).exists() and not _any_sshd():
+            with contextlib.suppress(OSError):
+                (PRIVSEP_DIR / PRIVSEP_MARK).unlink()
+                PRIVSEP_DIR.rmdir()
     for h in state.get("hosts", []):
         shutil.rmtree(directory / h["name"], ignore_errors=True)
     for name in _WRITTEN:
