@@ -121,15 +121,13 @@ def test_64_waiting_tasks_cost_at_most_two_requests_a_second(queue_urls: list[st
             await asyncio.sleep(4.0)
             after = served(queue_urls)
             assert after - before <= 2 * 4.0
-            sent = time.monotonic()
-            await t.publish("g", '"wake"')  # through the same transport: wakes at once
+            # through the same transport: a kick makes the next poll due at once (the
+            # schedule's own tests; the latency it gives: python -m harness bench-polling)
+            await t.publish("g", '"wake"')
             done, _ = await asyncio.wait(tasks, timeout=10, return_when=asyncio.FIRST_COMPLETED)
             assert done, "no waiting task got the message published"
-            took = time.monotonic() - sent
             lease = next(iter(done)).result()
             assert lease is not None and lease.event == '"wake"'
-            # a kick: the next poll goes at once, not after the backoff
-            assert took < MAX_BACKOFF
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
