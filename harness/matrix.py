@@ -44,6 +44,9 @@ VERDICTS = {
 }
 
 
+ENGINE_FORMS = "'embedded', 'rqlited:PATH', 'docker:IMAGE' or 'ssh:INVENTORY'"
+
+
 @dataclass(frozen=True)
 class Engine:
     """An engine as the run command takes it, with a label for the table."""
@@ -53,18 +56,22 @@ class Engine:
 
     @classmethod
     def parse(cls, spec: str) -> Engine:
-        """``embedded``, ``rqlited:PATH`` (the label is the binary's file name) or
-        ``docker:IMAGE`` (the Docker backend with that image)."""
+        """``embedded``, ``rqlited:PATH`` (the label is the binary's file name),
+        ``docker:IMAGE`` (the Docker backend with that image) or ``ssh:INVENTORY`` (the
+        SSH backend on that inventory's hosts; the label is ``ssh``)."""
         if spec == "embedded":
             return cls("embedded", ("--engine", "embedded"))
         if spec.startswith("docker:") and spec[7:]:
             label = "docker-" + re.sub(r"[^A-Za-z0-9._-]+", "_", spec[7:])  # a folder name
             return cls(label, ("--backend", "docker", "--image", spec[7:]))
+        if spec.startswith("ssh:") and spec[4:]:
+            inventory = Path(spec[4:])
+            if not inventory.is_file():
+                raise ValueError(f"engine {spec!r}: no inventory file {inventory}")
+            return cls("ssh", ("--backend", "ssh", "--inventory", str(inventory.resolve())))
         kind, _, path = spec.partition(":")
         if kind != "rqlited" or not path:
-            raise ValueError(
-                f"engine {spec!r}: expected 'embedded', 'rqlited:PATH' or 'docker:IMAGE'"
-            )
+            raise ValueError(f"engine {spec!r}: expected {ENGINE_FORMS}")
         if not os.access(path, os.X_OK):
             raise ValueError(f"engine {spec!r}: {path} is not an executable file")
         return cls(Path(path).name, ("--engine", "rqlited", "--rqlited", path))
@@ -215,7 +222,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--engine",
         action="append",
         metavar="SPEC",
-        help="'embedded', 'rqlited:PATH' or 'docker:IMAGE' (repeatable; default embedded)",
+        help=f"{ENGINE_FORMS} (repeatable; default embedded)",
     )
     p.add_argument("--subject", action="append", help="subject (repeatable; default rqueue)")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")

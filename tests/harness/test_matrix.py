@@ -11,10 +11,20 @@ import pytest
 from harness.matrix import Cell, Engine, table
 
 
-def test_engine_specs() -> None:
+def test_engine_specs(tmp_path) -> None:
     assert Engine.parse("embedded").args == ("--engine", "embedded")
-    with pytest.raises(ValueError, match="expected 'embedded', 'rqlited:PATH' or 'docker:IMAGE'"):
+    with pytest.raises(ValueError, match="expected 'embedded', 'rqlited:PATH', 'docker:IMAGE' "):
         Engine.parse("docker")
+    with pytest.raises(ValueError, match="no inventory file"):
+        Engine.parse(f"ssh:{tmp_path / 'none.toml'}")
+    (tmp_path / "inv.toml").write_text("")
+    s = Engine.parse(f"ssh:{tmp_path / 'inv.toml'}")
+    assert s.label == "ssh" and s.args == (
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(tmp_path / "inv.toml"),
+    )
     d = Engine.parse("docker:rqueue/node:local")  # the Docker backend with that image
     assert d.args == ("--backend", "docker", "--image", "rqueue/node:local")
     assert d.label == "docker-rqueue_node_local"  # a folder name for the cell's run
