@@ -48,6 +48,15 @@ CLASS_RATE = "100gbit"
 #: a probe's one-line answer when netem is missing (tc says "qdisc kind is unknown")
 NETEM_MISSING = "the kernel's netem qdisc (sch_netem) is missing, so links cannot be delayed"
 
+#: reads ``tc qdisc show`` and prints ``DEVICE HANDLE`` of each root qdisc that is the
+#: harness's: an htb of a ``5xxx:`` handle with the harness's tbf or netem under ``:1``
+QDISC_AWK = (
+    '$2 == "htb" && $6 == "root" && $3 ~ /^5[0-9a-f][0-9a-f][0-9a-f]:$/ { root[$5] = $3 } '
+    f'$3 ~ /^({TBF_HANDLE.rstrip(":")}|{NETEM_HANDLE.rstrip(":")}):$/ && $6 == "parent" '
+    '{ under[$5 " " $7] = 1 } '
+    'END { for (d in root) if ((d " " root[d] "1") in under) print d, root[d] }'
+)
+
 _DEV = re.compile(r"\bdev (\S+)")
 _IPT = "iptables -w 5"
 
@@ -173,15 +182,8 @@ def sweep_text() -> str:
         + _heal_loss("$run").replace("; true", "")
         + ' && echo "-X $ch"; done'
     )
-    hexd = "[0-9a-f]"
-    children = "|".join(x.rstrip(":") for x in (TBF_HANDLE, NETEM_HANDLE))
-    awk = (
-        f'$2 == "htb" && $6 == "root" && $3 ~ /^5{hexd}{hexd}{hexd}:$/ {{ root[$5] = $3 }} '
-        f'$3 ~ /^({children}):$/ && $6 == "parent" {{ under[$5 " " $7] = 1 }} '
-        'END { for (d in root) if ((d " " root[d] "1") in under) print d, root[d] }'
-    )
     qdiscs = (
-        f"tc qdisc show 2>/dev/null | awk '{awk}' | while read -r d h; do "
+        f"tc qdisc show 2>/dev/null | awk '{QDISC_AWK}' | while read -r d h; do "
         'tc qdisc del dev "$d" root handle "$h" && echo "tc qdisc del dev $d root handle $h"; done'
     )
     return f"{chains}; {qdiscs}; true"
