@@ -55,11 +55,11 @@ def test_a_partitions_heal_and_a_loss_never_delete_each_others_rules() -> None:
 
 
 def test_a_shape_classifies_only_node_ports_into_a_tbf_under_the_runs_htb() -> None:
-    text = links.shape_text(Shape("256kbit"), ["eth0"], [4001, 4002], RUN)
+    text = links.shape_text(Shape("256kbit"), ["10.0.0.2"], [4001, 4002], RUN, ["eth0"])
     assert links.handle(RUN) == "5abc:"
-    assert "tc qdisc add dev eth0 root handle 5abc: htb &&" in text  # no default: direct queue
+    assert "devs=eth0;" in text and 'tc qdisc add dev "$d" root handle 5abc: htb &&' in text
     assert "parent 5abc:1 handle 4151: tbf rate 256kbit burst 8192 latency 500ms" in text
-    cmds = links.shape_commands(Shape("256kbit"), "eth0", [4001, 4002], RUN)
+    cmds = links.shape_commands(Shape("256kbit"), '"$d"', [4001, 4002], RUN)
     assert " && ".join(cmds) in text
     filters = [c for c in cmds if c.startswith("tc filter add")]
     assert len(filters) == 4  # two ports, each as source and as destination
@@ -72,10 +72,10 @@ def test_a_shape_classifies_only_node_ports_into_a_tbf_under_the_runs_htb() -> N
 
 
 def test_a_delay_puts_netem_above_the_tbf() -> None:
-    text = links.shape_text(Shape("1mbit", 50, 10), ["eth0", "eth1"], [4001], RUN)
+    text = links.shape_text(Shape("1mbit", 50, 10), ["10.0.0.2"], [4001], RUN, ["eth0", "eth1"])
     assert "parent 5abc:1 handle 4152: netem delay 50ms 10ms" in text
     assert "parent 4152:1 handle 4151: tbf rate 1mbit" in text
-    assert "dev eth1 root handle 5abc: htb" in text
+    assert "devs='eth0 eth1';" in text
 
 
 def test_the_heal_deletes_only_the_runs_root_htb() -> None:
@@ -85,14 +85,25 @@ def test_the_heal_deletes_only_the_runs_root_htb() -> None:
     assert "5abc" in links.cleanup_text(RUN) and "RQUEUE-LINKS-abcd1234" in links.cleanup_text(RUN)
 
 
-def test_the_interfaces_towards_the_peers_are_read_from_ip_route_get() -> None:
-    out = (
+def test_the_interfaces_are_found_on_the_host_the_first_time() -> None:
+    text = links.shape_text(Shape("1mbit"), ["10.0.0.2", "10.0.0.3"], [4001], RUN)
+    assert "devs=$({ ip -o route get 10.0.0.2; ip -o route get 10.0.0.3; } | awk" in text
+    assert text.endswith("echo DEVICES $devs")
+    assert links.read_devices("DEVICES eth0 eth1\n") == ["eth0", "eth1"]
+    assert links.read_devices("") == []
+
+
+@pytest.mark.skipif(shutil.which("sh") is None or shutil.which("awk") is None, reason="sh, awk")
+def test_the_interface_of_each_peer_is_read_from_ip_route_get() -> None:
+    """The discovery's awk on what ``ip -o route get`` prints (a route via a gateway too)."""
+    text = links.shape_text(Shape("1mbit"), ["10.0.0.2"], [4001], RUN)
+    awk = text.split("} | ", 1)[1].split(" | sort -u)", 1)[0]
+    routes = (
         "10.0.0.2 dev eth0 src 10.0.0.1 uid 0 \\    cache \n"
         "10.0.0.3 via 10.0.0.254 dev eth1 src 10.0.1.1 uid 0 \\    cache \n"
-        "10.0.0.4 dev eth0 src 10.0.0.1 uid 0 \\    cache \n"
     )
-    assert links.read_devices(out) == ["eth0", "eth1"]
-    assert links.routes_text(["10.0.0.2"]) == "ip -o route get 10.0.0.2"
+    out = subprocess.run(["sh", "-c", awk], input=routes, capture_output=True, text=True)
+    assert out.stdout.split() == ["eth0", "eth1"]
 
 
 @pytest.mark.skipif(shutil.which("awk") is None, reason="needs awk")

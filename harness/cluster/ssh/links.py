@@ -28,7 +28,6 @@ htb of a ``5xxx:`` handle with the harness's tbf or netem under its class ``:1``
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable
 
@@ -57,7 +56,6 @@ QDISC_AWK = (
     'END { for (d in root) if ((d " " root[d] "1") in under) print d, root[d] }'
 )
 
-_DEV = re.compile(r"\bdev (\S+)")
 _IPT = "iptables -w 5"
 
 
@@ -121,8 +119,9 @@ def shape_heal_text(run: str) -> str:
 
 
 def shape_commands(shape: Shape, device: str, ports: Iterable[int], run: str) -> list[str]:
-    """The tc commands that slow the node ports' traffic leaving ``device`` to ``shape``."""
-    h, dev = handle(run), shlex.quote(device)
+    """The tc commands that slow the node ports' traffic leaving ``device`` (a name, or a
+    shell word such as ``"$d"``) to ``shape``."""
+    h, dev = handle(run), device
     q = f"tc qdisc add dev {dev}"
     cmds = [
         f"{q} root handle {h} htb",
@@ -144,27 +143,43 @@ def shape_commands(shape: Shape, device: str, ports: Iterable[int], run: str) ->
     return cmds
 
 
-def shape_text(shape: Shape, devices: Iterable[str], ports: Iterable[int], run: str) -> str:
-    """Replace the run's shape on a host with ``shape`` on each of ``devices``; all or
+def shape_text(
+    shape: Shape,
+    peers: Iterable[str],
+    ports: Iterable[int],
+    run: str,
+    devices: Iterable[str] | None = None,
+) -> str:
+    """Replace the run's shape on a host with ``shape``, on each interface that carries
+    its traffic to a peer: ``devices`` when known, else found there (``ip -o route get``,
+    in the same round trip); prints ``DEVICES d ...`` (:func:`read_devices`). All or
     nothing: when a command fails, what was made is deleted and tc's words go to stderr."""
-    cmds = [c for d in devices for c in shape_commands(shape, d, ports, run)]
     heal = f"{{ {shape_heal_text(run)}; }} >/dev/null"
-    body = " && ".join(cmds)
-    return f'{heal}; if ! out=$( {{ {body}; }} 2>&1 ); then {heal}; echo "$out" >&2; exit 1; fi'
+    if devices is None:
+        awk = "awk '{for (i = 1; i < NF; i++) if ($i == \"dev\") print $(i + 1)}'"
+        find = f"devs=$({{ {routes_text(peers)}; }} | {awk} | sort -u)"
+    else:
+        find = f"devs={shlex.quote(' '.join(devices))}"
+    none = 'echo "ip route get named no interface towards the peers" >&2; exit 1'
+    body = " && ".join(shape_commands(shape, '"$d"', ports, run))
+    return (
+        f'{heal}; {find}; [ -n "$devs" ] || {{ {none}; }}; '
+        f"if ! out=$( {{ for d in $devs; do {body} || exit 1; done; }} 2>&1 ); "
+        f'then {heal}; echo "$out" >&2; exit 1; fi; echo DEVICES $devs'
+    )
 
 
 def routes_text(peers: Iterable[str]) -> str:
-    """Print ``ip -o route get`` of each peer (:func:`read_devices` reads it)."""
+    """``ip -o route get`` of each peer: the lines name the interface (``dev X``)."""
     return "; ".join(f"ip -o route get {shlex.quote(p)}" for p in peers)
 
 
 def read_devices(out: str) -> list[str]:
-    """The interfaces in ``ip -o route get`` lines, in order, each once."""
-    found: list[str] = []
-    for m in _DEV.finditer(out):
-        if m.group(1) not in found:
-            found.append(m.group(1))
-    return found
+    """The interfaces :func:`shape_text` printed (``DEVICES d ...``)."""
+    for line in out.splitlines():
+        if line.startswith("DEVICES "):
+            return line.split()[1:]
+    return []
 
 
 def cleanup_text(run: str) -> str:
@@ -243,12 +258,12 @@ def read_probe(h: Host, values: dict[str, str]) -> tuple[str | None, str | None]
 # -- the cluster side -----------------------------------------------------------------------
 class HostLinks:
     """The link faults of one :class:`SshLinks` cluster on its hosts (what
-    :class:`harness.cluster.links.LinkControl` calls): the interfaces towards the peers
-    are found once per host and kept."""
+    :class:`harness.cluster.links.LinkControl` calls), one round trip each; the
+    interfaces towards the peers are found once per host and kept."""
 
     def __init__(self, cluster: SshLinks) -> None:
         self._c = cluster
-        self._devices: dict[str, list[str]] = {}
+        self.devices: dict[str, list[str]] = {}  # per host: the interfaces it shapes
 
     def _peers(self, node: str) -> list[str]:
         return [x.host.address for n, x in self._c._nodes.items() if n != node]
@@ -260,16 +275,6 @@ class HostLinks:
     def _run(self, node: str, text: str, check: bool = True) -> None:
         self._c.sessions[node].run(text, sudo=True, check=check, timeout=60)
 
-    def devices(self, node: str) -> list[str]:
-        """The interfaces that carry ``node``'s host's traffic to its peers."""
-        if node not in self._devices:
-            out = self._c.sessions[node].run(routes_text(self._peers(node))).out
-            devices = read_devices(out)
-            if not devices:
-                raise ClusterError(f"host {node}: `ip -o route get` named no interface: {out!r}")
-            self._devices[node] = devices
-        return self._devices[node]
-
     def set_loss(self, node: str, rate: float) -> None:
         self._run(node, loss_text(self._peers(node), self._ports(), rate, self._c.run))
 
@@ -277,10 +282,13 @@ class HostLinks:
         self._run(node, loss_heal_text(self._c.run), check=False)
 
     def set_shape(self, node: str, shape: Shape) -> None:
-        text = shape_text(shape, self.devices(node), self._ports(), self._c.run)
+        """One round trip: the interfaces are found there the first time and kept."""
+        known = self.devices.get(node)
+        text = shape_text(shape, self._peers(node), self._ports(), self._c.run, known)
         res = self._c.sessions[node].run(text, sudo=True, check=False, timeout=60)
         if not res.ok:
             raise ClusterError(f"cannot slow the links of {node}: {shape_error(res.err)}")
+        self.devices[node] = read_devices(res.out) or (known or [])
 
     def clear_shape(self, node: str) -> None:
         self._run(node, shape_heal_text(self._c.run), check=False)
