@@ -29,6 +29,7 @@ from pathlib import Path
 from harness.cluster.base import (
     CLOCK_SKEW,
     KILL,
+    LINKS,
     PARTITIONS,
     PAUSE,
     TIME_ZONES,
@@ -45,7 +46,7 @@ from harness.cluster.engines import (
     rqlited_argv,
 )
 from harness.cluster.partition import normalise
-from harness.cluster.ssh import remote
+from harness.cluster.ssh import links, remote
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
 from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
@@ -67,13 +68,13 @@ class RemoteNode:
         return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir)
 
 
-class SshCluster(Cluster):
+class SshCluster(links.SshLinks, Cluster):
     """A cluster on the inventory's hosts (see the module docstring)."""
 
     engine = "ssh"
     ready_phrase = " and /readyz 200 on every live node"
     leader_poll = 0.25
-    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES})
+    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS})
 
     def __init__(
         self, inventory: Inventory, sessions: Sessions, facts: Sequence[HostFacts], directory: Path
@@ -289,6 +290,8 @@ class SshCluster(Cluster):
             can.discard(PARTITIONS)
         if any(self._clock_problem(n) for n in self._nodes.values()):
             can.discard(CLOCK_SKEW)
+        if self.links_problem():
+            can.discard(LINKS)
         return frozenset(can)
 
     def capability_problem(self, capability: str) -> str | None:
@@ -302,6 +305,8 @@ class SshCluster(Cluster):
             problem = next(filter(None, map(self._clock_problem, self._nodes.values())), None)
             if problem:
                 return problem
+        if capability == LINKS and (problem := self.links_problem()):
+            return problem
         return super().capability_problem(capability)
 
     def _clock_problem(self, node: RemoteNode) -> str | None:
@@ -413,6 +418,7 @@ class SshCluster(Cluster):
             (local / "data-listing.txt").write_text(listing or both.err)
             (local / "node.log").write_text(log)
             s.run(remote.delete_rules(comment), sudo=True, check=False)
+            s.run(links.cleanup_text(self.run), sudo=True, check=False)
             if node.dir.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
                 s.run(f"rm -rf -- {d}")
             node.state = "stopped"
@@ -440,6 +446,7 @@ def sweep_inventory(inventory: Path | str) -> dict[str, list[str]]:
             if facts_ok:
                 rules = s.run(remote.delete_rules(remote.COMMENT_PREFIX), sudo=True, timeout=60)
                 out += [f"iptables {line}" for line in rules.out.splitlines()]
+                out += s.run(links.sweep_text(), sudo=True, timeout=60).out.splitlines()
             return out
 
         results = run_all(list(sessions.by_name.values()), one)
