@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness.cluster.base import (
     CLOCK_SKEW,
+    DISK,
     KILL,
     PARTITIONS,
     PAUSE,
@@ -46,6 +47,7 @@ from harness.cluster.engines import (
 )
 from harness.cluster.partition import normalise
 from harness.cluster.ssh import remote
+from harness.cluster.ssh.disk import SshDisks, sweep_disks
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
 from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
@@ -67,13 +69,13 @@ class RemoteNode:
         return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir)
 
 
-class SshCluster(Cluster):
+class SshCluster(SshDisks, Cluster):
     """A cluster on the inventory's hosts (see the module docstring)."""
 
     engine = "ssh"
     ready_phrase = " and /readyz 200 on every live node"
     leader_poll = 0.25
-    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES})
+    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, DISK})
 
     def __init__(
         self, inventory: Inventory, sessions: Sessions, facts: Sequence[HostFacts], directory: Path
@@ -99,9 +101,11 @@ class SshCluster(Cluster):
         nodes: int | None,
         directory: Path,
         timeout: float = 60.0,
+        disk_mb: int | None = None,
     ) -> SshCluster:
         """Check every host, then start a node on each and wait for a leader; on any
-        failure everything started so far is stopped and removed."""
+        failure everything started so far is stopped and removed. ``disk_mb``: each node's
+        data on a filesystem of its own of that size (:mod:`.disk`)."""
         inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
         if nodes is not None:
             inv = inv.first(nodes)
@@ -116,6 +120,7 @@ class SshCluster(Cluster):
             sessions.close()
             raise
         cluster = cls(inv, sessions, facts, directory)
+        cluster._disk_mb = disk_mb
         try:
             cluster._save()
             cluster._prepare()
@@ -145,6 +150,7 @@ class SshCluster(Cluster):
             )
 
         run_all(list(self._nodes.values()), one)
+        self._make_disks()
 
     def _argv(self, node: RemoteNode) -> list[str]:
         specs = [n.spec for n in self._nodes.values()]
@@ -289,6 +295,8 @@ class SshCluster(Cluster):
             can.discard(PARTITIONS)
         if any(self._clock_problem(n) for n in self._nodes.values()):
             can.discard(CLOCK_SKEW)
+        if self._disk_problem():
+            can.discard(DISK)
         return frozenset(can)
 
     def capability_problem(self, capability: str) -> str | None:
@@ -302,6 +310,8 @@ class SshCluster(Cluster):
             problem = next(filter(None, map(self._clock_problem, self._nodes.values())), None)
             if problem:
                 return problem
+        if capability == DISK and (problem := self._disk_problem()):
+            return problem
         return super().capability_problem(capability)
 
     def _clock_problem(self, node: RemoteNode) -> str | None:
@@ -413,6 +423,7 @@ class SshCluster(Cluster):
             (local / "data-listing.txt").write_text(listing or both.err)
             (local / "node.log").write_text(log)
             s.run(remote.delete_rules(comment), sudo=True, check=False)
+            self._release_disk(s, node)
             if node.dir.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
                 s.run(f"rm -rf -- {d}")
             node.state = "stopped"
@@ -436,7 +447,8 @@ def sweep_inventory(inventory: Path | str) -> dict[str, list[str]]:
 
         def one(s) -> list[str]:
             facts_ok = s.run("id -u", check=False).out.strip() == "0" or s.host.sudo
-            out = s.run(remote.sweep(s.host.data_dir), timeout=60).out.splitlines()
+            out = sweep_disks(s, facts_ok)
+            out += s.run(remote.sweep(s.host.data_dir), timeout=60).out.splitlines()
             if facts_ok:
                 rules = s.run(remote.delete_rules(remote.COMMENT_PREFIX), sudo=True, timeout=60)
                 out += [f"iptables {line}" for line in rules.out.splitlines()]

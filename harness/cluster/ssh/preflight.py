@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from harness.cluster.base import ClusterError
 from harness.cluster.engines import FAKETIME_GLOBS, check_rqlited_version, parse_rqlited_version
+from harness.cluster.ssh.disk import probe_lines, probe_problem
 from harness.cluster.ssh.inventory import Host
 from harness.cluster.ssh.session import Session, SshError
 
@@ -28,6 +29,7 @@ class HostFacts:
     rqlited_version: tuple[int, int, int] | None
     faketime: str | None  # the libfaketime library on the host (rqlited hosts)
     firewall_problem: str | None  # why partitions cannot run there (None: they can)
+    disk_problem: str | None = None  # why nodes' disks cannot be filled there (.disk)
 
 
 def probe_script(h: Host, secret: bool = False) -> str:
@@ -60,6 +62,7 @@ def probe_script(h: Host, secret: bool = False) -> str:
     lines.append('echo "UID $(id -u)"')
     lines.append(f'out=$({sudo}iptables -w 5 -S INPUT 2>&1 >/dev/null) && echo "IPTABLES ok" '
                  '|| echo "IPTABLES $(echo "$out" | last)"')  # fmt: skip
+    lines += probe_lines()
     lines.append(
         'out=$(ss -Hltn 2>&1) || fail ss "$(echo "$out" | last)"; echo "$out" | sed "s/^/LISTEN /"'
     )
@@ -94,7 +97,9 @@ def read_probe(h: Host, out: str) -> HostFacts:
         problem = f"host {h.name}: {h.user} is not root and sudo = false, so it cannot run iptables"
     elif values.get("IPTABLES") != "ok":
         problem = f"host {h.name}: iptables does not work there ({values.get('IPTABLES')})"
-    return HostFacts(h.name, version, values.get("FAKETIME") or None, problem)
+    return HostFacts(
+        h.name, version, values.get("FAKETIME") or None, problem, probe_problem(h, values)
+    )
 
 
 def _failure(h: Host, what: str, detail: str) -> str:
