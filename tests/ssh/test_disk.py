@@ -40,7 +40,9 @@ def _left(hosts: SshTestHosts) -> list[str]:
 def _host_mounts(cluster: SshCluster) -> dict[str, str]:
     """Per node, the filesystem type and source of its data folder, as its host sees it."""
     return {
-        name: cluster.sessions[name].run(f"findmnt -n -o FSTYPE,SOURCE -M {n.dir}/data").out
+        name: cluster.sessions[name]
+        .run(f"findmnt -n -o FSTYPE,SOURCE -M {n.dir}/data", check=False)
+        .out
         for name, n in cluster._nodes.items()
     }
 
