@@ -193,3 +193,20 @@ def test_a_host_without_the_tools_drops_disk_and_refuses_the_scenario(tmp_path: 
     )
     with pytest.raises(ClusterError, match=r"has no mkfs\.ext4"):
         c._make_disks()  # start() refuses before anything is made on a host
+    disk.refuse_disks(facts, None)  # no disks asked for: no refusal
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_host_that_lacks_a_tool_refuses_disks_before_anything_is_made(
+    ssh_hosts: SshTestHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(disk, "TOOLS", (*disk.TOOLS, "no-such-mkfs"))
+    with pytest.raises(ClusterError, match=r"^host n1 has no no-such-mkfs, so a node's data"):
+        SshCluster.start(ssh_hosts.inventory_path, 3, tmp_path / "c", timeout=90, disk_mb=16)
+    assert list(ssh_hosts.dir.glob("n*/data/*")) == []  # no run folder was made
+    c = SshCluster.start(ssh_hosts.inventory_path, 1, tmp_path / "c2", timeout=90)
+    try:  # without disk_mb the host serves every other fault
+        assert DISK not in c.capabilities and "no-such-mkfs" in str(c.capability_problem(DISK))
+    finally:
+        c.stop()

@@ -47,7 +47,7 @@ from harness.cluster.engines import (
 )
 from harness.cluster.partition import normalise
 from harness.cluster.ssh import remote
-from harness.cluster.ssh.disk import SshDisks, sweep_disks
+from harness.cluster.ssh.disk import SshDisks, refuse_disks, sweep_disks
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
 from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
@@ -116,6 +116,7 @@ class SshCluster(SshDisks, Cluster):
             sessions.open()
             secret = needs_secret(inv.hosts)
             facts = run_all(list(sessions.by_name.values()), lambda s: check_host(s, secret))
+            refuse_disks(facts, disk_mb)  # before anything is made on a host
         except BaseException:
             sessions.close()
             raise
@@ -418,7 +419,8 @@ class SshCluster(SshDisks, Cluster):
                 s.run(remote.signal_node(node.pid, self.run, "KILL", wait_gone=True) + "; true")
             d = shlex.quote(node.dir)
             mark = f"--- node.log of run {self.run} ---"  # one round trip for both
-            both = s.run(f"cd {d} && ls -laR data; echo '{mark}'; cat node.log", timeout=60)
+            cmd = f"cd {d} && ls -laR data; echo '{mark}'; cat node.log"
+            both = s.run(cmd, timeout=60, check=False)  # no log yet: a start that failed early
             listing, _, log = both.out.partition(f"{mark}\n")
             (local / "data-listing.txt").write_text(listing or both.err)
             (local / "node.log").write_text(log)

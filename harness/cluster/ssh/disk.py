@@ -19,7 +19,7 @@ are preflight's part: the tools and root this needs, else a one-line problem.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from harness.cluster.base import ClusterError
@@ -171,6 +171,15 @@ def probe_problem(h: Host, values: Mapping[str, str]) -> str | None:
     return None
 
 
+def refuse_disks(facts: Iterable[HostFacts], disk_mb: int | None) -> None:
+    """Raise :class:`ClusterError` with the first host's problem when nodes need disks of
+    their own (``disk_mb``) that a host cannot make."""
+    if disk_mb:
+        problem = next((f.disk_problem for f in facts if f.disk_problem), None)
+        if problem:
+            raise ClusterError(problem)
+
+
 # -- the cluster's part --------------------------------------------------------------------
 class SshDisks:
     """:class:`~harness.cluster.ssh.cluster.SshCluster`'s disks (see the module)."""
@@ -192,9 +201,7 @@ class SshDisks:
         started yet); :class:`ClusterError` with the first host's problem."""
         if not self._disk_mb:
             return
-        problem = next((f.disk_problem for f in self.facts.values() if f.disk_problem), None)
-        if problem:
-            raise ClusterError(problem)
+        refuse_disks(self.facts.values(), self._disk_mb)
         size = self._disk_mb
         nodes = list(self._nodes.values())
         run_all(
