@@ -110,7 +110,8 @@ def resolve(opts: RunOptions) -> Scenario:
 
 def preflight(scenario: Scenario, opts: RunOptions) -> bool:
     """Check that this machine can run the scenario; returns whether to use netns."""
-    if DISK in scenario.needs and (problem := disk_problem()) is not None:
+    local_disks = opts.backend != "ssh"  # over SSH the hosts make them (preflight there)
+    if DISK in scenario.needs and local_disks and (problem := disk_problem()) is not None:
         raise HarnessError(f"scenario {scenario.name!r} fills nodes' disks: {problem}")
     if opts.backend != "local":
         return False

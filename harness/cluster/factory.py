@@ -83,7 +83,7 @@ def make_cluster(
             disk_mb=disk_mb,
         )
     if backend == "ssh":
-        return _ssh_cluster(inventory, nodes, directory, rqlited, image, timeout)
+        return _ssh_cluster(inventory, nodes, directory, rqlited, image, timeout, disk_mb)
     raise ClusterError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
@@ -94,6 +94,7 @@ def _ssh_cluster(
     rqlited: str | os.PathLike | None,
     image: str | None,
     timeout: float,
+    disk_mb: int | None = None,
 ) -> Cluster:
     """The SSH backend's cluster on the inventory's first ``nodes`` hosts (what runs on
     each host, the project's node or an rqlited there, is the inventory's to say)."""
@@ -108,4 +109,4 @@ def _ssh_cluster(
         raise ClusterError("a cluster needs a directory for its state and logs")
     from harness.cluster.ssh.cluster import SshCluster
 
-    return SshCluster.start(inventory, nodes, Path(directory), timeout=timeout)
+    return SshCluster.start(inventory, nodes, Path(directory), timeout=timeout, disk_mb=disk_mb)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness.cluster.base import (
     CLOCK_SKEW,
+    DISK,
     KILL,
     LINKS,
     PARTITIONS,
@@ -47,6 +48,7 @@ from harness.cluster.engines import (
 )
 from harness.cluster.partition import normalise
 from harness.cluster.ssh import links, remote
+from harness.cluster.ssh.disk import SshDisks, refuse_disks, sweep_disks
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
 from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
@@ -68,13 +70,13 @@ class RemoteNode:
         return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir)
 
 
-class SshCluster(links.SshLinks, Cluster):
+class SshCluster(links.SshLinks, SshDisks, Cluster):
     """A cluster on the inventory's hosts (see the module docstring)."""
 
     engine = "ssh"
     ready_phrase = " and /readyz 200 on every live node"
     leader_poll = 0.25
-    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS})
+    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS, DISK})
 
     def __init__(
         self, inventory: Inventory, sessions: Sessions, facts: Sequence[HostFacts], directory: Path
@@ -100,9 +102,11 @@ class SshCluster(links.SshLinks, Cluster):
         nodes: int | None,
         directory: Path,
         timeout: float = 60.0,
+        disk_mb: int | None = None,
     ) -> SshCluster:
         """Check every host, then start a node on each and wait for a leader; on any
-        failure everything started so far is stopped and removed."""
+        failure everything started so far is stopped and removed. ``disk_mb``: each node's
+        data on a filesystem of its own of that size (:mod:`.disk`)."""
         inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
         if nodes is not None:
             inv = inv.first(nodes)
@@ -113,10 +117,12 @@ class SshCluster(links.SshLinks, Cluster):
             sessions.open()
             secret = needs_secret(inv.hosts)
             facts = run_all(list(sessions.by_name.values()), lambda s: check_host(s, secret))
+            refuse_disks(facts, disk_mb)  # before anything is made on a host
         except BaseException:
             sessions.close()
             raise
         cluster = cls(inv, sessions, facts, directory)
+        cluster._disk_mb = disk_mb
         try:
             cluster._save()
             cluster._prepare()
@@ -146,6 +152,7 @@ class SshCluster(links.SshLinks, Cluster):
             )
 
         run_all(list(self._nodes.values()), one)
+        self._make_disks()
 
     def _argv(self, node: RemoteNode) -> list[str]:
         specs = [n.spec for n in self._nodes.values()]
@@ -292,6 +299,8 @@ class SshCluster(links.SshLinks, Cluster):
             can.discard(CLOCK_SKEW)
         if self.links_problem():
             can.discard(LINKS)
+        if self._disk_problem():
+            can.discard(DISK)
         return frozenset(can)
 
     def capability_problem(self, capability: str) -> str | None:
@@ -306,6 +315,8 @@ class SshCluster(links.SshLinks, Cluster):
             if problem:
                 return problem
         if capability == LINKS and (problem := self.links_problem()):
+            return problem
+        if capability == DISK and (problem := self._disk_problem()):
             return problem
         return super().capability_problem(capability)
 
@@ -413,12 +424,14 @@ class SshCluster(links.SshLinks, Cluster):
                 s.run(remote.signal_node(node.pid, self.run, "KILL", wait_gone=True) + "; true")
             d = shlex.quote(node.dir)
             mark = f"--- node.log of run {self.run} ---"  # one round trip for both
-            both = s.run(f"cd {d} && ls -laR data; echo '{mark}'; cat node.log", timeout=60)
+            cmd = f"cd {d} && ls -laR data; echo '{mark}'; cat node.log"
+            both = s.run(cmd, timeout=60, check=False)  # no log yet: a start that failed early
             listing, _, log = both.out.partition(f"{mark}\n")
             (local / "data-listing.txt").write_text(listing or both.err)
             (local / "node.log").write_text(log)
             s.run(remote.delete_rules(comment), sudo=True, check=False)
             s.run(links.cleanup_text(self.run), sudo=True, check=False)
+            self._release_disk(s, node)
             if node.dir.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
                 s.run(f"rm -rf -- {d}")
             node.state = "stopped"
@@ -442,7 +455,8 @@ def sweep_inventory(inventory: Path | str) -> dict[str, list[str]]:
 
         def one(s) -> list[str]:
             facts_ok = s.run("id -u", check=False).out.strip() == "0" or s.host.sudo
-            out = s.run(remote.sweep(s.host.data_dir), timeout=60).out.splitlines()
+            out = sweep_disks(s, facts_ok)
+            out += s.run(remote.sweep(s.host.data_dir), timeout=60).out.splitlines()
             if facts_ok:
                 rules = s.run(remote.delete_rules(remote.COMMENT_PREFIX), sudo=True, timeout=60)
                 out += [f"iptables {line}" for line in rules.out.splitlines()]

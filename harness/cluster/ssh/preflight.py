@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from harness.cluster.base import ClusterError
 from harness.cluster.engines import FAKETIME_GLOBS, check_rqlited_version, parse_rqlited_version
 from harness.cluster.ssh import links
+from harness.cluster.ssh.disk import probe_lines, probe_problem
 from harness.cluster.ssh.inventory import Host
 from harness.cluster.ssh.session import Session, SshError
 
@@ -31,6 +32,7 @@ class HostFacts:
     firewall_problem: str | None  # why partitions cannot run there (None: they can)
     links_problem: str | None = None  # why links cannot be degraded there (ssh/links.py)
     netem_problem: str | None = None  # why links cannot be delayed there
+    disk_problem: str | None = None  # why nodes' disks cannot be filled there (.disk)
 
 
 def probe_script(h: Host, secret: bool = False) -> str:
@@ -64,6 +66,7 @@ def probe_script(h: Host, secret: bool = False) -> str:
     lines.append(f'out=$({sudo}iptables -w 5 -S INPUT 2>&1 >/dev/null) && echo "IPTABLES ok" '
                  '|| echo "IPTABLES $(echo "$out" | last)"')  # fmt: skip
     lines += links.probe_lines(h)
+    lines += probe_lines()
     lines.append(
         'out=$(ss -Hltn 2>&1) || fail ss "$(echo "$out" | last)"; echo "$out" | sed "s/^/LISTEN /"'
     )
@@ -99,7 +102,7 @@ def read_probe(h: Host, out: str) -> HostFacts:
     elif values.get("IPTABLES") != "ok":
         problem = f"host {h.name}: iptables does not work there ({values.get('IPTABLES')})"
     return HostFacts(h.name, version, values.get("FAKETIME") or None, problem,
-                     *links.read_probe(h, values))  # fmt: skip
+                     *links.read_probe(h, values), probe_problem(h, values))  # fmt: skip
 
 
 def _failure(h: Host, what: str, detail: str) -> str:
