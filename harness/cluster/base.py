@@ -102,13 +102,12 @@ class Cluster(abc.ABC):
         never ready); ``exclude`` waits for a leader other than those node ids (right
         after a fault the others may still name the old leader for a moment).
         Raises :class:`ClusterError` naming what it waited for when ``timeout`` passes
-        (:meth:`_leader_wait_error`), or earlier when :meth:`_raise_if_dead` finds a
-        node dead.
+        (:meth:`_leader_wait_error`), or earlier when :meth:`_raise_if_dead`, asked after
+        each round that did not end the wait, finds a node dead.
         """
         exclude = set(exclude)
         deadline = time.monotonic() + timeout
         while True:
-            self._raise_if_dead()
             lead, statuses = self._leader_round(min(1.0, max(0.1, deadline - time.monotonic())))
             if (
                 lead is not None
@@ -116,6 +115,10 @@ class Cluster(abc.ABC):
                 and (not all_ready or all(s.ready for s in statuses))
             ):
                 return lead
+            # only while it has to wait: over SSH the check costs a round trip per host,
+            # seconds on a loaded machine, which made the faults that look for the leader
+            # start late
+            self._raise_if_dead()
             if time.monotonic() >= deadline:
                 what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
                 what += self.ready_phrase if all_ready else ""
