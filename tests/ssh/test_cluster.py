@@ -42,7 +42,14 @@ def _rules(hosts: SshTestHosts, name: str) -> list[str]:
 def test_up_kill_restart_pause_partition_heal_down(ssh_hosts: SshTestHosts, tmp_path: Path) -> None:
     cluster = SshCluster.start(ssh_hosts.inventory_path, 3, tmp_path / "c", timeout=90)
     try:
-        assert cluster.capabilities == {"kill", "pause", "partitions", "clock-skew", "time-zones"}
+        assert cluster.capabilities == {
+            "kill",
+            "pause",
+            "partitions",
+            "clock-skew",
+            "time-zones",
+            "membership",
+        }
         lead = cluster.wait_for_leader(60)
         cluster.kill(lead.id)
         assert probe_node(lead.url, 1.0).error  # killed: nobody answers there

@@ -163,10 +163,8 @@ class SshMembership:
 
     def _retire(self, node: RemoteNode) -> None:
         """Stop the node on its host, wipe its data; it is ``removed``."""
-        s = self.sessions[node.host.name]
-        if node.pid is not None:
-            s.run(remote.terminate(node.pid, self.run), timeout=30)
-        s.run(wipe_data(node.dir, self.run), timeout=60)
+        stop = f"{remote.terminate(node.pid, self.run)}; " if node.pid is not None else ""
+        self.sessions[node.host.name].run(stop + wipe_data(node.dir, self.run), timeout=60)
         node.state, node.pid = "removed", None
         # new dicts, not ones changed in place: nodes() iterates them unlocked
         self._nodes = {k: v for k, v in self._nodes.items() if v is not node}
@@ -182,6 +180,7 @@ class SshMembership:
             if not running:
                 raise MembershipError("no running member to join through")
             node = self._joiner(node_id)
+            fresh = node.host.name not in self._removed  # a spare host's first use
             node.join = ",".join(n.spec.http_addr for n in running)
             node_id = node.host.name
             self._removed = {k: v for k, v in self._removed.items() if v is not node}
@@ -189,7 +188,7 @@ class SshMembership:
             self._nodes = {**self._nodes, node_id: node}
             self._save()  # type: ignore[attr-defined]
             try:
-                self._prepare_joiner(node)
+                self._prepare_joiner(node, ship=fresh and node.host.project_node)
                 self._launch(node)  # type: ignore[attr-defined]
             except BaseException:
                 with contextlib.suppress(Exception):
@@ -238,14 +237,14 @@ class SshMembership:
             )
         return RemoteNode(host, remote.run_dir(host.data_dir, self.run))
 
-    def _prepare_joiner(self, node: RemoteNode) -> None:
+    def _prepare_joiner(self, node: RemoteNode, ship: bool) -> None:
         """The joiner's run folder: made (a spare host's first use) or its data emptied,
-        with the cluster secret, the clock at offset 0 and the project's node."""
+        with the cluster secret, the clock at offset 0 and (``ship``) the project's node;
+        one round trip."""
         d = shlex.quote(node.dir)
         clock = remote.write_file(f"{node.dir}/clock-offset", self._clock_text(node, 0.0) + "\n")  # type: ignore[attr-defined]
         secret = remote.write_file(f"{node.dir}/secret", self._secret + "\n")
         wipe = wipe_data(node.dir, self.run)
-        ship = node.host.project_node and not self._shipped(node)
         pyz = remote.node_zipapp() if ship else None
         tail = f" && cat > {d}/node.pyz" if ship else ""
         self.sessions[node.host.name].run(
@@ -253,11 +252,6 @@ class SshMembership:
             stdin=pyz,
             timeout=60,
         )
-
-    def _shipped(self, node: RemoteNode) -> bool:
-        """Whether the node's run folder has the project's node already."""
-        f = shlex.quote(f"{node.dir}/node.pyz")
-        return self.sessions[node.host.name].run(f"test -s {f}", check=False).ok
 
     def _discard_joiner(self, node: RemoteNode) -> None:
         """A node that did not join in time: removed as a member would be (it may be one
