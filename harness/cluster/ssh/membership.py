@@ -6,10 +6,10 @@ host's name:
 
 - :meth:`SshMembership.remove_node`: ``DELETE /remove {"id": ID}`` through another running
   member (:func:`~harness.cluster.membership.remove_through`), waited for until the leader
-  no longer lists the node; then the node is stopped on its host (SIGTERM, SIGKILL after
-  5 s, by pid and only after its run tag matched) and its ``data`` folder wiped (only in
-  the run's folder: the node's log stays there until :meth:`stop`). It is ``removed``:
-  :meth:`nodes` no longer lists it.
+  no longer lists the node; then the node is killed on its host (SIGKILL, by pid and
+  only after its run tag matched, waited for until it is gone) and its ``data`` folder
+  wiped (only in the run's folder: the node's log stays there until :meth:`stop`). It is
+  ``removed``: :meth:`nodes` no longer lists it.
 - :meth:`SshMembership.add_node`: a removed node's host comes back, or a new id takes
   the next spare host: the inventory's hosts after the first N the cluster started on.
   The node starts with empty data and joins through every running member (the project's
@@ -163,7 +163,9 @@ class SshMembership:
 
     def _retire(self, node: RemoteNode) -> None:
         """Stop the node on its host, wipe its data; it is ``removed``."""
-        stop = f"{remote.terminate(node.pid, self.run)}; " if node.pid is not None else ""
+        stop = ""
+        if node.pid is not None:  # no longer a member, its data about to go: no grace
+            stop = remote.signal_node(node.pid, self.run, "KILL", wait_gone=True) + "; "
         self.sessions[node.host.name].run(stop + wipe_data(node.dir, self.run), timeout=60)
         node.state, node.pid = "removed", None
         # new dicts, not ones changed in place: nodes() iterates them unlocked
