@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from harness.cluster.base import ClusterError
+from harness.cluster.base import ClusterError, NodeInfo
 from harness.cluster.membership import MembershipError, leader_members, remove_through
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host, Inventory
@@ -143,8 +143,23 @@ class SshMembership:
     # -- membership -------------------------------------------------------------------------
     def members(self, timeout: float = 5.0) -> list[str]:
         """The ids of the members as the leader's ``/status`` lists them, sorted."""
-        lead = self.wait_for_leader(timeout, all_ready=False)  # type: ignore[attr-defined]
-        return leader_members(lead, timeout)
+        return leader_members(self._leader(timeout, all_ready=False), timeout)
+
+    def _leader(self, timeout: float, all_ready: bool = True) -> NodeInfo:
+        """:meth:`wait_for_leader` over HTTP only, for the membership waits' polls: without
+        its check that every node still runs (an SSH round trip per host at most every
+        2 s, which takes seconds on a loaded machine and held each change up by as much);
+        a joiner that died is named when its wait ends (:meth:`_joiner_problem`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            lead, statuses = self._leader_round(min(1.0, max(0.1, left)))  # type: ignore[attr-defined]
+            if lead is not None and (not all_ready or all(s.ready for s in statuses)):
+                return lead
+            if left <= 0:
+                what = "an agreed leader" + (self.ready_phrase if all_ready else "")  # type: ignore[attr-defined]
+                raise self._leader_wait_error(timeout, what, statuses)  # type: ignore[attr-defined]
+            time.sleep(POLL)
 
     def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
         """Remove a running member through ``/remove``, stop it and wipe its data."""
@@ -159,7 +174,7 @@ class SshMembership:
         remove_through(pairs, node_id, self.members, deadline, timeout)
         with self._lock:
             self._retire(node)
-        self.wait_for_leader(max(1.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
+        self._leader(max(1.0, deadline - time.monotonic()))
 
     def _retire(self, node: RemoteNode) -> None:
         """Stop the node on its host, wipe its data; it is ``removed``."""
@@ -199,13 +214,14 @@ class SshMembership:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.wait_for_leader(max(1.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
+                self._leader(max(1.0, deadline - time.monotonic()))
                 if node_id in self.members():
                     return node_id
                 last = "the leader does not list it yet"
             except ClusterError as exc:
                 last = str(exc)
             if time.monotonic() >= deadline:
+                last = self._joiner_problem(node) or last
                 self._discard_joiner(node)
                 raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
             time.sleep(POLL)
@@ -254,6 +270,16 @@ class SshMembership:
             stdin=pyz,
             timeout=60,
         )
+
+    def _joiner_problem(self, node: RemoteNode) -> str | None:
+        """Why the joiner did not join when it is no longer running: its log's end."""
+        if node.pid is None:
+            return None
+        s = self.sessions[node.host.name]
+        if s.run(remote.alive(node.pid, self.run), check=False).out.strip() == "yes":
+            return None
+        tail = s.run(f"tail -n 5 {shlex.quote(node.dir)}/node.log", check=False).out
+        return f"it exited; its log ends: {' | '.join(tail.strip().splitlines())}"
 
     def _discard_joiner(self, node: RemoteNode) -> None:
         """A node that did not join in time: removed as a member would be (it may be one
