@@ -233,6 +233,16 @@ class Cluster(abc.ABC):
         cluster; return once it is a member and ready; its id. Optional: ``membership``."""
         raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[MEMBERSHIP]}")
 
+    def new_node_ids(self, members: Sequence[str], count: int) -> list[str]:
+        """The ids :meth:`add_node` gives ``count`` new nodes beside ``members``: ``nK``
+        after the highest ``nK`` (a backend whose ids are its hosts' names: theirs)."""
+        top = max((int(i[1:]) for i in members if i[:1] == "n" and i[1:].isdigit()), default=0)
+        return [f"n{top + k}" for k in range(1, count + 1)]
+
+    def grow_problem(self, count: int) -> str | None:
+        """Why ``count`` new nodes cannot join here at once (None: they can), one line."""
+        return None
+
     # -- capabilities ---------------------------------------------------------------------
     #: what the backend can do at best (a class declares it; see :data:`CAPABILITY_NAMES`)
     CAPABILITIES: ClassVar[frozenset[str]] = frozenset()

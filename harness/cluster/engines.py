@@ -180,12 +180,24 @@ def rqlited_argv(
     v8+: every node gets ``-bootstrap-expect N -join`` with all Raft addresses (a node
     restarted with existing state just rejoins). v6/v7: the first node starts alone, the
     others ``-join`` the first node's HTTP URL (ignored when they already have state).
+    A node added to the running cluster (``node.join``: the HTTP addresses of the members
+    it joins through, among ``nodes``) gets ``-join`` with their Raft addresses (v8+) or
+    HTTP URLs (v6/v7) and no ``-bootstrap-expect``: it joins, it does not bootstrap.
     ``settings``: see :data:`RQLITED_SETTINGS`.
     """
     check_rqlited_version(version)
     major = version[0]
     argv = [binary, "-node-id", node.id, "-http-addr", node.http_addr]
     argv += ["-raft-addr", node.raft_addr]
+    if node.join:
+        through = set(node.join.split(","))
+        via = [n for n in nodes if n.http_addr in through and n.id != node.id]
+        if not via:
+            raise ClusterError(f"node {node.id} joins through {node.join}, none of the nodes")
+        joins = [n.raft_addr if major >= 8 else n.url for n in via]
+        argv += ["-join", ",".join(joins)]
+        nodes = []
+    nodes = [n for n in nodes if not n.join or n.id == node.id]  # the members from the start
     if len(nodes) > 1:
         if major >= 8:
             argv += ["-bootstrap-expect", str(len(nodes))]

@@ -6,8 +6,10 @@ replica check read every member's replica, :meth:`Cluster.nodes` being the membe
 - ``remove-node`` (``target``: ``follower``, ``leader`` or ``random``): the node is removed
   through rqlite's ``/remove``, stopped and its data wiped; at the window's end it joins
   again, empty, under its id. Recorded as ``remove`` then ``rejoin``.
-- ``grow`` (``nodes``, default 2): that many new nodes join (3 -> 5); at the window's end
-  they are removed again. Recorded as ``join`` then ``remove``.
+- ``grow`` (``nodes``, default 2): that many new nodes join (3 -> 5; ids from
+  :meth:`Cluster.new_node_ids`); at the window's end they are removed again. Recorded as
+  ``join`` then ``remove``. A cluster that cannot add that many (an SSH inventory without
+  enough spare hosts) refuses the scenario before it starts (:meth:`Cluster.grow_problem`).
 - ``shrink`` (``size``, default a bare majority of the members: 5 -> 3, 3 -> 2): followers
   at random are removed, one at a time, down to ``size``; at the window's end they join
   again, empty. Recorded as ``remove`` then ``rejoin``.
@@ -103,11 +105,13 @@ class Grow(Membership):
         return {"nodes": _count(r, "nodes", 2, 1)}
 
     @classmethod
+    def cluster_problem(cls, cluster: Cluster, params: Mapping[str, Any]) -> str | None:
+        return cluster.grow_problem(int(params.get("nodes", 2)))
+
+    @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
-        ids = stage.ids()
-        top = max((int(i[1:]) for i in ids if i[:1] == "n" and i[1:].isdigit()), default=0)
-        nodes = [f"n{top + k}" for k in range(1, int(params.get("nodes", 2)) + 1)]
         c = stage.cluster
+        nodes = c.new_node_ids(stage.ids(), int(params.get("nodes", 2)))
         return Action(
             "join",
             "remove",

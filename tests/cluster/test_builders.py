@@ -205,3 +205,20 @@ def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> Non
     for port in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_rqlited_joining_a_running_cluster_names_the_members_not_bootstrap() -> None:
+    s = _specs(4)
+    s[3].join = f"{s[0].http_addr},{s[2].http_addr}"
+    v10 = rqlited_argv("r", (10, 2, 7), s[3], s)
+    assert "-bootstrap-expect" not in v10
+    assert v10[v10.index("-join") + 1] == "127.0.0.1:4012,127.0.0.1:4032"  # Raft addresses
+    v7 = rqlited_argv("r", (7, 21, 4), s[3], s)
+    assert v7[v7.index("-join") + 1] == "http://127.0.0.1:4011,http://127.0.0.1:4031"
+    # a member from the start restarted: bootstraps with the members from the start only
+    first = rqlited_argv("r", (10, 2, 7), s[0], s)
+    assert first[first.index("-bootstrap-expect") + 1] == "3"
+    assert "127.0.0.1:4042" not in first[first.index("-join") + 1]
+    s[3].join = "10.9.9.9:1"
+    with pytest.raises(ClusterError, match=r"joins through 10\.9\.9\.9:1, none of the nodes"):
+        rqlited_argv("r", (10, 2, 7), s[3], s)

@@ -140,3 +140,35 @@ def test_the_scenarios_need_membership_which_the_local_and_docker_backends_have(
         "backend cannot add or remove a cluster member"
     )
     assert refusal("grow-shrink", ["grow", "shrink"], Members()) is None
+
+
+def test_grow_takes_the_ids_the_cluster_gives_and_is_refused_beyond_its_hosts():
+    from harness.faults.capabilities import params_refusal
+
+    class Hosts(Members):
+        """Ids are host names; two spare hosts."""
+
+        def new_node_ids(self, members, count):
+            return ["db4", "db5"][:count]
+
+        def grow_problem(self, count):
+            return None if count <= 2 else "grow needs 3 spare hosts: the inventory has 5"
+
+    c = Hosts()
+    assert window("grow", c).value == {"nodes": ["db4", "db5"]}
+    ok = load_scenario("grow-shrink")
+    assert params_refusal("grow-shrink", ok.faults, c) is None
+    three = parse_scenario(
+        "x",
+        {
+            "description": "x",
+            "nodes": 3,
+            "faults": [{"kind": "grow", "start": 1, "duration": 2, "nodes": 3}],
+        },
+        "x.toml",
+    )
+    assert params_refusal("x", three.faults, c) == (
+        "scenario x runs grow (nodes=3), which this cluster cannot: grow needs 3 spare "
+        "hosts: the inventory has 5"
+    )
+    assert Members().grow_problem(100) is None  # a backend without a bound

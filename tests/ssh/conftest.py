@@ -2,9 +2,9 @@
 running a real sshd; :mod:`harness.cluster.ssh.hosts`) and a check that nothing is left.
 
 ``ssh_hosts`` (function scope, root and OpenSSH's server needed, else the test skips)
-brings 3 hosts up in the test's temporary folder and, after the test, asserts that no run
-left anything on them (:func:`leftovers`) before it takes them down; then it asserts
-that the namespaces and sshds are gone too.
+brings 3 hosts up (``ssh_hosts5``: 5) in the test's temporary folder and, after the
+test, asserts that no run left anything on them (:func:`leftovers`) before it takes them
+down; then it asserts that the namespaces and sshds are gone too.
 """
 
 from __future__ import annotations
@@ -76,12 +76,22 @@ def leftovers(hosts: SshTestHosts) -> list[str]:
 
 @pytest.fixture
 def ssh_hosts(tmp_path: Path) -> Iterator[SshTestHosts]:
+    yield from _test_hosts(tmp_path, 3)
+
+
+@pytest.fixture
+def ssh_hosts5(tmp_path: Path) -> Iterator[SshTestHosts]:
+    """Five hosts: a cluster on the first three has two spare ones (membership)."""
+    yield from _test_hosts(tmp_path, 5)
+
+
+def _test_hosts(tmp_path: Path, count: int) -> Iterator[SshTestHosts]:
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("SSH test hosts need root (network namespaces)")
     if not os.access(SSHD, os.X_OK) or not shutil.which("ssh"):
         pytest.skip("SSH test hosts need openssh-server and openssh-client (scripts/install test)")
     directory = tmp_path / "hosts"
-    hosts_up(3, directory)
+    hosts_up(count, directory)
     hosts = SshTestHosts(directory, directory / "inventory.toml")
     netns = [hosts.netns(h.name) for h in hosts.inventory.hosts]
     try:

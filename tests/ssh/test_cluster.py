@@ -49,6 +49,7 @@ def test_up_kill_restart_pause_partition_heal_down(ssh_hosts: SshTestHosts, tmp_
             "clock-skew",
             "time-zones",
             "links",
+            "membership",
         }  # no disk: started without disk_mb
         lead = cluster.wait_for_leader(60)
         cluster.kill(lead.id)

@@ -31,6 +31,7 @@ from harness.cluster.base import (
     DISK,
     KILL,
     LINKS,
+    MEMBERSHIP,
     PARTITIONS,
     PAUSE,
     TIME_ZONES,
@@ -50,6 +51,7 @@ from harness.cluster.partition import normalise
 from harness.cluster.ssh import links, remote
 from harness.cluster.ssh.disk import SshDisks, refuse_disks, sweep_disks
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
+from harness.cluster.ssh.membership import SshMembership
 from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
 
@@ -61,22 +63,25 @@ class RemoteNode:
     host: Host
     dir: str  # the run's folder on the host
     pid: int | None = None
-    state: str = "new"  # new | running | paused | killed | stopped
+    state: str = "new"  # new | running | paused | killed | stopped | removed
     tz: str = "UTC"  # the node's TZ: UTC, or the path of its zone file on the host
+    join: str = ""  # a node added to the running cluster: the members it joins through
 
     @property
     def spec(self) -> NodeSpec:
         h = self.host
-        return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir)
+        return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir, join=self.join)
 
 
-class SshCluster(links.SshLinks, SshDisks, Cluster):
+class SshCluster(links.SshLinks, SshDisks, SshMembership, Cluster):
     """A cluster on the inventory's hosts (see the module docstring)."""
 
     engine = "ssh"
     ready_phrase = " and /readyz 200 on every live node"
     leader_poll = 0.25
-    CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS, DISK})
+    CAPABILITIES = frozenset(
+        {KILL, PAUSE, PARTITIONS, CLOCK_SKEW, TIME_ZONES, LINKS, DISK, MEMBERSHIP}
+    )
 
     def __init__(
         self, inventory: Inventory, sessions: Sessions, facts: Sequence[HostFacts], directory: Path
@@ -107,15 +112,14 @@ class SshCluster(links.SshLinks, SshDisks, Cluster):
         """Check every host, then start a node on each and wait for a leader; on any
         failure everything started so far is stopped and removed. ``disk_mb``: each node's
         data on a filesystem of its own of that size (:mod:`.disk`)."""
-        inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
-        if nodes is not None:
-            inv = inv.first(nodes)
+        full = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
+        inv = full if nodes is None else full.first(nodes)  # the rest: spare hosts
         directory = Path(directory).resolve()
         directory.mkdir(parents=True, exist_ok=True)
-        sessions = Sessions(inv.hosts)
+        sessions = Sessions(full.hosts)  # spare hosts too: checked before anything starts
         try:
             sessions.open()
-            secret = needs_secret(inv.hosts)
+            secret = needs_secret(full.hosts)
             facts = run_all(list(sessions.by_name.values()), lambda s: check_host(s, secret))
             refuse_disks(facts, disk_mb)  # before anything is made on a host
         except BaseException:
@@ -123,6 +127,7 @@ class SshCluster(links.SshLinks, SshDisks, Cluster):
             raise
         cluster = cls(inv, sessions, facts, directory)
         cluster._disk_mb = disk_mb
+        cluster.spares = full.hosts[len(inv.hosts) :]
         try:
             cluster._save()
             cluster._prepare()
@@ -160,7 +165,7 @@ class SshCluster(links.SshLinks, SshDisks, Cluster):
         if h.project_node:
             argv = embedded_argv(node.spec, specs, python=h.python)
             argv = [h.python, f"{node.dir}/node.pyz", *argv[3:]]
-            if needs_secret(self.inventory.hosts):  # else the node needs no cryptography
+            if needs_secret(self.all_hosts):  # else the node needs no cryptography
                 argv += ["--cluster-secret-file", f"{node.dir}/secret"]
             return argv
         version = self.facts[h.name].rqlited_version
@@ -192,9 +197,10 @@ class SshCluster(links.SshLinks, SshDisks, Cluster):
             "hosts": [h.name for h in self.inventory.hosts],
             "run": self.run,
             "nodes": {
-                n: {"dir": x.dir, "pid": x.pid, "state": x.state, "tz": x.tz}
+                n: {"dir": x.dir, "pid": x.pid, "state": x.state, "tz": x.tz, "join": x.join}
                 for n, x in self._nodes.items()
             },
+            **self.membership_state(),
         }
         tmp = self.directory / f"{STATE_FILE}.tmp"
         tmp.write_text(json.dumps(data, indent=2))
@@ -210,16 +216,17 @@ class SshCluster(links.SshLinks, SshDisks, Cluster):
             raise ClusterError(f"{directory} holds no SSH cluster: {exc}") from None
         inv = load_inventory(data["inventory"])
         hosts = tuple(h for h in inv.hosts if h.name in data["hosts"])
-        inv = Inventory(inv.path, hosts)
-        sessions = Sessions(inv.hosts)
+        spares = tuple(h for h in inv.hosts if h.name in data.get("spares", ()))
+        sessions = Sessions(hosts + spares)
         sessions.open()
-        facts = [HostFacts(h.name, None, None, None) for h in hosts]
-        cluster = cls(inv, sessions, facts, directory)
+        facts = [HostFacts(h.name, None, None, None) for h in hosts + spares]
+        cluster = cls(Inventory(inv.path, hosts), sessions, facts, directory)
         cluster.run = data["run"]
+        cluster.restore_membership(data, spares + hosts)
         for name, saved in data["nodes"].items():
             node = cluster._nodes[name]
             node.dir, node.pid, node.state = saved["dir"], saved["pid"], saved["state"]
-            node.tz = saved.get("tz", "UTC")
+            node.tz, node.join = saved.get("tz", "UTC"), saved.get("join", "")
         return cluster
 
     def close(self) -> None:
@@ -437,7 +444,7 @@ class SshCluster(links.SshLinks, SshDisks, Cluster):
             node.state = "stopped"
 
         try:
-            run_all(list(self._nodes.values()), one)
+            run_all(self.used_nodes(), one)
             self._partitioned = set()
             (self.directory / STATE_FILE).unlink(missing_ok=True)  # nothing left to attach to
         finally:
