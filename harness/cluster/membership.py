@@ -111,19 +111,12 @@ class LocalMembership:
             Path(spec.dir).mkdir(parents=True, exist_ok=True)
             self._write_clock(spec, 0.0)
             self._launch(spec)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.wait_for_leader(max(1.0, deadline - time.monotonic()))
-                if node_id in self.members():
-                    return node_id
-                last = "the leader does not list it yet"
-            except ClusterError as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                self._discard_joiner(node_id)
-                raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
-            time.sleep(POLL)
+
+        def give_up(last: str) -> str:
+            self._discard_joiner(node_id)
+            return last
+
+        return wait_until_member(node_id, timeout, self.wait_for_leader, self.members, give_up)
 
     def _discard_joiner(self, node_id: str) -> None:
         """A node that did not join in time: removed as a member would be (it may be one
@@ -146,6 +139,32 @@ def leader_members(lead: Any, timeout: float) -> list[str]:
     if code != 200:
         raise MembershipError(f"{lead.id}: /status answered HTTP {code}")
     return sorted(n["id"] for n in json.loads(body)["store"]["nodes"])
+
+
+def wait_until_member(
+    node_id: str,
+    timeout: float,
+    wait_leader: Callable[[float], Any],
+    members: Callable[[], list[str]],
+    give_up: Callable[[str], str],
+    poll: float = POLL,
+) -> str:
+    """Wait up to ``timeout`` seconds until the leader (``wait_leader(seconds)``) lists
+    ``node_id`` among the ``members()``; return the id. When the time is up,
+    ``give_up(last)`` discards the joiner and returns what went wrong (``last``, what the
+    last try said, or more), which :class:`MembershipError` names."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            wait_leader(max(1.0, deadline - time.monotonic()))
+            if node_id in members():
+                return node_id
+            last = "the leader does not list it yet"
+        except ClusterError as exc:
+            last = str(exc)
+        if time.monotonic() >= deadline:
+            raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {give_up(last)}")
+        time.sleep(poll)
 
 
 def remove_through(

@@ -38,7 +38,12 @@ from harness.cluster.docker.specs import (
     disk_mount,
     zone_file,
 )
-from harness.cluster.membership import MembershipError, leader_members, remove_through
+from harness.cluster.membership import (
+    MembershipError,
+    leader_members,
+    remove_through,
+    wait_until_member,
+)
 from harness.cluster.ports import free_ports
 
 #: a node's local zone until set_time_zone: UTC
@@ -122,20 +127,13 @@ class DockerMembership:
             self._client.containers.create(**kw).start()
             self._specs = {**self._specs, node_id: spec}  # (as in remove_node)
             self.save()  # type: ignore[attr-defined]
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                left = max(1.0, deadline - time.monotonic())
-                self.wait_for_leader(left)  # type: ignore[attr-defined]
-                if node_id in self.members():
-                    return node_id
-                last = "the leader does not list it yet"
-            except ClusterError as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                self._discard_joiner(node_id)
-                raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
-            time.sleep(0.25)
+
+        def give_up(last: str) -> str:
+            self._discard_joiner(node_id)
+            return last
+
+        wait_leader = self.wait_for_leader  # type: ignore[attr-defined]
+        return wait_until_member(node_id, timeout, wait_leader, self.members, give_up, 0.25)
 
     def _discard_joiner(self, node_id: str) -> None:
         """A node that did not join in time: removed as a member would be (it may be one

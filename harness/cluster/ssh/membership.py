@@ -33,7 +33,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from harness.cluster.base import ClusterError, NodeInfo
-from harness.cluster.membership import MembershipError, leader_members, remove_through
+from harness.cluster.membership import (
+    MembershipError,
+    leader_members,
+    remove_through,
+    wait_until_member,
+)
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host, Inventory
 from harness.cluster.ssh.session import Sessions
@@ -211,20 +216,13 @@ class SshMembership:
                 with contextlib.suppress(Exception):
                     self._retire(node)
                 raise
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._leader(max(1.0, deadline - time.monotonic()))
-                if node_id in self.members():
-                    return node_id
-                last = "the leader does not list it yet"
-            except ClusterError as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                last = self._joiner_problem(node) or last
-                self._discard_joiner(node)
-                raise MembershipError(f"node {node_id} did not join in {timeout:g}s: {last}")
-            time.sleep(POLL)
+
+        def give_up(last: str) -> str:
+            last = self._joiner_problem(node) or last
+            self._discard_joiner(node)
+            return last
+
+        return wait_until_member(node_id, timeout, self._leader, self.members, give_up, POLL)
 
     def _joiner(self, node_id: str | None) -> RemoteNode:
         """The node to add: a removed one's, or a new one on a spare host."""
