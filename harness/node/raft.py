@@ -33,6 +33,7 @@ from typing import Any
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.monotonic import monotonic
 
+from .append import plan
 from .config import NodeConfig, Peer
 from .database import Database, Result
 from .journal import install as _install_guarded_journal
@@ -257,12 +258,16 @@ class RaftStore(SyncObj):
         and log matching would make the two logs equal up to there). Then every answer
         names the same retry point and the leader walks back to the match.
         """
+        ack = None
         if message.get("type") == "append_entries":
             if message.get("term", -1) >= self.raftCurrentTerm:
                 self._last_leader_contact = time.monotonic()  # rqlite's LastContact
             if "transmission" not in message:
                 self._drop_conflicting_suffix(message)
+                message, ack = self._skip_held_entries(message)
         super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+        if ack is not None:
+            self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=ack, success=True)  # type: ignore[attr-defined]
 
     def _drop_conflicting_suffix(self, message: dict) -> None:
         prev_idx, prev_term = message.get("prevLogIdx"), message.get("prevLogTerm")
@@ -280,6 +285,37 @@ class RaftStore(SyncObj):
                 prev_term,
             )
             self._SyncObj__deleteEntriesFrom(prev_idx)  # type: ignore[attr-defined]
+
+    def _skip_held_entries(self, message: dict) -> tuple[dict, int | None]:
+        """Keep the entries this log already holds (:mod:`harness.node.append`): the
+        message PySyncObj is given, and the ``next_node_idx`` to answer (None: PySyncObj
+        answers). PySyncObj deletes the log after ``prevLogIdx`` whenever it goes further;
+        so a message with nothing new whose end lies before this log's end is given
+        without its entries (PySyncObj then only takes the term, leader and commit index,
+        the commit index bounded by the message's end as Raft's "index of last new
+        entry") and answered here."""
+        if "prevLogIdx" not in message or message.get("term", -1) < self.raftCurrentTerm:
+            return message, None
+        p = plan(
+            message["prevLogIdx"], message["prevLogTerm"], message.get("entries", []), self._term_at
+        )
+        if p is None:
+            return message, None
+        if p.entries or p.end >= self._SyncObj__getCurrentLogIndex():  # type: ignore[attr-defined]
+            return {
+                **message,
+                "prevLogIdx": p.prev_idx,
+                "prevLogTerm": p.prev_term,
+                "entries": p.entries,
+            }, None
+        dropped = ("prevLogIdx", "prevLogTerm", "entries")
+        bare = {k: v for k, v in message.items() if k not in dropped}
+        bare["commit_index"] = min(message["commit_index"], p.end)
+        return bare, p.end + 1
+
+    def _term_at(self, index: int) -> int | None:
+        ours = self._SyncObj__getEntries(index, 1)  # type: ignore[attr-defined]
+        return ours[0][2] if ours else None
 
     # -- a full disk ----------------------------------------------------------------------
     def _onTick(self, timeToWait: float = 0.0) -> None:
