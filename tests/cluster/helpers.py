@@ -70,3 +70,33 @@ def local_minus_utc(url: str, node_id: str) -> float:
 def near(seconds: float, want: float) -> bool:
     """Within 2 s: a zone's offset measured through a write that took its time."""
     return abs(seconds - want) < 2.0
+
+
+def full_leader_loses_no_ack(cluster: Any, elect: float, catch_up: float) -> list[int]:
+    """Fill the leader's disk and write to it until a write fails (some may fail at
+    once); every acknowledged row must be on the next leader (elected within ``elect``
+    seconds), which takes writes; once freed, the old leader catches up (``catch_up``).
+    Returns the rows the new leader holds."""
+    lead = cluster.wait_for_leader(60)
+    execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
+    cluster.fill_disk(lead.id)
+    # entries that still fit in the journal's last block are kept; then one fails
+    acked, failed = [1], None
+    for x in range(2, 2000):
+        out = post(f"{lead.url}/db/execute", [["INSERT INTO t VALUES (?)", x]])
+        if "error" in out or any("error" in r for r in out["results"]):
+            failed = x
+            break
+        acked.append(x)
+    assert failed is not None, "every write was acknowledged on a full disk"
+    new = cluster.wait_for_leader(elect, exclude=[lead.id], all_ready=False)
+    execute(new.url, [["INSERT INTO t VALUES (?)", 5000]])
+    got = [r[0] for r in rows(new.url, "SELECT x FROM t ORDER BY x")]
+    assert set(acked) <= set(got) and 5000 in got, (acked, got)
+    cluster.free_disk(lead.id)
+    wait_until(
+        lambda: [r[0] for r in rows(lead.url, "SELECT x FROM t ORDER BY x", "none")] == got,
+        catch_up,
+        "the freed node to catch up",
+    )
+    return got

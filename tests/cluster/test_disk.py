@@ -18,7 +18,7 @@ from harness.cluster.local import LocalCluster
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.processes import reap
 from harness.node.journal import DiskFull, GuardedJournal
-from tests.cluster.helpers import execute, post, rows, wait_until
+from tests.cluster.helpers import full_leader_loses_no_ack, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -112,28 +112,7 @@ def test_a_full_leader_steps_down_without_acknowledging_and_catches_up(tmp_path)
     c = LocalCluster.start(3, tmp_path / "c", disk_mb=32, timeout=60)
     try:
         assert "disk" in c.capabilities
-        lead = c.wait_for_leader(30)
-        execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
-        c.fill_disk(lead.id)
-        # entries that still fit in the journal's last block are kept; then one fails
-        acked, failed = [1], None
-        for x in range(2, 2000):
-            out = post(f"{lead.url}/db/execute", [["INSERT INTO t VALUES (?)", x]])
-            if "error" in out or any("error" in r for r in out["results"]):
-                failed = x
-                break
-            acked.append(x)
-        assert failed is not None, "every write was acknowledged on a full disk"
-        new = c.wait_for_leader(20, exclude=[lead.id], all_ready=False)
-        execute(new.url, [["INSERT INTO t VALUES (?)", 5000]])
-        got = [r[0] for r in rows(new.url, "SELECT x FROM t ORDER BY x")]
-        assert set(acked) <= set(got) and 5000 in got, (acked, got)
-        c.free_disk(lead.id)
-        wait_until(
-            lambda: [r[0] for r in rows(lead.url, "SELECT x FROM t ORDER BY x", "none")] == got,
-            30,
-            "the freed node to catch up",
-        )
+        full_leader_loses_no_ack(c, elect=20, catch_up=30)
     finally:
         c.stop()
     assert ours_left(tmp_path / "c") == []

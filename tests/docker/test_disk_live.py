@@ -11,7 +11,7 @@ import pytest
 
 from harness.cluster import disk
 from harness.cluster.docker import lifecycle as lc
-from tests.cluster.helpers import execute, post, rows, wait_until
+from tests.cluster.helpers import full_leader_loses_no_ack
 from tests.docker.conftest import NOTHING, leftovers
 
 pytestmark = [
@@ -33,27 +33,7 @@ def test_a_full_leader_in_a_container(engine: Any, node_image: str, tmp_path: Pa
         for cid in ours(engine, c.cluster_id)["containers"]:
             mounts = engine.containers.get(cid).attrs["Mounts"]
             assert {m["Type"] for m in mounts} == {"bind"}, mounts  # no anonymous volume
-        lead = c.wait_for_leader(60)
-        execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
-        c.fill_disk(lead.id)
-        acked, failed = [1], None
-        for x in range(2, 2000):
-            out = post(f"{lead.url}/db/execute", [["INSERT INTO t VALUES (?)", x]])
-            if "error" in out or any("error" in r for r in out["results"]):
-                failed = x
-                break
-            acked.append(x)
-        assert failed is not None, "every write was acknowledged on a full disk"
-        new = c.wait_for_leader(30, exclude=[lead.id], all_ready=False)
-        execute(new.url, [["INSERT INTO t VALUES (?)", 5000]])
-        got = [r[0] for r in rows(new.url, "SELECT x FROM t ORDER BY x")]
-        assert set(acked) <= set(got) and 5000 in got, (acked, got)
-        c.free_disk(lead.id)
-        wait_until(
-            lambda: [r[0] for r in rows(lead.url, "SELECT x FROM t ORDER BY x", "none")] == got,
-            60,
-            "the freed node to catch up",
-        )
+        full_leader_loses_no_ack(c, elect=30, catch_up=60)
     finally:
         c.stop()
     assert ours(engine, c.cluster_id) == NOTHING

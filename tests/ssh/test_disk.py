@@ -21,7 +21,7 @@ from harness.cluster.ssh.inventory import Host, Inventory
 from harness.cluster.ssh.preflight import HostFacts, probe_script, read_probe
 from harness.cluster.ssh.session import Sessions
 from harness.faults.capabilities import refusal
-from tests.cluster.helpers import execute, post, rows, wait_until
+from tests.cluster.helpers import execute, full_leader_loses_no_ack
 from tests.ssh.conftest import SshTestHosts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,27 +57,7 @@ def test_a_full_leader_on_a_host_and_stop_leaves_nothing(
         assert DISK in c.capabilities and c.capability_problem(DISK) is None
         for name, mount in _host_mounts(c).items():
             assert mount.split()[:1] == ["ext4"] and "/dev/loop" in mount, (name, mount)
-        lead = c.wait_for_leader(60)
-        execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
-        c.fill_disk(lead.id)
-        acked, failed = [1], None
-        for x in range(2, 2000):
-            out = post(f"{lead.url}/db/execute", [["INSERT INTO t VALUES (?)", x]])
-            if "error" in out or any("error" in r for r in out["results"]):
-                failed = x
-                break
-            acked.append(x)
-        assert failed is not None, "every write was acknowledged on a full disk"
-        new = c.wait_for_leader(30, exclude=[lead.id], all_ready=False)
-        execute(new.url, [["INSERT INTO t VALUES (?)", 5000]])
-        got = [r[0] for r in rows(new.url, "SELECT x FROM t ORDER BY x")]
-        assert set(acked) <= set(got) and 5000 in got, (acked, got)
-        c.free_disk(lead.id)
-        wait_until(
-            lambda: [r[0] for r in rows(lead.url, "SELECT x FROM t ORDER BY x", "none")] == got,
-            60,
-            "the freed node to catch up",
-        )
+        full_leader_loses_no_ack(c, elect=30, catch_up=60)
         execute(c.wait_for_leader(30).url, [["INSERT INTO t VALUES (?)", 6000]])  # room again
     finally:
         c.stop()
