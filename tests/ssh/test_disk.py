@@ -164,7 +164,7 @@ def test_the_probe_names_what_a_host_lacks_for_disks() -> None:
 def test_a_host_without_the_tools_drops_disk_and_refuses_the_scenario(tmp_path: Path) -> None:
     inv = Inventory(tmp_path / "inv.toml", (_host(),))
     lacking = "host n1 has no mkfs.ext4, so a node's data cannot get a filesystem of its own"
-    facts = [HostFacts("n1", None, None, None, lacking)]
+    facts = [HostFacts("n1", None, None, None, disk_problem=lacking)]
     c = SshCluster(inv, Sessions(inv.hosts), facts, tmp_path)
     c._disk_mb = 128
     assert DISK not in c.capabilities and c.capability_problem(DISK) == lacking

@@ -101,8 +101,16 @@ def read_probe(h: Host, out: str) -> HostFacts:
         problem = f"host {h.name}: {h.user} is not root and sudo = false, so it cannot run iptables"
     elif values.get("IPTABLES") != "ok":
         problem = f"host {h.name}: iptables does not work there ({values.get('IPTABLES')})"
-    return HostFacts(h.name, version, values.get("FAKETIME") or None, problem,
-                     *links.read_probe(h, values), probe_problem(h, values))  # fmt: skip
+    links_problem, netem_problem = links.read_probe(h, values)
+    return HostFacts(
+        h.name,
+        version,
+        values.get("FAKETIME") or None,
+        problem,
+        links_problem=links_problem,
+        netem_problem=netem_problem,
+        disk_problem=probe_problem(h, values),
+    )
 
 
 def _failure(h: Host, what: str, detail: str) -> str:
