@@ -31,6 +31,7 @@ class FakeCluster(Cluster):
         self.ids = [f"n{i}" for i in range(1, n + 1)]
         self.lead = leader
         self.calls: list[tuple] = []
+        self.unready: set[str] = set()
 
     def nodes(self):
         return [NodeInfo(i, f"http://{i}") for i in self.ids]
@@ -38,9 +39,9 @@ class FakeCluster(Cluster):
     def leader(self, timeout: float = 1.0):
         return NodeInfo(self.lead, "") if self.lead else None
 
-    def wait_for_leader(self, timeout: float):
-        if self.lead is None:
-            raise ClusterError("no leader")
+    def wait_for_leader(self, timeout: float, *, all_ready: bool = True):
+        if self.lead is None or (all_ready and self.unready):
+            raise ClusterError(f"no leader (unready: {sorted(self.unready)})")
         return NodeInfo(self.lead, "")
 
     def kill(self, node_id):
@@ -272,6 +273,18 @@ def test_a_fault_that_cannot_act_is_recorded_as_fail_and_not_undone():
     assert [(e["f"], e["type"]) for e in rec.events] == [("kill", "invoke"), ("kill", "fail")]
     assert "kill failed" in rec.events[1]["value"]["error"]
     assert fault_intervals(rec.events) == []
+
+
+def test_a_leader_fault_strikes_when_a_node_never_gets_ready():
+    """A follower still catching up (seen on a loaded CI machine) does not stop it."""
+    n, cluster, rec = nemesis_for("kill-leader")
+    cluster.lead, cluster.unready = "n3", {"n2"}
+    n._begin((0, 0), n.events[0].fault)
+    assert ("kill", "n3") in cluster.calls
+    assert [(e["f"], e["type"]) for e in rec.events] == [("kill", "invoke"), ("kill", "info")]
+    cluster.lead = None
+    with pytest.raises(ClusterError, match=r"no leader to target within 6s: .*unready: \['n2'\]"):
+        n._begin((0, 0), n.events[0].fault)
 
 
 def test_schedule_orders_windows_and_ends_before_starts():
