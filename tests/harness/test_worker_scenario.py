@@ -158,8 +158,10 @@ def test_worker_processes_claim_and_survive_kills(run_scenario: Any, tmp_path: P
         '[[faults]]\nkind = "kill-leader"\nstart = 3.0\nduration = 2.0\n'
     )
     result = run_scenario(str(path), plots=False)
-    assert result.exit_code == 0, (result.reason, result.summary)
-    assert result.check["valid"] is True
+    assert result.exit_code in (0, 3), (result.reason, result.summary)
+    if result.exit_code == 3:  # too little work around the kill on a loaded machine: it
+        assert result.check["coverage"]["reasons"], result.check  # says why, and no anomaly
+    assert result.check["valid"] is True, result.check["anomalies"]
     events = read_history(result.run_dir / "history.jsonl")
     leases = [e for e in events if e["f"] == "claim" and e["type"] == "ok" and e["value"]]
     workers = {e["value"]["token"].split(":")[0] for e in leases}
