@@ -21,7 +21,7 @@ from harness.cluster.ssh.inventory import Host, Inventory
 from harness.cluster.ssh.preflight import HostFacts, probe_script, read_probe
 from harness.cluster.ssh.session import Sessions
 from harness.faults.capabilities import refusal
-from tests.cluster.helpers import execute, full_leader_loses_no_ack
+from tests.cluster.helpers import execute, full_leader_loses_no_ack, rows, wait_until
 from tests.ssh.conftest import SshTestHosts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +63,35 @@ def test_a_full_leader_on_a_host_and_stop_leaves_nothing(
         c.stop()
     assert _left(ssh_hosts) == []
     # the fixture asserts that no run folder, node or rule is left
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_removed_node_keeps_its_disk_emptied_and_joins_back_on_it(
+    ssh_hosts: SshTestHosts, tmp_path: Path
+) -> None:
+    """chaos over SSH drew a shrink on a cluster with disks: ``rm -rf`` of the mounted data
+    folder failed (``Device or resource busy``), the removal with it, and the node was
+    gone for good."""
+    c = SshCluster.start(ssh_hosts.inventory_path, 3, tmp_path / "c", timeout=90, disk_mb=32)
+    try:
+        lead = c.wait_for_leader(30)
+        execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
+        victim = next(n.id for n in c.nodes() if n.id != lead.id)
+        mounts = _host_mounts(c)
+        c.remove_node(victim)
+        folder = c._removed[victim].dir
+        kept = c.sessions[victim].run(f"findmnt -n -o FSTYPE,SOURCE -M {folder}/data").out
+        assert kept == mounts[victim], "its disk stays mounted for its return"
+        assert c.sessions[victim].run(f"ls -A {folder}/data").out.strip() == "", "emptied"
+        execute(c.wait_for_leader(30).url, [["INSERT INTO t VALUES (2)"]])
+        assert c.add_node(victim) == victim
+        assert _host_mounts(c)[victim] == mounts[victim]
+        back = next(n.url for n in c.nodes() if n.id == victim)
+        wait_until(lambda: rows(back, "SELECT x FROM t", level="none") == [[1], [2]], 60, "copy")
+    finally:
+        c.stop()
+    assert _left(ssh_hosts) == []
 
 
 @pytest.mark.slow

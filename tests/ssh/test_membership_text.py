@@ -4,6 +4,7 @@ and what the state file keeps of removed nodes."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
 
@@ -16,11 +17,21 @@ from harness.cluster.ssh.membership import SshMembership, grow_refusal, wipe_dat
 RUN = "abcd1234"
 
 
-def test_wipe_removes_only_the_data_folder_of_this_run() -> None:
-    assert wipe_data(f"/var/tmp/rq/rqueue-ssh-{RUN}", RUN) == (
-        f"rm -rf -- /var/tmp/rq/rqueue-ssh-{RUN}/data"
+def test_wipe_empties_only_the_data_folder_of_this_run_and_keeps_it(tmp_path: Path) -> None:
+    run = tmp_path / "a b" / f"rqueue-ssh-{RUN}"
+    data = run / "data"
+    (data / "raft").mkdir(parents=True)
+    (data / "db.sqlite").write_text("x")
+    (data / ".hidden").write_text("x")
+    (run / "node.log").write_text("kept")
+    (tmp_path / "a b" / "beside").write_text("kept")
+    for _ in range(2):  # twice: emptying an empty folder succeeds too
+        subprocess.run(["sh", "-c", wipe_data(f"{run}/", RUN)], check=True)
+        assert data.is_dir() and list(data.iterdir()) == []
+    assert (run / "node.log").read_text() == (tmp_path / "a b" / "beside").read_text() == "kept"
+    subprocess.run(
+        ["sh", "-c", wipe_data(str(tmp_path / "x" / f"rqueue-ssh-{RUN}"), RUN)], check=True
     )
-    assert wipe_data(f"/a b/rqueue-ssh-{RUN}/", RUN) == f"rm -rf -- '/a b/rqueue-ssh-{RUN}/data'"
     for other in ("/var/tmp/rq", "/var/tmp/rq/rqueue-ssh-other", "/", ""):
         with pytest.raises(ValueError, match="not the run folder"):
             wipe_data(other, RUN)

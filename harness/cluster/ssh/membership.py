@@ -8,7 +8,8 @@ host's name:
   member (:func:`~harness.cluster.membership.remove_through`), waited for until the leader
   no longer lists the node; then the node is killed on its host (SIGKILL, by pid and
   only after its run tag matched, waited for until it is gone) and its ``data`` folder
-  wiped (only in the run's folder: the node's log stays there until :meth:`stop`). It is
+  emptied (the folder stays: it may be the mount point of the node's disk; only in the
+  run's folder: the node's log stays there until :meth:`stop`). It is
   ``removed``: :meth:`nodes` no longer lists it.
 - :meth:`SshMembership.add_node`: a removed node's host comes back, or a new id takes
   the next spare host: the inventory's hosts after the first N the cluster started on.
@@ -52,12 +53,15 @@ POLL = 0.25
 
 
 def wipe_data(directory: str, run: str) -> str:
-    """Shell text that removes the node's ``data`` folder in the run folder
-    ``directory`` (nothing else: the log, pid and secret stay); refuses any folder that is
-    not run ``run``'s."""
+    """Shell text that empties the node's ``data`` folder in the run folder ``directory``
+    and keeps the folder (nothing else: the log, pid and secret stay); refuses any folder
+    that is not run ``run``'s. The folder stays because it may be the mount point of the
+    node's own filesystem (:mod:`harness.cluster.ssh.disk`), which the node keeps for its
+    return: ``rm -rf`` of it emptied it and then failed (``Device or resource busy``)."""
     if not directory.rstrip("/").endswith(f"/{remote.RUN_PREFIX}{run}"):
         raise ValueError(f"{directory} is not the run folder of run {run}")
-    return f"rm -rf -- {shlex.quote(directory.rstrip('/') + '/data')}"
+    data = shlex.quote(directory.rstrip("/") + "/data")
+    return f"if [ -d {data} ]; then find {data} -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} +; fi"
 
 
 def grow_refusal(total: int, used: int, count: int = 1) -> str:
