@@ -4,6 +4,11 @@ backend."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,7 @@ from harness.cli import main
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host
 from harness.cluster.ssh.preflight import needs_secret, probe_script, read_probe
-from harness.cluster.ssh.session import SshError, connection_problem
+from harness.cluster.ssh.session import SshError, connection_problem, run_all
 
 ADDRESSES = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
 
@@ -93,3 +98,57 @@ def test_a_secret_and_its_cryptography_only_beyond_loopback() -> None:
     assert "import cryptography" not in probe_script(_host(), secret=False)
     with pytest.raises(SshError, match="needs the cryptography package for python3 there"):
         read_probe(_host(), "FAIL crypto ModuleNotFoundError: No module named 'cryptography'\n")
+
+
+def _tagged_process(run: str, folder: Path) -> subprocess.Popen:
+    """A process as a launched node looks: the run's tag in its environment, the run's
+    folder in its command line (a sleep, not a node)."""
+    env = {**os.environ, remote.TAG_ENV: run}
+    script = "import sys, time; time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", script, f"{folder}/node.pyz"], env=env)
+
+
+def test_the_sweep_kills_a_node_whose_run_folder_is_gone_and_no_other(tmp_path: Path) -> None:
+    """A launch that outlived its run's stop left a node with no run folder (and no pid
+    file) to find it by; the sweep finds it by its tag and its folder's name."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir()
+    orphan = _tagged_process("abcd1234", data / f"{remote.RUN_PREFIX}abcd1234")
+    elsewhere = _tagged_process("abcd1234", other / f"{remote.RUN_PREFIX}abcd1234")
+    untagged = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", f"{data}/rqueue-ssh-ffff0000/x"]
+    )
+    try:
+        out = subprocess.run(
+            ["sh", "-c", remote.sweep(str(data))], capture_output=True, text=True, check=True
+        ).stdout
+        assert orphan.wait(10) == -signal.SIGKILL
+        assert f"killed {orphan.pid} (its run folder gone)" in out.splitlines()
+        assert elsewhere.poll() is None and untagged.poll() is None, out
+    finally:
+        for p in (orphan, elsewhere, untagged):
+            p.kill()
+            p.wait()
+
+
+def test_run_all_interrupted_waits_for_the_calls_already_running() -> None:
+    """The stop that follows an interrupted launch must see every node it started."""
+    done: list[int] = []
+
+    def call(i: int) -> int:
+        time.sleep(0.5)
+        done.append(i)
+        return i
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            run_all([1, 2, 3], call)  # type: ignore[list-item, arg-type]
+        assert sorted(done) == [1, 2, 3]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

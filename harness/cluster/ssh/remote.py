@@ -142,14 +142,25 @@ def delete_rules(comment: str, iptables: str = "iptables") -> str:
 
 def sweep(data_dir: str) -> str:
     """Kill every node a run of the harness left in ``data_dir`` (by its recorded pid,
-    checked against its tag) and remove those runs' folders; prints what it removed."""
-    d = shlex.quote(data_dir.rstrip("/"))
+    checked against its tag) and remove those runs' folders; then kill any node of a run
+    whose folder is gone (a launch that outlived its run's stop): a process whose
+    environment carries a run's tag and whose command line runs that run's folder in
+    ``data_dir``. Prints what it removed."""
+    d = data_dir.rstrip("/")
+    q = shlex.quote(d)
     return (
-        f'for r in {d}/{RUN_PREFIX}*; do [ -d "$r" ] || continue; '
+        f'for r in {q}/{RUN_PREFIX}*; do [ -d "$r" ] || continue; '
         f'run=${{r##*/{RUN_PREFIX}}}; p=$(cat "$r/pid" 2>/dev/null); '
         "if [ -n \"$p\" ] && tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null "
         f'| grep -qx "{TAG_ENV}=$run"; then kill -KILL "$p" && echo "killed $p"; fi; '
-        'rm -rf -- "$r" && echo "removed $r"; done; true'
+        'rm -rf -- "$r" && echo "removed $r"; done; '
+        "for e in /proc/[0-9]*/environ; do p=${e#/proc/}; p=${p%/environ}; "
+        "run=$(tr '\\0' '\\n' < \"$e\" 2>/dev/null "
+        f"| sed -n 's/^{TAG_ENV}=//p'); "
+        '[ -n "$run" ] || continue; '
+        "tr '\\0' '\\n' < /proc/$p/cmdline 2>/dev/null "
+        f'| grep -qF -- {shlex.quote(d + "/" + RUN_PREFIX)}"$run/" '
+        '&& kill -KILL "$p" 2>/dev/null && echo "killed $p (its run folder gone)"; done; true'
     )
 
 

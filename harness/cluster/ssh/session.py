@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -247,11 +247,26 @@ class Sessions:
 
 def run_all(sessions: Sequence[Session], fn: Callable[[Session], T]) -> list[T]:
     """``fn(session)`` for every session at once, results in order; the first exception
-    in that order is raised once all have finished."""
+    in that order is raised once all have finished.
+
+    Interrupted while it waits (a signal's exception in this thread), it still waits for
+    the calls already running before it raises: each is bounded by its commands' own
+    timeouts, and whatever undoes them (a cluster's ``stop``) must see what they did. A
+    node launched after the stop had looked for it was left running on its host, its run
+    folder gone (an interrupted ``matrix``)."""
     if not sessions:
         return []
-    with ThreadPoolExecutor(max_workers=len(sessions)) as pool:
-        futures = [pool.submit(fn, s) for s in sessions]
+    pool = ThreadPoolExecutor(max_workers=len(sessions))
+    futures = [pool.submit(fn, s) for s in sessions]
+    try:
+        wait(futures)
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
+    finally:
+        pool.shutdown(wait=False)
     errors = [f.exception() for f in futures]
     for exc in errors:
         if exc is not None:
