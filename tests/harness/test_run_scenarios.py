@@ -119,7 +119,14 @@ def test_rqueue_is_valid_under_every_scenario(run_scenario, squeezed, scenario):
     ops = result.summary["ops"]
     assert ops["publish"]["ok"] > 10 and ops["claim"]["ok"] > 10 and ops["ack"]["ok"] > 10
     kinds = {f.kind for f in SCENARIOS[scenario].faults}
-    assert set(result.summary["faults"]) == kinds  # every kind of fault struck
+    struck = set(result.summary["faults"])
+    if result.exit_code == 3 and struck != kinds:
+        # on a loaded machine a window may never start before the squeezed run ends (a
+        # grow's joins took seconds, and the shrink after it never came): the run says so
+        missed = [r for r in check["coverage"]["reasons"] if "did not happen" in r]
+        assert struck < kinds and missed, (struck, check["coverage"])
+    else:
+        assert struck == kinds, (result.exit_code, result.summary)  # every kind struck
     if SCENARIOS[scenario].workload.worker_processes:  # and the pool disrupted its workers
         assert sum(result.summary["worker_disruptions"].values()) > 0, result.summary
     assert not result.summary.get("nemesis_errors")

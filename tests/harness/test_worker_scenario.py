@@ -169,7 +169,11 @@ def test_worker_processes_claim_and_survive_kills(run_scenario: Any, tmp_path: P
     assert {"w0", "w1"} <= workers and len(workers) > 2, workers
     by_signal = result.summary["worker_disruptions"]  # the pool's kills and stops
     assert set(by_signal) == {"SIGKILL", "SIGTERM"}, by_signal
-    started = {w for w in workers if w.startswith("w")}  # d*: the drain's claimers
-    assert 1 <= sum(by_signal.values()) <= len(started), (by_signal, started)
+    claimed = {w for w in workers if w.startswith("w")}  # d*: the drain's claimers
+    # the pool starts two and one more per disruption, and a worker killed before its
+    # first claim (a slow start on a loaded machine) claims nothing: no more workers
+    # claimed than were started
+    assert sum(by_signal.values()) >= 1, by_signal
+    assert len(claimed) <= 2 + sum(by_signal.values()), (by_signal, claimed)
     acks = [e for e in events if e["f"] == "ack" and e["type"] == "ok"]
     assert len(acks) > 10
