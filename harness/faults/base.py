@@ -19,8 +19,8 @@ from ..cluster.base import Cluster, ClusterError
 
 #: how long a fault waits for the cluster to name a leader before it gives up
 LEADER_WAIT = 5.0
-#: then how long a fault waits for an agreed leader alone (some node never got ready)
-SETTLED_WAIT = 1.0
+#: then how long a fault waits for an agreed leader alone, some node not ready (it strikes)
+AGREED_LEADER_WAIT = 1.0
 #: seconds a shortened schedule leaves after an outage window before the next window and
 #: before the run's end (never more than the scenario itself left): measured here, an
 #: election takes under 2 s and a restart of every node about 3.5 s, and the run's coverage
@@ -98,18 +98,18 @@ class Stage:
 
     def leader(self) -> str:
         """The leader's id: up to :data:`LEADER_WAIT` for a leader with every live node
-        ready (the fault strikes a recovered cluster), then up to :data:`SETTLED_WAIT` for
+        ready (the fault strikes a recovered cluster), then up to :data:`AGREED_LEADER_WAIT` for
         an agreed leader alone (a node still catching up on a loaded machine must not stop
         the fault: it strikes the cluster as it is)."""
         try:
             return self.cluster.wait_for_leader(LEADER_WAIT).id
         except ClusterError as ready_error:
             try:
-                return self.cluster.wait_for_leader(SETTLED_WAIT, all_ready=False).id
+                return self.cluster.wait_for_leader(AGREED_LEADER_WAIT, all_ready=False).id
             except ClusterError:
-                raise ClusterError(
-                    f"no leader to target within {LEADER_WAIT + SETTLED_WAIT:g}s: {ready_error}"
-                ) from None
+                waited = LEADER_WAIT + AGREED_LEADER_WAIT
+                why = f"no leader to target within {waited:g}s: {ready_error}"
+                raise ClusterError(why) from None
 
     def ids(self) -> list[str]:
         return [n.id for n in self.cluster.nodes()]
