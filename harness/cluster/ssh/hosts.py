@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -148,6 +149,9 @@ def inventory_text(directory: Path, hosts: list[dict]) -> str:
         f'key = "{directory / CLIENT_KEY}"',
         f'known_hosts = "{directory / "known_hosts"}"',
         'node = "project"',
+        # the hosts share this machine's files: their nodes run on the Python the harness
+        # runs on (a virtual environment's included), which has every package they import
+        f"python = {json.dumps(sys.executable)}",
         "sudo = false",
     ]
     for h in hosts:

@@ -21,6 +21,11 @@ from harness.cluster.ssh.disk import probe_lines, probe_problem
 from harness.cluster.ssh.inventory import Host
 from harness.cluster.ssh.session import Session, SshError
 
+#: what the project's node imports beyond the standard library and what the harness ships
+#: with it in its zipapp (``harness.node`` and PySyncObj): the host's Python must have
+#: these (the local test hosts run the harness's own Python, which has them)
+NODE_MODULES = ("apsw",)
+
 
 @dataclass(frozen=True)
 class HostFacts:
@@ -51,6 +56,10 @@ def probe_script(h: Host, secret: bool = False) -> str:
         lines.append(
             f'v=$({py} -c \'{check}\' 2>&1); [ "$v" = True ] || fail python "$(echo "$v" | last)"'
         )
+        for module in NODE_MODULES:
+            lines.append(
+                f'v=$({py} -c "import {module}" 2>&1) || fail module "{module} $(echo "$v" | last)"'
+            )
         if secret:
             lines.append(
                 f'v=$({py} -c "import cryptography" 2>&1) || fail crypto "$(echo "$v" | last)"'
@@ -122,6 +131,13 @@ def _failure(h: Host, what: str, detail: str) -> str:
         return (
             f"{h.python} is not a Python 3.11+ ({detail}); the project's node needs one on "
             'the host (or set python = "/path/to/python3")'
+        )
+    if what == "module":
+        module, _, error = detail.partition(" ")
+        return (
+            f"{h.python} cannot import {module}, which the project's node needs ({error}): "
+            f"install it for that Python on the host ({h.python} -m pip install {module}), "
+            'or set python = "/path/to/python3" to one that has it'
         )
     if what == "crypto":
         return (
