@@ -353,7 +353,8 @@ def _restart_docker(args: argparse.Namespace) -> Cluster:
 
 
 def _restart(args: argparse.Namespace) -> Cluster:
-    """Start the stopped cluster in ``--dir`` again, if the options agree with it."""
+    """Start the stopped cluster in ``--dir`` again, if the options agree with it; in a
+    running one, start again the nodes whose process is gone."""
     old = LocalCluster.attach(args.dir)
     nodes = old.nodes()
     port = urlsplit(nodes[0].url).port
@@ -366,16 +367,42 @@ def _restart(args: argparse.Namespace) -> Cluster:
         differs.append(f"base port {port}, not {args.base_port}")
     if args.rqlited is not None:
         differs.append("the rqlited binary it was started with (leave --rqlited out)")
+    running = any(old._alive(s) for s in old._specs.values() if s.state != "removed")
     if args.netns and not old.supports_partitions:
         differs.append("no network namespaces (leave --netns out)")
     if differs:
         raise ClusterError(
-            f"{old.directory} holds a stopped cluster with {'; '.join(differs)}: `up --dir` "
-            "starts it again as it was; give a new directory for a different cluster"
+            f"{old.directory} holds a {'running' if running else 'stopped'} cluster with "
+            f"{'; '.join(differs)}: `up --dir` starts "
+            f"{'its dead nodes' if running else 'it'} again as it was; give a new "
+            "directory for a different cluster"
         )
+    if running:
+        return _revive(old.directory, args.timeout)
     cluster = LocalCluster.restart_stopped(args.dir, args.timeout, detached=True)
     print(f"started the stopped cluster in {old.directory} again on its data", file=sys.stderr)
     return cluster
+
+
+def _revive(directory: Path, timeout: float) -> Cluster:
+    """The running cluster in ``directory``, its dead nodes started again (and named)."""
+    cluster, started = LocalCluster.revive_dead(directory, timeout)
+    if not started:
+        raise ClusterError(
+            f"a cluster is already running in {directory}, every node alive; stop it "
+            f"first (python -m harness cluster down --dir {directory})"
+        )
+    print(
+        f"started {_plural(len(started), 'dead node')} of the running cluster in "
+        f"{directory} again on {'its' if len(started) == 1 else 'their'} data: "
+        + ", ".join(started),
+        file=sys.stderr,
+    )
+    return cluster
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def cmd_up(args: argparse.Namespace) -> int:

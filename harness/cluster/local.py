@@ -328,6 +328,27 @@ class LocalCluster(LocalFaults, LinkControl, LocalMembership, Cluster):
         return cluster
 
     @classmethod
+    def revive_dead(
+        cls, directory: Path | str, timeout: float = 30.0
+    ) -> tuple[LocalCluster, list[str]]:
+        """Start again, on their data, the members of the running cluster in ``directory``
+        whose process is gone (killed by hand, crashed), and wait (``timeout``) for a
+        leader and every node ready; returns the cluster and the ids started. Members
+        that run are left alone; none started when every member runs."""
+        cluster = cls.attach(directory)
+        specs = [s for s in cluster._specs.values() if s.state != "removed"]
+        if not any(cluster._alive(s) for s in specs):
+            raise ClusterError(f"no node of the cluster in {cluster.directory} is running")
+        dead = [s for s in specs if not cluster._alive(s)]
+        with cluster._lock:
+            for s in dead:
+                require_free([s.http_port, s.raft_port], s.host)
+                cluster._launch(s)
+        if dead:
+            cluster.wait_for_leader(timeout)
+        return cluster, [s.id for s in dead]
+
+    @classmethod
     def attach(cls, directory: Path | str) -> LocalCluster:
         """The cluster whose state is in ``directory`` (started by any process)."""
         directory = Path(directory).resolve()

@@ -217,3 +217,44 @@ def test_base_port_then_down_then_up_again_on_the_data(tmp_path: Path) -> None:
     finally:
         if (d / "cluster.json").exists():
             LocalCluster.attach(d).stop()
+
+
+def test_up_starts_the_dead_nodes_of_a_running_cluster_again(tmp_path: Path) -> None:
+    """A node killed by hand (as docs/celery.md invites) comes back with `up --dir`, on
+    its data; the living nodes are left alone, and the command names the one it started."""
+    if os.environ.get("RQLITE_URLS"):
+        pytest.skip("starts its own cluster")
+    d = tmp_path / "c"
+    try:
+        up = cli("up", "--nodes", "3", "--dir", str(d))
+        assert up.returncode == 0, up.stderr
+        info = one_json(up.stdout)
+        execute(info["leader"], [["CREATE TABLE t (v TEXT)"], ["INSERT INTO t VALUES ('x')"]])
+        victim = next(n for n in info["nodes"] if n["url"] != info["leader"])
+        others = {n["id"]: n["pid"] for n in info["nodes"] if n is not victim}
+        os.kill(victim["pid"], 9)
+        wait_until(lambda: not process_environ(victim["pid"]), 10, "the killed node to be gone")
+        dead = one_json(cli("status", "--dir", str(d)).stdout)
+        assert [n["alive"] for n in dead["nodes"] if n["id"] == victim["id"]] == [False]
+
+        again = cli("up", "--dir", str(d))
+        assert again.returncode == 0, again.stderr
+        assert f"started 1 dead node of the running cluster in {d.resolve()}" in again.stderr
+        assert again.stderr.rstrip().endswith(victim["id"])
+        after = {n["id"]: n for n in one_json(again.stdout)["nodes"]}
+        assert all(n["alive"] for n in after.values())
+        assert {i: after[i]["pid"] for i in others} == others, "the living nodes were left alone"
+        url = after[victim["id"]]["url"]
+        wait_until(
+            lambda: rows(url, "SELECT v FROM t", level="none") == [["x"]],
+            10,
+            "the restarted node to hold the row written before its death",
+        )
+
+        alive = cli("up", "--dir", str(d))
+        assert alive.returncode == 2 and "every node alive" in alive.stderr
+        other = cli("up", "--nodes", "5", "--dir", str(d))
+        assert other.returncode == 2 and "running cluster with 3 nodes, not 5" in other.stderr
+    finally:
+        if (d / "cluster.json").exists():
+            LocalCluster.attach(d).stop()
