@@ -39,6 +39,7 @@ from .store import (
     Judgement,
     Plan,
     RunStore,
+    engine_of,
     engine_version,
     judge,
     versions,
@@ -209,6 +210,7 @@ class _Run:
         self.nemesis: Any = None
         self.recorder: Any = None
         self.progress: Any = None
+        self.engine: str | None = None  # what answered (engine_of), once known
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -290,7 +292,9 @@ class _Run:
         self.recorder = HistoryRecorder(self.store.history)
         urls = list(self.cluster.urls)
         self.info["urls"] = urls
-        self.store.write_json(VERSIONS, versions(self.cluster.engine, engine_version(urls)))
+        version = engine_version(urls)
+        self.engine = engine_of(self.cluster.engine, version)
+        self.store.write_json(VERSIONS, versions(self.engine, version))
         self.workload = Workload(
             s.workload,
             self.subject,
@@ -401,7 +405,7 @@ class _Run:
         self.result.summary.update(
             scenario=self.scenario.name,
             subject=self.opts.subject,
-            engine=self.cluster.engine if self.cluster else self.opts.engine,
+            engine=self.engine or (self.cluster.engine if self.cluster else self.opts.engine),
             backend=self.opts.backend,
             nodes=self.scenario.nodes,
             seed=self.seed,

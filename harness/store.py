@@ -319,6 +319,21 @@ def _git_commit() -> str | None:
     return f"{head}+dirty" if dirty else head
 
 
+#: the mark the project's node puts in the version it reports (harness.node.versions)
+EMBEDDED_MARK = "-rqueue-embedded"
+
+
+def engine_of(backend_engine: str, version: str | None) -> str:
+    """The engine that answered (``embedded``: the project's node; ``rqlited``), told by
+    the version its nodes report, whatever the backend ran them on (a local cluster
+    knows its engine already; Docker and SSH clusters name their backend instead)."""
+    if backend_engine in ("embedded", "rqlited"):
+        return backend_engine
+    if version is None:
+        return backend_engine
+    return "embedded" if EMBEDDED_MARK in version else "rqlited"
+
+
 def engine_version(urls: list[str], timeout: float = 3.0) -> str | None:
     """``build.version`` from the first node whose ``/status`` answers."""
     import requests

@@ -30,6 +30,9 @@ def test_a_scenario_runs_valid_over_ssh(
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((out / "run.json").read_text())["summary"]
     assert summary["backend"] == "ssh" and summary["exit"] == 0
+    # the engine and the backend apart: the project's node, run over SSH
+    assert summary["engine"] == "embedded", summary["engine"]
+    assert json.loads((out / "versions.json").read_text())["engine"] == "embedded"
     assert summary["faults"], "the scenario's faults ran"
     assert "identical" in str(summary["replicas"])
     for name in ("n1", "n2", "n3"):

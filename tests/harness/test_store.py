@@ -1,0 +1,15 @@
+"""The run store's pure parts."""
+
+from __future__ import annotations
+
+from harness.store import engine_of
+
+
+def test_the_engine_is_told_apart_from_the_backend_by_the_version_the_nodes_report() -> None:
+    assert engine_of("ssh", "v10.2.7-rqueue-embedded") == "embedded"
+    assert engine_of("docker", "v10.2.7-rqueue-embedded") == "embedded"
+    assert engine_of("docker", "v10.2.7") == "rqlited"
+    assert engine_of("ssh", "v8.36.18") == "rqlited"
+    assert engine_of("embedded", None) == "embedded"  # a local cluster knows its own
+    assert engine_of("rqlited", "v10.2.7-rqueue-embedded") == "rqlited"
+    assert engine_of("ssh", None) == "ssh"  # no node answered: only the backend is known
