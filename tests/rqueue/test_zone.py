@@ -25,7 +25,7 @@ from rqueue._endpoints import Endpoints
 from rqueue._models import HttpCall, Result, Stmt
 from rqueue._render import STAMP
 from rqueue._version import ServerInfo
-from rqueue._zone import BOUND, GUARDED_STAMP, MEASURE, RECHECK_AFTER, ZoneGuard
+from rqueue._zone import BOUND, GUARDED_STAMP, MEASURE, RECHECK_AFTER, ZoneGuard, ZoneLog
 
 from .fakes import SqliteExecutor, drive
 from .test_core_decisions import Script
@@ -45,9 +45,9 @@ class Clock:
         return self.t
 
 
-def guard(utc: float | None = EPOCH) -> tuple[ZoneGuard, Clock]:
+def guard(utc: float | None = EPOCH, zone_log: ZoneLog | None = None) -> tuple[ZoneGuard, Clock]:
     clock = Clock()
-    zone = ZoneGuard(monotonic=clock)
+    zone = ZoneGuard(monotonic=clock, zone_log=zone_log or ZoneLog())
     if utc is not None:
         zone.calibrate(utc)
     return zone, clock
@@ -125,6 +125,28 @@ def test_a_node_off_utc_is_refused_with_one_line_and_checked_again_later(caplog)
     assert not zone.refused(B) and zone.check_due(B)  # it may have been fixed: look again
     zone.forget(A)  # the guard fired there
     assert zone.check_due(A)
+
+
+def test_a_node_off_utc_is_logged_when_its_state_changes_not_per_check(caplog) -> None:
+    """A pool of transports (one guard each, as the harness's workers have) checking a
+    node off UTC again and again logs it once; once fixed, one line says so; off again,
+    one more."""
+    shared = ZoneLog()
+    guards = [guard(zone_log=shared) for _ in range(13)]
+    with caplog.at_level(logging.WARNING, logger="rqueue"):
+        for _ in range(3):
+            for zone, clock in guards:
+                zone.measured(B, [[EPOCH + 3600.0, EPOCH]])
+                clock.t += RECHECK_AFTER
+        assert [r.levelname for r in caplog.records] == ["ERROR"]
+        for zone, _ in guards:
+            assert zone.measured(B, [[EPOCH + 1.0, EPOCH]]) is None
+        assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING"]
+        assert "in UTC again" in caplog.records[-1].getMessage()
+        for zone, _ in guards:
+            zone.measured(B, [[EPOCH - 7200.0, EPOCH]])
+    assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING", "ERROR"]
+    assert "-7200 s" in caplog.records[-1].getMessage()
 
 
 def test_every_node_refused_is_one_line_naming_them_all() -> None:
