@@ -39,6 +39,8 @@ class RunRow:
     date: str
     #: whether the folder holds report.html (else serve makes the page when asked)
     written: bool
+    #: whether ``harness shrink`` left its result in the run's ``shrink/``
+    shrunk: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ def run_row(folder: Path, rel: str) -> RunRow:
         verdict=str(verdict),
         date=str(started),
         written=(folder / REPORT_HTML).is_file(),
+        shrunk=(folder / "shrink" / "shrink.md").is_file(),
     )
 
 
@@ -160,6 +163,8 @@ def index_page(root: Path) -> str:
         )
         made = "" if r.written else ' <span class="note">(made when opened)</span>'
         link = f'<a href="{href(r.path, REPORT_HTML)}">{escape(r.path or ".")}</a>{made}'
+        if r.shrunk:
+            link += f' · <a href="{href(r.path, "shrink/shrink.html")}">shrink</a>'
         rows.append(f"<tr><td>{link}</td>{cells}</tr>")
     head = "".join(f"<th>{c}</th>" for c in ("run", *COLUMNS))
     verdicts = sorted({r.verdict for r in runs})

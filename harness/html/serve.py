@@ -22,9 +22,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..errors import EXIT_HARNESS, EXIT_OK
-from ..store import HISTORY
+from ..store import HISTORY, RUN, SCENARIO
 from .index import MATRIX_HTML, MATRIX_JSON, index_page, matrix_page
 from .page import REPORT_HTML
+from .plain import SHRINK_HTML, SHRINK_MD, failed_page, shrink_page
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -139,8 +140,7 @@ class Handler(BaseHTTPRequestHandler):
         if target is None:
             return self._error(HTTPStatus.NOT_FOUND, "not found")
         if target.is_dir():
-            page = MATRIX_HTML if (target / MATRIX_JSON).is_file() else REPORT_HTML
-            return self._redirect(path.rstrip("/") + "/" + page)
+            return self._redirect(path.rstrip("/") + "/" + _page_of(target))
         if target.is_file():
             kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
             if kind.startswith("text/") or kind in ("application/json", "text/html"):
@@ -167,6 +167,10 @@ class Handler(BaseHTTPRequestHandler):
             from .page import render
 
             return render(report_parts(folder))
+        if target.name == REPORT_HTML and any((folder / f).is_file() for f in (RUN, SCENARIO)):
+            return failed_page(root, folder)
+        if target.name == SHRINK_HTML and (folder / SHRINK_MD).is_file():
+            return shrink_page(root, folder)
         return None
 
     def _send(self, data: bytes, kind: str, body: bool) -> None:
@@ -192,6 +196,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+
+def _page_of(folder: Path) -> str:
+    """The page a folder's URL leads to: a matrix's table, a shrink's result, or a run's
+    report (made when opened, if the folder has none)."""
+    if (folder / MATRIX_JSON).is_file():
+        return MATRIX_HTML
+    if (folder / SHRINK_MD).is_file() and not (folder / HISTORY).is_file():
+        return SHRINK_HTML
+    return REPORT_HTML
 
 
 def resolve(root: Path, url_path: str) -> Path | None:

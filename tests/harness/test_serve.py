@@ -5,6 +5,8 @@ tests/harness/test_report_browser.py."""
 from __future__ import annotations
 
 import http.client
+import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -144,3 +146,59 @@ def test_loopback_unless_told(tmp_path: Path):
 
     args = build_parser("serve").parse_args(["serve"])
     assert (args.host, args.port, str(args.folder)) == ("127.0.0.1", 8000, "results")
+
+
+def _failed_run_and_shrink(results: Path) -> None:
+    """A run that failed before its workload (run.json and scenario.json, no history), and
+    a shrink's result in the fifo run's shrink/."""
+    failed = results / "failed-4"
+    failed.mkdir()
+    (failed / "scenario.json").write_text(json.dumps({"name": "partition-leader"}))
+    run = {
+        "options": {"scenario": "partition-leader", "backend": "ssh", "seed": 4},
+        "reason": "cluster did not start: node n2 exited; its log ends: <boom>",
+        "summary": {"verdict": "no verdict", "error": "cluster did not start"},
+    }
+    (failed / "run.json").write_text(json.dumps(run))
+    shrink = results / "fifo-1" / "shrink"
+    shrink.mkdir()
+    (shrink / "shrink.md").write_text(
+        "# Shrink of steady (mutant-lifo)\n\n- seeks: fifo-violation\n- command: `x`\n"
+    )
+    (shrink / "search.json").write_text("{}")
+
+
+def test_every_link_of_the_index_answers_a_page(served):
+    results, port = served
+    _failed_run_and_shrink(results)
+    _, _, body = get(port, "/")
+    links = re.findall(r'href="(/[^"]*)"', body.decode())
+    assert "/failed-4/report.html" in links and "/fifo-1/shrink/shrink.html" in links
+    for link in links:
+        status, headers, _ = get(port, link)
+        assert status == 200, (link, status)
+        assert headers["Content-Type"].startswith(("text/html", "application/json")), link
+
+
+def test_a_run_without_history_has_a_page_saying_why(served):
+    results, port = served
+    _failed_run_and_shrink(results)
+    status, _, body = get(port, "/failed-4/report.html")
+    page = body.decode()
+    assert status == 200
+    assert "recorded no history" in page
+    assert "node n2 exited; its log ends: &lt;boom&gt;" in page  # escaped
+    assert 'href="/failed-4/run.json"' in page and "<td>ssh</td>" in page
+    assert not (results / "failed-4" / "report.html").exists()
+
+
+def test_a_shrink_folder_leads_to_its_page(served):
+    _, port = served
+    _failed_run_and_shrink(served[0])
+    status, headers, _ = get(port, "/fifo-1/shrink/")
+    assert status == 302 and headers["Location"] == "/fifo-1/shrink/shrink.html"
+    status, _, body = get(port, "/fifo-1/shrink/shrink.html")
+    page = body.decode()
+    assert status == 200 and "<title>Shrink of steady (mutant-lifo)</title>" in page
+    assert "fifo-violation" in page
+    assert 'href="/fifo-1/shrink/search.json"' in page
