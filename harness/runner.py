@@ -136,6 +136,7 @@ def run(opts: RunOptions) -> RunResult:
         scenario = resolve(opts)
         subject = get_subject(opts.subject)
         netns = preflight(scenario, opts)
+        made = opts.out is None or not Path(opts.out).exists()
         store = RunStore.create(scenario.name, opts.out)
     except (ScenarioError, ValueError, HarnessError, FileExistsError, ImportError) as e:
         return RunResult(EXIT_HARNESS, reason=str(e))
@@ -160,6 +161,13 @@ def run(opts: RunOptions) -> RunResult:
         verdict=decide(result.check, failed).label,  # what report.md and `check` say too
     )
     run_info.update(exit=result.exit_code, reason=result.reason, summary=result.summary)
+    if failed and refused_before_start(store):
+        # bad input found before anything started (an inventory, a host's preflight):
+        # the error says it all, and no folder is left to list as a run
+        store.remove(folder=made)
+        result.run_dir = None
+        result.summary["run_dir"] = None
+        return result
     # the run's record, before the plots: it stands if they fail or are interrupted
     # (Ctrl-C, or the matrix's SIGINT, reaches them outside the run's own unwinding)
     store.write_json(RUN, run_info)
@@ -167,6 +175,15 @@ def run(opts: RunOptions) -> RunResult:
         _plots_and_report(store, run_info, result, opts.plots)
         store.write_json(RUN, run_info)  # now with what the plots and report wrote
     return result
+
+
+def refused_before_start(store: RunStore) -> bool:
+    """Whether the run in ``store`` ended before anything started: no history, and
+    nothing of a cluster (no state, no node's log) in its cluster folder."""
+    if store.history.exists():
+        return False
+    found = store.cluster_dir.rglob("*") if store.cluster_dir.exists() else ()
+    return not any(p.is_file() for p in found)
 
 
 def _plots_and_report(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -154,6 +155,16 @@ class RunStore:
         is the one beside it) or a folder holding ``history.jsonl``."""
         p = Path(path)
         return cls(p) if p.is_dir() else cls(p.parent, history=p)
+
+    def remove(self, folder: bool) -> None:
+        """Remove what the run wrote (a run refused before it started): its files, its
+        empty cluster folder, and the folder itself when ``folder`` (this run made it)."""
+        for name in (RUN, SCENARIO):
+            self.path(name).unlink(missing_ok=True)
+        if self.cluster_dir.exists():
+            shutil.rmtree(self.cluster_dir)
+        if folder and not any(self.root.iterdir()):
+            self.root.rmdir()
 
     def path(self, name: str) -> Path:
         """The file ``name`` (one of this module's constants) in the folder."""

@@ -50,6 +50,7 @@ from harness.cluster.factory import BACKENDS, make_cluster
 from harness.cluster.local import STATE_FILE, LocalCluster
 from harness.cluster.processes import node_processes, reap, reap_disks
 from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
+from harness.wording import plural
 from rqueue._stdout import quiet_when_stdout_closes
 
 DOCKER_STATE_FILE = "docker-cluster.json"
@@ -393,7 +394,7 @@ def _revive(directory: Path, timeout: float) -> Cluster:
             f"first (python -m harness cluster down --dir {directory})"
         )
     print(
-        f"started {_plural(len(started), 'dead node')} of the running cluster in "
+        f"started {plural(len(started), 'dead node')} of the running cluster in "
         f"{directory} again on {'its' if len(started) == 1 else 'their'} data: "
         + ", ".join(started),
         file=sys.stderr,
@@ -401,11 +402,8 @@ def _revive(directory: Path, timeout: float) -> Cluster:
     return cluster
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def cmd_up(args: argparse.Namespace) -> int:
+    existed = args.dir.exists()
     try:
         cluster = _start(args)
         try:
@@ -414,11 +412,18 @@ def cmd_up(args: argparse.Namespace) -> int:
             if hasattr(cluster, "close"):
                 cluster.close()  # SSH: end the sessions; the nodes keep running
     except (ClusterError, OSError) as exc:
+        _remove_if_made_empty(args.dir, existed)
         return _fail(exc)
     except KeyboardInterrupt:
         print("interrupted: stopped every node and network started so far", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _remove_if_made_empty(directory: Path, existed: bool) -> None:
+    """A refused ``up`` leaves no folder it made and left empty."""
+    if not existed and directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
 
 
 def cmd_status(args: argparse.Namespace) -> int:

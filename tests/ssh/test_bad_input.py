@@ -57,6 +57,7 @@ def _refused(hosts: SshTestHosts, inventory: Path, *expected: str) -> str:
     # refused before anything started: no cluster state, no node log came home
     assert not (directory / "ssh-cluster.json").exists()
     assert list(directory.glob("n*/node.log")) == []
+    assert not directory.exists(), "a refused up leaves no folder it made"
     return lines[0]
 
 

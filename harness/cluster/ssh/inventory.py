@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster.base import ClusterError
+from harness.wording import plural
 
 #: the ``node`` value that means the project's own node, shipped to the host
 PROJECT_NODE = "project"
@@ -90,7 +91,8 @@ class Inventory:
         """The first ``count`` hosts (a scenario of fewer nodes than the inventory has)."""
         if count > len(self.hosts):
             raise InventoryError(
-                f"{self.path}: {len(self.hosts)} hosts, but {count} nodes are asked for"
+                f"{self.path}: {plural(len(self.hosts), 'host')}, but {plural(count, 'node')} "
+                "are asked for"
             )
         return Inventory(self.path, self.hosts[:count])
 
