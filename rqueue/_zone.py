@@ -33,7 +33,8 @@ operator can fix the cause once (``TZ=UTC``). Three parts:
   measures a node's offset directly. It runs before the first timed call a node gets,
   and again after the guard fired there; a node off by more than :data:`BOUND` is refused
   for timed calls for :data:`RECHECK_AFTER` seconds, with one logged line naming the
-  node, the offset and the cure. When every node is refused a timed call raises
+  node, the offset and the cure, logged when the node's state changes (once per process,
+  :class:`ZoneLog`), not at each check. When every node is refused a timed call raises
   :class:`~rqueue.ZoneRefused` with that line. Reads and untimed writes do not depend on
   a node's zone (rqueue's reads use ``julianday()``), so they go on.
 
@@ -104,12 +105,39 @@ def refusal(url: str, offset: float) -> str:
     )
 
 
+class ZoneLog:
+    """What this process last logged of each node's zone: a line when a node's state
+    changes (refused, at an offset; accepted again), not one per check. Every transport
+    of a process shares :data:`ZONE_LOG`, so a pool of workers logs a node once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: dict[str, int | None] = {}  # url -> offset in minutes (None: UTC)
+
+    def changed(self, url: str, offset: float) -> bool:
+        """Record ``url``'s measured ``offset``; whether that changes its logged state
+        (a node not seen before counts as in UTC)."""
+        state = round(offset / 60.0) if abs(offset) > BOUND else None
+        with self._lock:
+            before = self._state.get(url)
+            self._state[url] = state
+        return state != before
+
+
+#: the zone states this process logged (shared by every ZoneGuard)
+ZONE_LOG = ZoneLog()
+
+
 class ZoneGuard:
     """The reference for the stamp's guard, and which nodes were checked or refused.
     Shared by a transport's calls; safe between threads."""
 
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, monotonic: Callable[[], float] = time.monotonic, zone_log: ZoneLog | None = None
+    ) -> None:
         self.monotonic = monotonic
+        #: what is logged of the nodes' zones (shared by the process's guards by default)
+        self.log = ZONE_LOG if zone_log is None else zone_log
         self._lock = threading.Lock()
         self._offset: float | None = None  # server UTC minus monotonic()
         self._checked: dict[str, float] = {}  # url -> offset measured
@@ -170,15 +198,19 @@ class ZoneGuard:
         refuse it (the line, logged once)."""
         rewritten, utc = self.calibrate_from(rows)
         offset = rewritten - utc
+        changed = self.log.changed(url, offset)
         with self._lock:
             if abs(offset) <= BOUND:
                 self._checked[url] = offset
                 self._refused.pop(url, None)
+                if changed:
+                    log.warning("rqueue: node %s rewrites 'now' in UTC again: accepted", url)
                 return None
             self._checked.pop(url, None)
             self._refused[url] = (self.monotonic() + RECHECK_AFTER, offset)
         line = refusal(url, offset)
-        log.error("%s", line)
+        if changed:
+            log.error("%s", line)
         return line
 
     def all_refused(self, urls: Sequence[str]) -> str | None:
