@@ -31,7 +31,7 @@ from .store import (
     Judgement,
     RunStore,
 )
-from .verdict import ANOMALIES, INCONCLUSIVE, NO_VERDICT, Verdict
+from .verdict import ANOMALIES, INCONCLUSIVE, NO_VERDICT, NOT_JUDGED, Verdict
 
 REPORT_EXAMPLES = 5
 #: each plot's file and title: the plot draws this title, the report uses it as caption
@@ -257,8 +257,11 @@ def _setup(run: dict, versions: Any) -> list[str]:
 def _anomalies(result: dict, history: list[str]) -> list[str]:
     anomalies = result.get("anomalies", {})
     out = ["## Anomalies", "", "| anomaly | count |", "|---|---:|"]
-    out += [f"| {name} | {anomalies.get(name, {}).get('count', 0)} |" for name in ANOMALY_KINDS]
+    unjudged = result.get("unjudged") or {}
+    out += [f"| {name} | {anomaly_count(name, anomalies, unjudged)} |" for name in ANOMALY_KINDS]
     out.append("")
+    for name, body in unjudged.items():
+        out += [f"Not judged: {name}: {body.get('why')}.", ""]
     for name in ANOMALY_KINDS:
         body = anomalies.get(name) or {}
         if not body.get("count"):
@@ -276,6 +279,14 @@ def _anomalies(result: dict, history: list[str]) -> list[str]:
                 out.append(history[i] if 0 <= i < len(history) else f"(no line {i})")
             out += ["```", ""]
     return out
+
+
+def anomaly_count(name: str, anomalies: dict, unjudged: dict) -> str:
+    """An anomaly's count as the table shows it: :data:`NOT_JUDGED` when the run could not
+    prove it."""
+    if name in unjudged:
+        return NOT_JUDGED
+    return str((anomalies.get(name) or {}).get("count", 0))
 
 
 def _refusals(refusals: Any) -> list[str]:

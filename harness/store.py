@@ -41,7 +41,7 @@ from .checker import check
 from .errors import EXIT_HARNESS
 from .history import gc_paused, read_history
 from .scenario import Scenario, ScenarioError
-from .verdict import Verdict, coverage, decide
+from .verdict import Verdict, coverage, decide, without_unprovable
 
 DEFAULT_ROOT = Path("results")
 REPO = Path(__file__).resolve().parent.parent
@@ -110,7 +110,10 @@ def judge(
             result = check(events, replicas)
         if plan is not None and "coverage" not in result:
             result = {**result, "coverage": plan.coverage(events, result)}
-    return Judgement(result, decide(result, failed))
+    verdict = decide(result, failed)
+    if failed is not None and result is not None:
+        result = without_unprovable(result, failed)
+    return Judgement(result, verdict)
 
 
 def failure(run: Any) -> str | None:

@@ -48,6 +48,28 @@ EXIT_CODES = {
 NEEDS_A_FINISHED_RUN = frozenset({"lost"})
 
 
+#: what a report says of an anomaly that a failed run cannot prove
+NOT_JUDGED = "not judged"
+
+
+def without_unprovable(check: Mapping[str, Any], failed: str) -> dict[str, Any]:
+    """``check`` as the report of a run that ``failed`` shows it: the anomalies that need a
+    finished run (:data:`NEEDS_A_FINISHED_RUN`) moved from ``anomalies`` to ``unjudged``
+    (each with its count and why it cannot be judged), so no page lists them as found."""
+    anomalies = dict(check.get("anomalies") or {})
+    unjudged = {}
+    for name in sorted(NEEDS_A_FINISHED_RUN):
+        body = anomalies.pop(name, None) or {}
+        unjudged[name] = {
+            "count": body.get("count", 0),
+            "why": (
+                f"the run did not finish ({failed}): it neither healed its faults nor drained "
+                "the queue, and only a healed, drained queue proves a message lost"
+            ),
+        }
+    return {**check, "anomalies": anomalies, "unjudged": unjudged}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The verdict and why: the anomalies found, the coverage reasons, or the failure."""

@@ -22,7 +22,7 @@ from .. import divergence
 from ..checker import ANOMALIES as ANOMALY_KINDS
 from ..explanations import explain
 from ..history import HistoryFormatError, gc_paused
-from ..report import PLOTS, REPORT_EXAMPLES, ReportParts, report_parts
+from ..report import PLOTS, REPORT_EXAMPLES, ReportParts, anomaly_count, report_parts
 from ..store import REPORT_HTML
 from ..verdict import ANOMALIES, INCONCLUSIVE, VALID
 from .markdown import inline, to_html
@@ -131,13 +131,18 @@ def _anomalies(result: dict | None, examples: dict[str, list], history: list[str
     if result is None:
         return "<p>Not checked: no anomalies to show.</p>"
     anomalies = result.get("anomalies") or {}
+    unjudged = result.get("unjudged") or {}
     rows = "".join(
         f'<tr class="{"found" if name in examples else ""}"><td>'
         + (f'<a href="#anomaly-{name}">{name}</a>' if name in examples else name)
-        + f'</td><td class="num">{(anomalies.get(name) or {}).get("count", 0)}</td></tr>'
+        + f'</td><td class="num">{anomaly_count(name, anomalies, unjudged)}</td></tr>'
         for name in ANOMALY_KINDS
     )
     out = [f"<table><thead><tr><th>anomaly</th><th>count</th></tr></thead>{rows}</table>"]
+    out += [
+        f'<p class="note">Not judged: {name}: {escape(str(body.get("why")))}.</p>'
+        for name, body in unjudged.items()
+    ]
     if not examples:
         out.append("<p>No anomaly found.</p>")
     for name, shown in examples.items():

@@ -27,13 +27,16 @@ def plot_run(run_dir: str | Path, run: dict[str, Any] | None = None) -> list[Pat
     passes it; else ``run.json``'s is read) for the drain's span.
     """
     store = RunStore.holding(run_dir)
+    run = store.run_info() if run is None else run
     with gc_paused():
         events = store.events()
-        result = judge(events, result=store.stored_check()).result or {}
+        # a failed run's anomalies that need a finished run are not drawn (not judged)
+        result = judge(events, result=store.stored_check(), failed=store.failure(run)).result
+        result = result or {}
     faults = fault_intervals(events)
     end = events[-1]["time"] if events else 1.0
     recovery = recoveries(result)
-    drain = drain_span(store.run_info() if run is None else run)
+    drain = drain_span(run)
     written = [
         _save(throughput_figure(events, faults, end, recovery, drain), store.path(THROUGHPUT)),
         _save(latency_figure(events, faults, end, drain), store.path(LATENCY)),
