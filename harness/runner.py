@@ -256,6 +256,8 @@ class _Run:
                     self.progress.note(f"--time {s.duration:g}: {dropped_count(s)}")
                 for why in s.dropped:
                     self.progress.note(f"--time {s.duration:g}: dropped {why}")
+                for why in s.essential_dropped:  # the run will be inconclusive: say so now
+                    self.progress.note(f"--time {s.duration:g}: inconclusive: {why}")
                 for window in s.skipped:
                     self.progress.note(f"left out: {window}")
                 self._phases()

@@ -141,6 +141,9 @@ class Scenario:
     dropped: tuple[str, ...] = ()
     #: the fault windows left out on purpose (``--skip-fault``, see :meth:`without`)
     skipped: tuple[str, ...] = ()
+    #: the essential faults (``essential = true``) ``--time`` kept no window of, each with
+    #: the shortest ``--time`` that keeps one: the run is inconclusive
+    essential_dropped: tuple[str, ...] = ()
     #: a random schedule to draw (``[chaos]``, :mod:`harness.chaos`; :meth:`drawn_from`
     #: turns it into ``faults``), and once drawn, what was drawn (:func:`chaos.record`)
     chaos: _chaos.ChaosSpec | None = None
@@ -200,15 +203,64 @@ class Scenario:
         """
         if time <= 0:
             raise ScenarioError(f"--time must be > 0 seconds, got {time}")
-        k = time / self.duration
         if self.chaos is not None:  # fewer windows to draw, in the shorter run
-            n = max(1, round(self.chaos.windows * k))
+            n = max(1, round(self.chaos.windows * time / self.duration))
             return dataclasses.replace(
                 self, duration=time, chaos=dataclasses.replace(self.chaos, windows=n)
             )
         windows = sorted(
             (a, b, i, f) for i, f in enumerate(self.faults) for a, b in f.windows(self.duration)
         )
+        kept, dropped = self._fit(windows, time)
+        if windows and not kept:
+            raise ScenarioError(
+                f"--time {time:g} leaves no room for any fault of {self.name}: "
+                f"{dropped[0]}; the shortest run that keeps one is "
+                f"{self._shortest_with_a_fault(windows):g} s"
+            )
+        faults = tuple(
+            dataclasses.replace(f, start=a1, duration=round(b1 - a1, 6), every=None)
+            for _, _, a1, b1, f in sorted(kept, key=lambda w: w[2])
+        )
+        lacking = tuple(
+            self._essential_dropped(f, windows, time)
+            for f in self.faults
+            if f.essential and not any(g is f for *_, g in kept)
+        )
+        return dataclasses.replace(
+            self,
+            duration=time,
+            faults=faults,
+            dropped=self.dropped + tuple(dropped),
+            essential_dropped=self.essential_dropped + lacking,
+        )
+
+    def _essential_dropped(
+        self, f: Fault, windows: list[tuple[float, float, int, Fault]], time: float
+    ) -> str:
+        """What a run of ``time`` s lacks when no window of the essential fault ``f`` fits,
+        and the shortest whole ``--time`` that keeps one."""
+        shortest = next(
+            (
+                t
+                for t in range(math.floor(time) + 1, math.ceil(self.duration) + 1)
+                if any(g is f for *_, g in self._fit(windows, float(t))[0])
+            ),
+            math.ceil(self.duration),
+        )
+        first = f.windows(self.duration)[0]
+        return (
+            f"{f.kind} at {first[0]:g}-{first[1]:g} s of the scenario, which it cannot do "
+            f"without, did not fit in {time:g} s; the shortest --time that keeps it is "
+            f"{shortest} s"
+        )
+
+    def _fit(
+        self, windows: list[tuple[float, float, int, Fault]], time: float
+    ) -> tuple[list[tuple[float, float, float, float, Fault]], list[str]]:
+        """The windows kept in a run of ``time`` s (scenario's start and end, new start and
+        end, the fault) and why each other one was dropped (see :meth:`scaled`)."""
+        k = time / self.duration
         kept: list[tuple[float, float, float, float, Fault]] = []  # scenario's a, b; new a, b
         dropped: list[str] = []
         for a, b, _, f in windows:
@@ -227,19 +279,7 @@ class Scenario:
                 dropped.append(_why_dropped(f, a, b, start, end, need, time, after))
                 continue
             kept.append((a, b, start, end, f))
-        if windows and not kept:
-            raise ScenarioError(
-                f"--time {time:g} leaves no room for any fault of {self.name}: "
-                f"{dropped[0]}; the shortest run that keeps one is "
-                f"{self._shortest_with_a_fault(windows):g} s"
-            )
-        faults = tuple(
-            dataclasses.replace(f, start=a1, duration=round(b1 - a1, 6), every=None)
-            for _, _, a1, b1, f in sorted(kept, key=lambda w: w[2])
-        )
-        return dataclasses.replace(
-            self, duration=time, faults=faults, dropped=self.dropped + tuple(dropped)
-        )
+        return kept, dropped
 
     def _shortest_with_a_fault(self, windows: list[tuple[float, float, int, Fault]]) -> float:
         """The shortest ``--time`` at which some window is kept (taken alone, a window
@@ -315,7 +355,7 @@ class Scenario:
         doc = {
             k: v
             for k, v in data.items()
-            if k not in ("name", "source", "dropped", "skipped", "drawn")
+            if k not in ("name", "source", "dropped", "skipped", "essential_dropped", "drawn")
         }
         if isinstance(doc.get("faults"), list):
             doc["faults"] = [
@@ -323,7 +363,7 @@ class Scenario:
                 for f in doc["faults"]
             ]
         lists = {}
-        for key in ("dropped", "skipped"):
+        for key in ("dropped", "skipped", "essential_dropped"):
             items = data.get(key) or []
             if not isinstance(items, list) or not all(isinstance(d, str) for d in items):
                 raise ScenarioError(f"{where}: key '{key}': expected a list of strings")
@@ -450,8 +490,9 @@ def _parse_fault(where: str, i: int, table: Any, duration: float) -> Fault:
     if start >= duration:
         raise r.fail("start", f"a time before the scenario's duration ({duration:g})", start)
     params = KINDS[kind].read(r, length)
+    essential = r.flag("essential", False)
     r.done()
-    return Fault(kind, start, length, every, params)
+    return Fault(kind, start, length, every, params, essential=essential)
 
 
 def _parse_chaos(where: str, table: Any, duration: float, faults: bool) -> _chaos.ChaosSpec | None:

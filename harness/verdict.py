@@ -134,6 +134,9 @@ def coverage(
     inconclusive too when the replicas were not compared. ``errors``: what the nemesis
     said of faults that failed before they reached the history."""
     result = assess(events, planned_windows(scenario), scenario.duration, errors=errors).to_json()
+    if scenario.essential_dropped:
+        result["reasons"] += list(scenario.essential_dropped)
+        result["conclusive"] = False
     replicas = (check.get("stats") or {}).get("replicas") or {}
     if not replicas.get("compared"):
         result["reasons"].append(f"the replicas were not compared: {replicas.get('reason')}")

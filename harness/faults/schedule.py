@@ -24,6 +24,9 @@ class Fault:
     every: float | None = None
     #: (name, value) of each parameter, in the order its kind declares them
     params: tuple[tuple[str, Any], ...] = ()
+    #: the scenario cannot do without it: a run that keeps none of its windows (``--time``
+    #: too short) is inconclusive
+    essential: bool = False
 
     def __init__(
         self,
@@ -32,6 +35,7 @@ class Fault:
         duration: float,
         every: float | None = None,
         params: tuple[tuple[str, Any], ...] | Mapping[str, Any] = (),
+        essential: bool = False,
         **given: Any,
     ) -> None:
         declared = kind_of(kind).params
@@ -45,6 +49,7 @@ class Fault:
         set_(self, "start", start)
         set_(self, "duration", duration)
         set_(self, "every", every)
+        set_(self, "essential", essential)
         set_(self, "params", tuple((k, values.get(k, d)) for k, d in declared.items()))
 
     def __getattr__(self, name: str) -> Any:
@@ -59,6 +64,7 @@ class Fault:
         shown = [f"{self.kind!r}", f"start={self.start!r}", f"duration={self.duration!r}"]
         shown += [f"every={self.every!r}"] * (self.every is not None)
         shown += [f"{k}={v!r}" for k, v in self.params]
+        shown += ["essential=True"] * self.essential
         return f"Fault({', '.join(shown)})"
 
     def windows(self, until: float) -> list[tuple[float, float]]:
@@ -78,4 +84,5 @@ class Fault:
         items = [("kind", self.kind), ("start", self.start), ("duration", self.duration)]
         items += [("every", self.every)] * (self.every is not None)
         items += [(k, v) for k, v in self.params if v is not None]
+        items += [("essential", True)] * self.essential
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in items}

@@ -391,3 +391,40 @@ def test_without_leaves_a_kind_out_and_names_every_window():
     assert s.without(["timezone"]).faults == s.faults  # a kind it lacks: nothing left out
     with pytest.raises(ScenarioError, match="--skip-fault clock-skew: no such fault kind"):
         s.without(["clock-skew"])
+
+
+def test_a_shortened_run_that_drops_an_essential_window_says_the_shortest_time_keeping_it():
+    """timezone's third window (every node off UTC, refused cleanly) is its point: at
+    --time 30 it does not fit, and the run is inconclusive, naming the --time that keeps it."""
+    full = load_scenario("timezone")
+    assert [f.essential for f in full.faults] == [False, False, True]
+    short = full.scaled(30)
+    assert len(short.faults) == 1 and len(short.essential_dropped) == 1
+    why = short.essential_dropped[0]
+    assert why.startswith("timezone at 41-57 s of the scenario, which it cannot do without")
+    shortest = int(why.rsplit(" ", 2)[-2])
+    assert any(f.essential for f in full.scaled(shortest).faults)
+    assert not full.scaled(shortest).essential_dropped
+    assert full.scaled(shortest - 1).essential_dropped
+    assert Scenario.from_json(short.to_json()).essential_dropped == short.essential_dropped
+    assert load_scenario("disk-full").scaled(30).essential_dropped == ()  # both targets kept
+
+
+def test_essential_is_a_flag_of_a_fault(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'description = "x"\n[[faults]]\nkind = "kill-leader"\nduration = 5\nessential = 1\n'
+    )
+    with pytest.raises(ScenarioError, match=r"faults\[0\]\.essential.*true or false"):
+        load_scenario(str(bad))
+
+
+def test_a_dropped_essential_window_makes_the_run_inconclusive():
+    from harness.verdict import INCONCLUSIVE, coverage, decide
+
+    short = load_scenario("timezone").scaled(30)
+    result = {"valid": True, "anomalies": {}}
+    cov = coverage([], short, {**result, "stats": {"replicas": {"compared": True}}})
+    assert not cov["conclusive"] and short.essential_dropped[0] in cov["reasons"]
+    verdict = decide({**result, "coverage": cov})
+    assert verdict.label == INCONCLUSIVE and short.essential_dropped[0] in verdict.reasons
