@@ -32,14 +32,15 @@ def main_check(path: str | Path) -> int:
     try:
         judged = store.judge()
     except HistoryFormatError as e:
-        print(f"{source}:{e.line}: {e.reason}", file=sys.stderr)
+        print(f"harness: error: {source}:{e.line}: {e.reason}", file=sys.stderr)
         return EXIT_HARNESS
     except divergence.SnapshotFormatError as e:
-        print(f"{store.path(REPLICAS)}: {e}", file=sys.stderr)
+        print(f"harness: error: {store.path(REPLICAS)}: {e}", file=sys.stderr)
         return EXIT_HARNESS
     except OSError as e:
         print(
-            f"{getattr(e, 'filename', None) or source}: cannot read: {e.strerror or e}",
+            f"harness: error: {getattr(e, 'filename', None) or source}: cannot read: "
+            f"{e.strerror or e}",
             file=sys.stderr,
         )
         return EXIT_HARNESS

@@ -231,7 +231,7 @@ def _print(obj: dict) -> None:
 
 
 def _fail(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
+    print(f"harness: error: {exc}", file=sys.stderr)
     return EXIT_HARNESS
 
 

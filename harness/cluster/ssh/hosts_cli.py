@@ -51,7 +51,7 @@ def _up(args: argparse.Namespace) -> int:
     try:
         text = hosts_up(args.count, args.dir)
     except (ClusterError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_HARNESS
     sys.stdout.write(text)
     print(f"(written to {args.dir.resolve() / 'inventory.toml'})", file=sys.stderr)
@@ -62,7 +62,7 @@ def _down(args: argparse.Namespace) -> int:
     try:
         removed = hosts_down(args.dir)
     except (ClusterError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_HARNESS
     sys.stdout.write(json.dumps({"dir": str(args.dir.resolve()), "removed": removed}) + "\n")
     return EXIT_OK
