@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+
+import requests
 
 from harness.node.statements import Statement
 from harness.node.write_queue import WriteQueue
+from tests.cluster.helpers import wait_until
+
+from ._http import call
 
 
 def _first_batch_delay() -> float:
@@ -39,3 +45,60 @@ def test_the_write_queue_waits_50_ms_for_a_batch() -> None:
     delays = [_first_batch_delay() for _ in range(5)]
     assert min(delays) >= 0.05, delays
     assert min(delays) < 0.1, f"a lone write waited {min(delays):.3f} s at best: {delays}"
+
+
+def test_a_body_larger_than_64_mib_is_read_as_rqlite_reads_it(urls: dict) -> None:
+    """rqlite reads a request body whole (``io.ReadAll``, a ``json.Decoder``), with no
+    size limit in any version followed; the node refused more than 64 MiB. The body here
+    is mostly JSON whitespace, so nothing large enters the log; sent with a length and
+    chunked."""
+    body = b" " * (65 * 1024 * 1024) + b'["SELECT 1"]'
+    r = call("POST", urls["leader"], "/db/query?level=none", raw=body, timeout=120.0)
+    assert r.status == 200 and r.json["results"][0]["values"] == [[1]], r.text[:200]
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(body), 8 * 1024 * 1024):
+            yield body[start : start + 8 * 1024 * 1024]
+
+    r2 = requests.post(
+        urls["leader"] + "/db/query?level=none",
+        data=chunks(),
+        headers={"Content-Type": "application/json"},
+        timeout=120.0,
+    )
+    assert r2.status_code == 200 and r2.json()["results"][0]["values"] == [[1]], r2.text[:200]
+
+
+def test_readyz_asks_the_leader_and_redirect_without_one_is_500(make_cluster) -> None:
+    """``/readyz`` on a follower whose leader is gone but still named (for an election
+    timeout): ``503 [+]node ok / [+]leader not contactable: ...`` (rqlite asks the leader
+    for its meta); the node answered ``200``. Then a node that knows no leader, asked with
+    ``?redirect``: ``500 leader not found`` (rqlite's ``FormRedirect``), without it ``503``,
+    on ``/db/execute``, ``/db/query`` and ``/db/request``; the node answered ``503``."""
+    c = make_cluster(nodes=3)
+    lead = c.wait_for_leader(30.0)
+    first, second = (n for n in c.nodes() if n.id != lead.id)
+    c.kill(lead.id)
+    r = call("GET", first.url, "/readyz?timeout=2s")
+    assert r.status == 503, r.text
+    assert r.text.startswith("[+]node ok\n[+]leader not contactable: "), r.text
+
+    c.kill(second.id)
+    wait_until(
+        lambda: (
+            call("GET", first.url, "/readyz", timeout=5.0).text
+            == "[+]node ok\n[+]leader does not exist"
+        ),
+        30.0,
+        f"{first.id}, alone, to know no leader",
+    )
+    for method, path, body in (
+        ("POST", "/db/execute", ["CREATE TABLE IF NOT EXISTS t (a)"]),
+        ("GET", "/db/query?q=SELECT%201", None),
+        ("POST", "/db/request", ["SELECT 1"]),
+    ):
+        joiner = "&" if "?" in path else "?"
+        r = call(method, first.url, f"{path}{joiner}redirect", body)
+        assert (r.status, r.text) == (500, "leader not found\n"), (path, r.status, r.text)
+        r = call(method, first.url, path, body)
+        assert (r.status, r.text) == (503, "leader not found\n"), (path, r.status, r.text)
