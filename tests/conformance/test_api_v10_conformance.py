@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import pytest
 import requests
 
 from harness.node.statements import Statement
@@ -16,6 +17,7 @@ from harness.node.write_queue import WriteQueue
 from tests.cluster.helpers import wait_until
 
 from ._http import call
+from ._versioned import VERSIONS
 
 
 def _first_batch_delay() -> float:
@@ -102,3 +104,31 @@ def test_readyz_asks_the_leader_and_redirect_without_one_is_500(make_cluster) ->
         assert (r.status, r.text) == (500, "leader not found\n"), (path, r.status, r.text)
         r = call(method, first.url, path, body)
         assert (r.status, r.text) == (503, "leader not found\n"), (path, r.status, r.text)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("path", ["/db/execute", "/db/request"])
+def test_a_returning_write_the_parser_rejects_counts_as_go_sqlite3_steps_it(
+    follow, version: str, path: str, table: str
+) -> None:
+    """``[name]`` quoting is beyond rqlite/sql's parser (every version), so a ``RETURNING``
+    write that uses it is not marked ``ForceQuery``: ``db.go`` runs it with
+    ``ExecContext`` and go-sqlite3 steps it once (``execSync``). SQLite makes every change
+    of a ``RETURNING`` statement in that first step but counts them only when the
+    statement ends, so ``rows_affected`` is the previous statement's ``changes()`` and no
+    rows come back; once finalized, its own count is what the next one sees."""
+    url = follow(version)["leader"]
+    body = [
+        f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, v INT)",
+        f"INSERT INTO {table}(v) VALUES (1), (2), (3)",
+        f"INSERT INTO {table}(v) VALUES (4)",
+        f"UPDATE [{table}] SET v = v + 10 RETURNING id",
+        f"UPDATE [{table}] SET v = v + 100 WHERE id < 3 RETURNING id",
+    ]
+    r = call("POST", url, path, body)
+    assert r.status == 200, r.text
+    results = r.json["results"]
+    assert results[3] == {"last_insert_id": 4, "rows_affected": 1}, results
+    assert results[4] == {"last_insert_id": 4, "rows_affected": 4}, results
+    rows = call("GET", url, f"/db/query?level=strong&q=SELECT%20v%20FROM%20{table}").json
+    assert rows["results"][0]["values"] == [[111], [112], [13], [14]], rows
