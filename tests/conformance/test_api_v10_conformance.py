@@ -1,4 +1,4 @@
-"""Five smaller places where the embedded node follows rqlite (issue 40): the write queue's
+"""Six smaller places where the embedded node follows rqlite (issue 40): the write queue's
 batch timeout, ``?redirect`` with no leader, the request-body size, ``/readyz``, a
 ``RETURNING`` write rqlite's parser rejects, and multi-way JOINs as each version's
 rqlite/sql prints them (docs/embedded-node.md, "Smaller places, by rqlite's source")."""
@@ -8,16 +8,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 import requests
 
+from harness.node.sql.rewrite import rqlite_process
 from harness.node.statements import Statement
 from harness.node.write_queue import WriteQueue
 from tests.cluster.helpers import wait_until
 
 from ._http import call
 from ._versioned import VERSIONS
+
+CLOCK = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)  # the corpora's clock
+JD = "2461042.627843"  # its Julian day, as rqlite prints it
 
 
 def _first_batch_delay() -> float:
@@ -132,3 +137,41 @@ def test_a_returning_write_the_parser_rejects_counts_as_go_sqlite3_steps_it(
     assert results[4] == {"last_insert_id": 4, "rows_affected": 4}, results
     rows = call("GET", url, f"/db/query?level=strong&q=SELECT%20v%20FROM%20{table}").json
     assert rows["results"][0]["values"] == [[111], [112], [13], [14]], rows
+
+
+def _joins(order: str) -> str:
+    """``order`` as a FROM clause: digits are tables ``t1``..., ``o`` followed by a digit
+    the constraint ``ON n`` of the n-th join (``"12o13o2"``: t1 JOIN t2 ON 1 JOIN t3 ON 2)."""
+    parts, pending = [], iter(order)
+    for ch in pending:
+        if ch == "o":
+            parts.append(f" ON {next(pending)}")
+        else:
+            parts.append(f'"t{ch}"' if ch == "1" else f' JOIN "t{ch}"')
+    return "".join(parts)
+
+
+#: tables -> what each version's rqlite/sql pin prints for t1 JOIN t2 ON 1 JOIN t3 ON 2 ...
+#: (v8.36.18: a4122fabb196, right-nested, the first ON printed last; v9.4.5: 264b5170bad2,
+#: the same tree, a printer right for up to three joins; v10.2.7: 1b2524a41372, left-nested)
+_JOIN_PRINTS = {
+    "8.36.18": {2: "12o1", 3: "123o2o1", 4: "123o24o3o1", 5: "123o24o35o4o1"},
+    "9.4.5": {2: "12o1", 3: "12o13o2", 4: "12o13o24o3", 5: "123o2o14o35o4", 6: "123o24o3o15o46o5"},
+    "10.2.7": {2: "12o1", 3: "12o13o2", 4: "12o13o24o3", 5: "12o13o24o35o4", 6: "12o13o24o35o46o5"},
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "tables"), [(v, n) for v, prints in _JOIN_PRINTS.items() for n in prints]
+)
+def test_a_multi_way_join_is_printed_as_the_versions_parser_prints_it(
+    version: str, tables: int
+) -> None:
+    """A rewritten statement enters the log as rqlite/sql re-prints it; for a chain of
+    JOINs each pin puts the ON clauses where its tree and printer do (``parseSource``,
+    ``JoinClause.String``). SQLite reads a misplaced ON as the constraint of another join:
+    the replicas still agree, but the statement is not the one sent."""
+    sent = "".join(f" JOIN t{n} ON {n - 1}" for n in range(2, tables + 1))
+    sql = f"SELECT * FROM t1{sent} WHERE julianday('now')"
+    out = rqlite_process(sql, CLOCK, 4242424242, version)
+    assert out == f"SELECT * FROM {_joins(_JOIN_PRINTS[version][tables])} WHERE julianday({JD})"
