@@ -24,6 +24,7 @@ import apsw
 
 from .config import Peer
 from .dump import dump_sql
+from .forward import FORWARDED_HEADER
 from .raft import LOAD, CommitUnknown, NotApplied
 from .replies import Reply, json_reply, text_reply
 from .statements import QueryParams, Statement
@@ -54,24 +55,34 @@ class ClusterEndpoints:
     build_version: str
     stats: Any  # HttpStats
     leader: Callable[[], tuple[str, str, str] | None]
+    leader_peer: Callable[[], Peer | None]
     _not_leader: Callable[..., Reply]
     execute: Callable[..., Reply]
 
     # -- /readyz /status /nodes /leader -------------------------------------------------------
     def readyz(self, params: QueryParams) -> Reply:
-        """rqlite's ``handleReadyz``: the node, a leader, the store; with ``sync`` also that
-        this node's commit index reached the leader's (``Committed``, bounded by
-        ``timeout``); v10 last runs ``SELECT 1`` (``[+]db ok``)."""
+        """rqlite's ``handleReadyz`` (``http/service.go``): the node; a leader known, and
+        reachable (rqlite asks it for its meta over the cluster port: the node probes its
+        HTTP API, bounded by ``timeout``); the store; with ``sync`` also that this node's
+        commit index reached the leader's (``Committed``, bounded by ``timeout``); v10 last
+        runs ``SELECT 1`` (``[+]db ok``). It does not wait for the node to catch up."""
         plain = "text/plain; charset=utf-8"
         if params.flag("noleader"):
             return Reply(200, b"[+]node ok", plain)
-        if self.leader() is None:
+        lead = self.leader_peer()
+        if lead is None:
             return Reply(503, b"[+]node ok\n[+]leader does not exist", plain)
+        timeout = params.duration("timeout", 30.0)
+        if lead.node_id != self.cfg.node_id:
+            error = _unreachable(lead.reach, timeout)
+            if error is not None:
+                failed = f"[+]node ok\n[+]leader not contactable: {error}"
+                return Reply(503, failed.encode(), plain)
         if not self.store.isReady():
             return Reply(503, b"[+]node ok\n[+]leader ok\n[+]store not ready", plain)
         text = "[+]node ok\n[+]leader ok\n[+]store ok"
         if params.flag("sync"):
-            if not self.store.wait_committed(params.duration("timeout", 30.0)):
+            if not self.store.wait_committed(timeout):
                 failed = f"{text}\n[+]sync timeout waiting for commit index"
                 return Reply(503, failed.encode(), plain)
             text += "\n[+]sync ok"
@@ -238,6 +249,22 @@ class ClusterEndpoints:
         ]
         body = "{\n" + ",\n".join(lines) + "\n}\n"
         return Reply(200, body.encode("utf-8"), "application/json; charset=utf-8")
+
+
+def _unreachable(http_addr: str, timeout: float) -> str | None:
+    """Why the node at ``http_addr`` did not answer ``/readyz?noleader`` within
+    ``timeout``, or None when it did (marked as forwarded: uncounted there, as rqlite's
+    cluster call is)."""
+    host, _, port = http_addr.rpartition(":")
+    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
+    try:
+        conn.request("GET", "/readyz?noleader", headers={FORWARDED_HEADER: "readyz"})
+        conn.getresponse().read()
+    except (OSError, http.client.HTTPException) as exc:
+        return str(exc) or type(exc).__name__
+    finally:
+        conn.close()
+    return None
 
 
 def _is_database(image: bytes) -> bool:

@@ -33,6 +33,7 @@ from .sqlexec import (
     query_slow,
     run_rows,
     split,
+    stepped_once,
 )
 from .statements import Statement
 from .values import rows_result
@@ -188,13 +189,8 @@ class Database:
             if type(bindings) is dict:
                 cur.exec_trace = lambda c, _s, _b: check_named_fit(c, bindings) or True
             try:
-                for _ in cur.execute(stmt.sql, bindings):
-                    pass
-                return {
-                    "kind": "exec",
-                    "last_insert_id": self._conn.last_insert_rowid(),
-                    "rows_affected": self._conn.changes(),
-                }
+                cur.execute(stmt.sql, bindings)
+                return stepped_once(self._conn, cur)
             except (apsw.BindingsError, KeyError):
                 pass  # the arguments do not fit: nothing ran; rqlite's rules below
         return execute_slow(self._conn, stmt)
@@ -246,7 +242,10 @@ class Database:
 
         cur.exec_trace = trace
         try:
-            rows = list(cur.execute(stmt.sql, bindings))
+            cur.execute(stmt.sql, bindings)
+            if not (stmt.returning or read_only):
+                return stepped_once(self._conn, cur)
+            rows = list(cur)
         except apsw.BindingsError:
             raise  # nothing ran (binding precedes running): the caller's slow path
         except UnicodeDecodeError:
@@ -257,13 +256,7 @@ class Database:
             if not started:
                 raise _NotPrepared(str(exc)) from exc
             raise
-        if stmt.returning or read_only:
-            return _rows_from(described, rows)
-        return {
-            "kind": "exec",
-            "last_insert_id": self._conn.last_insert_rowid(),
-            "rows_affected": self._conn.changes(),
-        }
+        return _rows_from(described, rows)
 
     def is_read_only(self, stmt: Statement) -> bool:
         """Whether rqlite counts the statement (its first, if several) as a read when it

@@ -4,7 +4,9 @@ Responses are written with one ``send`` (status line, headers and body together)
 ``http.server`` would otherwise write headers and body separately and every request
 would wait ~40 ms on delayed ACKs. Request bodies are read in full, with a
 ``Content-Length`` or chunked, whatever the method, so a keep-alive connection stays in
-step and a pipelined request after a chunked body is read as the next request.
+step and a pipelined request after a chunked body is read as the next request. There is
+no size limit, as rqlite has none (``http/service.go`` reads every body with
+``io.ReadAll``, no ``http.MaxBytesReader``, in v8.36.18, v9.4.5 and v10.2.7).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from .statements import QueryParams, RequestError
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 * 1024 * 1024
 #: rqlite sends these on every answer (``addAllowHeaders``, with no credentials configured:
 #: the node has none; with them rqlite adds ``Authorization`` and ``-Credentials: true``)
 _CORS = (
@@ -112,18 +113,15 @@ class Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             length = -1
-        if not 0 <= length <= MAX_BODY:
+        if length < 0:
             self.close_connection = True  # the body is left unread: the stream is lost
-            if length < 0:
-                raise RequestError("invalid Content-Length")
-            raise RequestError(f"request body larger than {MAX_BODY} bytes")
+            raise RequestError("invalid Content-Length")
         return self.rfile.read(length) if length else b""
 
     def _chunked_body(self) -> bytes:
         """A ``Transfer-Encoding: chunked`` body: sized chunks up to a zero-sized one, then
         optional trailer lines up to an empty line."""
         parts: list[bytes] = []
-        total = 0
         while True:
             line = self.rfile.readline(1024)
             try:
@@ -133,10 +131,6 @@ class Handler(BaseHTTPRequestHandler):
                 raise RequestError("invalid chunked body: bad chunk size line") from None
             if size == 0:
                 break
-            total += size
-            if total > MAX_BODY:
-                self.close_connection = True
-                raise RequestError(f"request body larger than {MAX_BODY} bytes")
             chunk = self.rfile.read(size)
             if len(chunk) != size or self.rfile.read(2) != b"\r\n":
                 self.close_connection = True

@@ -7,7 +7,7 @@ does not process it again. What the client sees, by version (``http/service.go``
 v10 through ``proxy/proxy.go``):
 
 - ``redirect``: ``301`` to the leader's HTTP address, the path and query unchanged;
-- no leader known: ``503 leader not found``;
+- no leader known: ``503 leader not found`` (with ``redirect``: ``500``);
 - the leader answered: its answer; v9 and v10 add ``X-RQLITE-SERVED-BY`` with the leader's
   Raft address, v8 adds it whatever happened next;
 - the leader could not be reached, or failed the request (it is no longer the leader:
@@ -89,7 +89,9 @@ class LeaderRelay:
         lead = self.leader_peer()
         if lead is None or lead.node_id == self.cfg.node_id:
             self.count(headers, "leader_not_found")
-            return text_reply(503, LEADER_NOT_FOUND)
+            # rqlite checks ``redirect`` before it looks for a leader: with none, its
+            # FormRedirect fails and DoRedirect answers 500 (http/service.go, every version)
+            return text_reply(500 if params.flag("redirect") else 503, LEADER_NOT_FOUND)
         target = f"{path}?{query}" if query else path
         if params.flag("redirect"):
             return Reply(301, b"", "text/html; charset=utf-8", f"http://{lead.http_addr}{target}")

@@ -205,11 +205,22 @@ def execute_slow(conn: apsw.Connection, stmt: Statement) -> dict[str, Any]:
         count, names, _ = param_info(conn, piece)
         if len(args) - start < count:
             raise ArgsError(f"not enough args to execute query: want {count} got {len(args)}")
-        for _ in conn.cursor().execute(piece, _bind(count, names, args, start)):
-            pass
-        counts = (conn.last_insert_rowid(), conn.changes())
+        done = stepped_once(conn, conn.cursor().execute(piece, _bind(count, names, args, start)))
+        counts = (done["last_insert_id"], done["rows_affected"])
         start += count
     return {"kind": "exec", "last_insert_id": counts[0], "rows_affected": counts[1]}
+
+
+def stepped_once(conn: apsw.Connection, cur: apsw.Cursor) -> dict[str, Any]:
+    """The counts of a write ``cur`` just started, as rqlite's ``ExecContext`` reports them:
+    go-sqlite3 (``execSync``) steps a statement once, reads ``last_insert_rowid()`` and
+    ``changes()``, and finalizes it. A ``RETURNING`` write rqlite's parser did not mark
+    (no ``ForceQuery``) makes all its changes in that step, but SQLite counts them only
+    when it ends: ``rows_affected`` is the previous statement's, and its rows are lost."""
+    counts = {"kind": "exec", "last_insert_id": conn.last_insert_rowid()}
+    counts["rows_affected"] = conn.changes()
+    cur.close()
+    return counts
 
 
 def query_slow(

@@ -44,16 +44,28 @@ class Dialect:
     null_postfix: bool = False  # expr ISNULL | NOTNULL | NOT NULL
     is_not_null_postfix: bool = False  # expr IS NOT NULL is the postfix NOT NULL
     delete_limit: bool = True  # DELETE ... [ORDER BY ...] LIMIT ...
+    #: where a re-printed chain of JOINs puts each ON/USING (rqlite/sql's ``parseSource``
+    #: and ``JoinClause.String`` at the commit the version pins): "first-last" (v8: the
+    #: first join's printed last), "three-joins" (v9: each with its join for up to three
+    #: joins, then the first's after the last but two), "in-place" (v10)
+    join_constraints: str = "first-last"
 
 
 V8 = Dialect()
-V9 = Dialect(update_from=True, collate_expr=True, backticks=True, null_postfix=True)
+V9 = Dialect(
+    update_from=True,
+    collate_expr=True,
+    backticks=True,
+    null_postfix=True,
+    join_constraints="three-joins",
+)
 V10 = Dialect(
     update_from=True,
     collate_expr=True,
     backticks=True,
     null_postfix=True,
     is_not_null_postfix=True,
+    join_constraints="in-place",
 )
 
 

@@ -34,10 +34,12 @@ from .statements import Statement
 log = logging.getLogger(__name__)
 
 #: rqlited's defaults: ``-write-queue-capacity``, ``-write-queue-batch-size``,
-#: ``-write-queue-timeout``; and ``runQueue``'s pause between tries
+#: ``-write-queue-timeout`` (50 ms in ``cmd/rqlited/config_flags.go`` of v8.36.18, v9.4.5
+#: and v10.2.7, which overrides the 100 ms of ``http/service.go``'s ``New``); and
+#: ``runQueue``'s pause between tries
 CAPACITY = 1024
 BATCH_SIZE = 128
-BATCH_TIMEOUT = 0.1
+BATCH_TIMEOUT = 0.05
 RETRY_DELAY = 1.0
 
 #: ``runQueue``'s counters of a failed try, by the error's text (else ``unknown_error``)

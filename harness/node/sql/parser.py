@@ -102,6 +102,26 @@ _OPAQUE = {"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "DROP",
 _CONFLICT = {"ROLLBACK", "ABORT", "REPLACE", "FAIL", "IGNORE"}
 
 
+def joins_printed(first: Node, joins: list[tuple[str, Node, Node | None]], style: str) -> list:
+    """``first`` and its ``joins`` (operator, source, constraint) in the order rqlite/sql
+    prints them (:attr:`.Dialect.join_constraints`). Before its 2026-02-23 rewrite the
+    parser nests each further join under the right-hand side of the first, which keeps
+    its own constraint: the tree prints the first constraint last (v8), and v9's printer
+    undoes that for up to three joins only."""
+
+    def run(chain: list[tuple[str, Node, Node | None]]) -> list:
+        return [p for op, source, cons in chain for p in (op, source, cons) if p is not None]
+
+    n = len(joins)
+    if style == "in-place" or n == 1 or (style == "three-joins" and n <= 3):
+        return [first, *run(joins)]
+    op, source, cons = joins[0]
+    moved = [cons] if cons is not None else []
+    if style == "first-last":
+        return [first, op, source, *run(joins[1:]), *moved]
+    return [first, op, source, *run(joins[1 : n - 2]), *moved, *run(joins[n - 2 :])]
+
+
 class Parser(SchemaMixin):
     """Recursive descent over rqlite's grammar; :meth:`statement` parses one statement.
 
@@ -357,16 +377,7 @@ class Parser(SchemaMixin):
             joins.append((op, right, cons))
         if not joins:
             return first
-        # rqlite nests each further join into the right-hand side of the previous one and
-        # prints a join's constraint after its right-hand side: constraints come out last,
-        # innermost first
-        parts: list = [first]
-        for op, right, _ in joins:
-            parts += [op, right]
-        for _, _, cons in reversed(joins):
-            if cons is not None:
-                parts.append(cons)
-        return n_("join", *parts)
+        return n_("join", *joins_printed(first, joins, self.dialect.join_constraints))
 
     def ident_list_after_paren(self) -> list[Node]:
         return self.ident_list()
