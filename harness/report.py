@@ -419,6 +419,8 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
 def _table(data: dict[str, Any]) -> list[str]:
     out = ["| | |", "|---|---|"]
     for k, v in data.items():
+        if isinstance(v, float):  # seconds and rates: to the millisecond, not 62.241777
+            v = f"{v:.3f}".rstrip("0").rstrip(".")
         text = v if isinstance(v, str) else json.dumps(v, default=str)
         out.append(f"| {k} | {str(text).replace('|', '/')} |")
     return out
