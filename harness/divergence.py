@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.wording import plural
+
 from .errors import HarnessError
 
 NAME = "replica-divergence"
@@ -97,7 +99,7 @@ def summary(stats: Mapping[str, Any]) -> str:
     if not stats.get("compared"):
         return f"replicas: not compared ({stats.get('reason')})"
     indexes = sorted({str(v) for v in stats["applied_index"].values()})
-    tables = ", ".join(f"{t} {n} rows" for t, n in stats["tables"].items()) or "no tables"
+    tables = ", ".join(f"{t} {plural(n, 'row')}" for t, n in stats["tables"].items()) or "no tables"
     differ = stats.get("differing_tables") or []
     verdict = f"DIFFER in {', '.join(differ)}" if differ else "identical"
     return (

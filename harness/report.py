@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.wording import plural
+
 from . import divergence
 from .checker import ANOMALIES as ANOMALY_KINDS
 from .explanations import explain
@@ -233,7 +235,9 @@ def _drawn(drawn: Any) -> list[str]:
     out += [f"- {line}" for line in drawn.get("schedule") or []]
     asked, got = drawn.get("asked"), len(drawn.get("schedule") or [])
     if isinstance(asked, int) and asked > got:
-        out.append(f"- ({asked - got} of {asked} windows asked for did not fit in the run)")
+        out.append(
+            f"- ({asked - got} of {plural(asked, 'window')} asked for did not fit in the run)"
+        )
     left = drawn.get("left_out") or {}
     if isinstance(left, dict) and left:
         out += ["", "Left out of the pool:", ""]
@@ -415,6 +419,8 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
 def _table(data: dict[str, Any]) -> list[str]:
     out = ["| | |", "|---|---|"]
     for k, v in data.items():
+        if isinstance(v, float):  # seconds and rates: to the millisecond, not 62.241777
+            v = f"{v:.3f}".rstrip("0").rstrip(".")
         text = v if isinstance(v, str) else json.dumps(v, default=str)
         out.append(f"| {k} | {str(text).replace('|', '/')} |")
     return out

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.wording import plural
+
 from .cluster.base import DISK
 from .cluster.disk import DISK_MB, disk_problem
 from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
@@ -366,7 +368,7 @@ class _Run:
         self.store.write_json(SCENARIO, s.to_json())
         drawn = s.drawn or {}
         self.progress.note(
-            f"chaos (seed {self.seed}): {len(s.faults)} windows from "
+            f"chaos (seed {self.seed}): {plural(len(s.faults), 'window')} from "
             f"{', '.join(drawn.get('pool', []))}"
         )
         for line in drawn.get("schedule", []):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..colours import fault_colour
 from ..history import HistoryFormatError, fault_intervals, pairs
 
 #: completion type -> the code the page colours by; an operation still open at the end is 3
@@ -27,7 +28,8 @@ def timeline_data(events: Sequence[dict[str, Any]], marked: Iterable[int] = ()) 
     """The timeline of ``events`` (a history that reads: see :func:`harness.history.pairs`
     for what raises :class:`~harness.history.HistoryFormatError`).
 
-    ``lane[k]`` is the position of the operation's process in ``procs``; ``t0``/``t1`` its
+    ``lane[k]`` is the position of the operation's process in ``procs`` (``roles``: what
+    each process was, :func:`_role`); ``t0``/``t1`` its
     invoke and completion times (the history's end for one never completed); ``type`` its
     outcome (:data:`OUTCOMES`, :data:`OPEN`); ``f`` its position in ``fs``; ``i``/``j``
     the history indices of its invoke and completion (-1: none); ``mark`` the operations
@@ -54,6 +56,7 @@ def timeline_data(events: Sequence[dict[str, Any]], marked: Iterable[int] = ()) 
     faults = [
         {
             "kind": f.kind,
+            "colour": fault_colour(f.kind),
             "label": f.label,
             "start": _t(f.start),
             "end": _t(end if f.end is None else f.end),
@@ -63,7 +66,36 @@ def timeline_data(events: Sequence[dict[str, Any]], marked: Iterable[int] = ()) 
         }
         for f in fault_intervals(events)
     ]
-    return {"end": _t(end), "procs": procs, "fs": list(fs), **cols, "mark": mark, "faults": faults}
+    roles = [_role(p, ops) for p in procs]
+    return {
+        "end": _t(end),
+        "procs": procs,
+        "roles": roles,
+        "fs": list(fs),
+        **cols,
+        "mark": mark,
+        "faults": faults,
+    }
+
+
+#: what a worker id's first letter says of its client (harness.workload.workers' names)
+_CLIENTS = {"s": "sync claimer", "a": "async claimer", "w": "worker"}
+_PUBLISHES = ("publish", "publish_many")
+
+
+def _role(process: Any, ops: Sequence[tuple[dict, dict | None]]) -> str:
+    """What a process was, as its operations show: ``publisher``, or the claimer its
+    leases' tokens name (``sync claimer``, ``async claimer``: a token starts with its
+    worker's id), else ``claimer``."""
+    own = [(inv, done) for inv, done in ops if inv["process"] == process]
+    if all(inv["f"] in _PUBLISHES for inv, _ in own):
+        return "publisher"
+    for _, done in own:
+        value = (done or {}).get("value")
+        token = value.get("token") if isinstance(value, dict) else None
+        if isinstance(token, str) and token[:1] in _CLIENTS and ":" in token:
+            return _CLIENTS[token[0]]
+    return "claimer"
 
 
 def timeline_or_error(

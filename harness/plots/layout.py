@@ -16,6 +16,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from harness.colours import fault_colour
+
 from ..history import ObservedFault
 from ..report import PLOTS
 
@@ -78,8 +80,19 @@ def fault_lanes(
     spans = []
     for fault, label in zip(faults, labels, strict=True):
         stop = end if fault.end is None else fault.end
-        spans.append((fault.start, max(stop, fault.start + (len(label) + 2) * per_char)))
+        x, ha = label_place(fault, label, end, per_char)
+        left = x - (len(label) + 2) * per_char if ha == "right" else x
+        right = end if ha == "right" else x + (len(label) + 2) * per_char
+        spans.append((min(fault.start, left), max(stop, right)))
     return assign_lanes(spans)
+
+
+def label_place(fault: ObservedFault, label: str, end: float, per_char: float) -> tuple[float, str]:
+    """Where a fault's label goes in its lane: from the fault's start, or, when it would
+    run past the axes' end (a fault near the end of the run), ending there."""
+    if fault.start + (len(label) + 2) * per_char <= end:
+        return fault.start, "left"
+    return end, "right"
 
 
 def figure_with_lanes(n_lanes: int, height: float = SIZE[1]) -> tuple[Figure, Axes | None, Axes]:
@@ -105,19 +118,17 @@ def draw_drain(fig_axes: tuple[Axes | None, Axes], drain: tuple[float, float] | 
     """Mark the drain: a line where the workload stopped and the drain's span in grey."""
     if drain is None:
         return
-    lane_ax, ax = fig_axes
+    _, ax = fig_axes
     start, stop = drain
     label = f"drain after the workload\n({start:.2f}-{stop:.2f} s)"
     ax.axvspan(start, stop, color="0.5", alpha=0.25, lw=0, zorder=0, label=label)
-    for a in (ax, lane_ax):
-        if a is not None:
-            a.axvline(start, color="0.35", lw=1.0, ls="-.", zorder=1)
+    # on the data axes only: in the lanes it would cut through a fault's label
+    ax.axvline(start, color="0.35", lw=1.0, ls="-.", zorder=1)
 
 
 def _fault_colours(faults: list[ObservedFault]) -> dict[str, Any]:
-    kinds = sorted({f.kind for f in faults})
-    cmap = plt.get_cmap("Pastel1" if len(kinds) <= 9 else "tab20")
-    return {k: cmap(i % cmap.N) for i, k in enumerate(kinds)}
+    """Each kind's colour, as report.html gives it (:func:`harness.colours.fault_colour`)."""
+    return {f.kind: fault_colour(f.kind) for f in faults}
 
 
 def draw_faults(
@@ -157,8 +168,9 @@ def draw_faults(
         if rec is not None:  # from the fault's start to the next lease, under its label
             lane_ax.plot([fault.start, fault.start + rec], [lane + 0.33] * 2, color="black",
                          lw=2, solid_capstyle="butt")  # fmt: skip
-        lane_ax.text(fault.start, lane, f" {label}", fontsize=LABEL_FONT, va="center",
-                     ha="left", clip_on=False)  # fmt: skip
+        x, ha = label_place(fault, label, end, seconds_per_char(end, DATA_WIDTH))
+        lane_ax.text(x, lane, f" {label} ", fontsize=LABEL_FONT, va="center",
+                     ha=ha, clip_on=False)  # fmt: skip
 
 
 def fault_label(fault: ObservedFault, recovery: dict[int, float | None] | None) -> str:

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.wording import plural
+
 from ..errors import EXIT_HARNESS, EXIT_NOT_REPRODUCED, EXIT_OK, HarnessError
 from ..interrupts import Terminated, sigterm_unwinds
 from ..store import RUN, SCENARIO, RunStore
@@ -168,7 +170,7 @@ def write_results(search: Search) -> str:
     (o.out / "search.json").write_text(json.dumps(search.to_json(), indent=1) + "\n")
     conf = search.confirmation
     rate = (
-        f"{conf.reproduced} of {len(conf.tries)} runs on fresh seeds "
+        f"{conf.reproduced} of {plural(len(conf.tries), 'run')} on fresh seeds "
         f"({', '.join(str(t.seed) for t in conf.tries)}) found {' or '.join(o.kinds)}"
         if conf and conf.tries
         else "not confirmed (the shrink stopped before the confirmation runs)"
@@ -182,7 +184,7 @@ def write_results(search: Search) -> str:
         f"- scenario file: `{search.final_file()}`\n"
         f"- reproduces: {rate}\n"
         f"- command: `{command(search)}`\n"
-        f"- search: {len(search.steps)} steps, {search.trial_count} runs, "
+        f"- search: {plural(len(search.steps), 'step')}, {plural(search.trial_count, 'run')}, "
         f"{search.elapsed():.0f} s of a {o.budget:g} s budget; stopped: {search.stopped}\n"
         f"- rule: a reduction is kept when it reproduces in a majority of {o.tries} runs "
         f"(seed {o.seed} first, then seeds no earlier step used; stopping once decided); "

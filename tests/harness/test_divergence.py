@@ -162,7 +162,7 @@ def test_summary_line() -> None:
     _, stats = compare(record(node("n1", same), node("n2", copy.deepcopy(same))))
     assert (
         divergence.summary(stats)
-        == "replicas: 2 nodes at applied index 40, identical (messages 1 rows)"
+        == "replicas: 2 nodes at applied index 40, identical (messages 1 row)"
     )
     _, stats = compare(record(node("n1", same), node("n2", {"messages": messages()})))
     assert "DIFFER in messages" in divergence.summary(stats)

@@ -20,6 +20,7 @@ from PIL import Image
 
 from harness.check_cli import main_check
 from harness.checker import check
+from harness.colours import fault_colour
 from harness.history import fault_intervals, read_history
 from harness.plots.latency import _steps_with_gaps, binned_percentiles, latency_figure
 from harness.plots.layout import DPI, SIZE
@@ -28,6 +29,7 @@ from harness.plots.run import drain_span, main_plot, plot_run, recoveries
 from harness.plots.throughput import throughput_figure
 from harness.plots.timeline import anomaly_timeline_figure
 from harness.report import PLOTS, write_report
+from harness.store import RunStore
 
 HISTORIES = Path(__file__).parent / "histories"
 _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "checker_bench.py"
@@ -63,6 +65,13 @@ def _colours(img: np.ndarray) -> int:
     return len(np.unique(img.reshape(-1, 3), axis=0))
 
 
+def _on_white(hex_colour: str, alpha: float) -> tuple[int, int, int]:
+    """``hex_colour`` drawn at ``alpha`` over white."""
+    rgb = (int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
+    r, g, b = (round(255 - alpha * (255 - c)) for c in rgb)
+    return r, g, b
+
+
 def _has_colour(img: np.ndarray, rgb: tuple[int, int, int], tol: int = 12) -> int:
     return int((np.abs(img.astype(int) - rgb).max(axis=2) <= tol).sum())
 
@@ -75,9 +84,12 @@ def test_throughput_and_latency_plots(sample_run: Path) -> None:
         assert img.shape[1] == int(SIZE[0] * DPI) and img.shape[0] >= int(SIZE[1] * DPI)
         assert _colours(img) > 50, f"{path.name} looks blank"
     throughput = _pixels(sample_run / "throughput.png")
-    # the claims line (tab:blue) and the shaded faults (Pastel1 red, at alpha 0.45 on white)
+    # the claims line (tab:blue) and the shaded faults (their kind's colour, at alpha 0.45
+    # on white: harness.colours, as report.html has them)
     assert _has_colour(throughput, (31, 119, 180)) > 500
-    assert _has_colour(throughput, (253, 217, 214)) > 2000
+    kinds = {f.kind for f in fault_intervals(RunStore(sample_run).events())}
+    shaded = sum(_has_colour(throughput, _on_white(fault_colour(k), 0.45)) for k in kinds)
+    assert shaded > 2000
     latency = _pixels(sample_run / "latency.png")
     assert _has_colour(latency, (44, 160, 44), tol=60) > 200  # ok points, green
 

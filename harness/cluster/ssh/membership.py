@@ -43,6 +43,7 @@ from harness.cluster.membership import (
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host, Inventory
 from harness.cluster.ssh.session import Sessions
+from harness.wording import plural
 
 if TYPE_CHECKING:
     from harness.cluster.ssh.cluster import RemoteNode
@@ -67,7 +68,7 @@ def wipe_data(directory: str, run: str) -> str:
 def grow_refusal(total: int, used: int, count: int = 1) -> str:
     """The one line for a grow beyond the inventory."""
     need = "a spare host" if count == 1 else f"{count} spare hosts"
-    return f"grow needs {need}: the inventory has {total} hosts, the cluster uses {used}"
+    return f"grow needs {need}: the inventory has {plural(total, 'host')}, the cluster uses {used}"
 
 
 class SshMembership:

@@ -114,16 +114,22 @@ async function rqUnpack(id) {
   const canvas = document.getElementById("tl-canvas");
   const OUTCOME = ["ok", "fail", "info", "open"];
   const COLOUR = ["#2e9d5b", "#d8485a", "#e0a526", "#8a94a0"];
-  const LEFT = 56, AXIS = 22, STRIP_ROW = 16;
+  const LEFT = 68, AXIS = 22, STRIP_ROW = 16;
 
-  // each fault kind the run holds gets a hue of its own (any kind, known to the harness or not)
-  const HUES = [200, 4, 45, 130, 280, 25, 170, 320, 90, 240];
-  const hues = new Map();
-  for (const kind of [...new Set(((tl && tl.faults) || []).map((f) => f.kind))].sort())
-    hues.set(kind, hues.size < HUES.length ? HUES[hues.size] : (hues.size * 47) % 360);
+  // each fault kind's colour, as the harness gives it in the PNGs too (harness/colours.py)
+  const colours = new Map();
+  for (const f of (tl && tl.faults) || []) colours.set(f.kind, f.colour || "#8a94a0");
   function kindColour(kind, alpha) {
-    return "hsla(" + hues.get(kind) + ", 70%, 50%, " + alpha + ")";
+    const hex = colours.get(kind) || "#8a94a0";
+    const rgb = [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16));
+    return "rgba(" + rgb.join(", ") + ", " + alpha + ")";
   }
+
+  // what each process was (publisher, sync or async claimer): a letter by its lane, the
+  // word in the tooltip and the legend
+  const ROLE_MARK = { publisher: " P", "sync claimer": " S", "async claimer": " A", worker: " W", claimer: " C" };
+  function roleMark(l) { return tl.roles ? ROLE_MARK[tl.roles[l]] || "" : ""; }
+  function roleName(l) { return tl.roles ? " (" + tl.roles[l] + ")" : ""; }
 
   if (tl && canvas) {
     const n = tl.t0.length;
@@ -161,6 +167,7 @@ async function rqUnpack(id) {
       legend.append(s);
     }
     legend.insertAdjacentHTML("beforeend", '<span><i style="background:#fff;border:2px solid #7a0019"></i>in an anomaly\'s example</span>');
+    if (tl.roles) legend.insertAdjacentHTML("beforeend", "<span>lanes: P publisher, S sync claimer, A async claimer, W worker process, C claimer</span>");
 
     let width = 0;
     function size() {
@@ -246,7 +253,7 @@ async function rqUnpack(id) {
       ctx.fillStyle = "#fff"; ctx.fillRect(0, top, LEFT, lanes * laneH);
       ctx.fillStyle = "#5b6570";
       const every = Math.ceil(12 / laneH);
-      for (let l = 0; l < lanes; l += every) ctx.fillText("p" + tl.procs[l], 4, top + l * laneH + laneH / 2);
+      for (let l = 0; l < lanes; l += every) ctx.fillText("p" + tl.procs[l] + roleMark(l), 4, top + l * laneH + laneH / 2);
       ctx.fillText("faults", 4, (top - AXIS) / 2);
       state.drawn = last - from;
       document.getElementById("tl-range").textContent =
@@ -302,7 +309,7 @@ async function rqUnpack(id) {
       const f = k < 0 ? faultAt(e.offsetX, e.offsetY) : -1;
       if (k >= 0) {
         const ms = ((t1[k] - t0[k]) * 1000).toFixed(1);
-        showTip(e.offsetX, e.offsetY, "p" + tl.procs[lane[k]] + " " + tl.fs[tl.f[k]] + ": " + OUTCOME[type[k]] +
+        showTip(e.offsetX, e.offsetY, "p" + tl.procs[lane[k]] + roleName(lane[k]) + " " + tl.fs[tl.f[k]] + ": " + OUTCOME[type[k]] +
           " after " + ms + " ms (" + t0[k].toFixed(3) + " s)\n" + (lines[tl.i[k]] || "").slice(0, 160) +
           (tl.j[k] >= 0 ? "\n" + (lines[tl.j[k]] || "").slice(0, 160) : ""));
       } else if (f >= 0) {
