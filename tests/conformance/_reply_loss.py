@@ -15,9 +15,10 @@ MODES = ("close", "reset", "hold")
 
 class ReplyLossRelay:
     """Listens on a loopback port and relays every connection to ``target`` (HOST:PORT).
-    After :meth:`lose_next`, the first answer bytes that come back on any connection are
-    not passed on: the client's side is closed (``close``), reset (``reset``) or left
-    open with nothing more relayed (``hold``, until the client gives up)."""
+    After :meth:`lose_next`, the first answer bytes that come back on a connection (on
+    the next ``count`` connections that answer) are not passed on: the client's side is
+    closed (``close``), reset (``reset``) or left open with nothing more relayed
+    (``hold``, until the client gives up)."""
 
     def __init__(self, target: str) -> None:
         host, _, port = target.rpartition(":")
@@ -26,18 +27,24 @@ class ReplyLossRelay:
         self.addr = f"127.0.0.1:{self._srv.getsockname()[1]}"
         self._lock = threading.Lock()
         self._armed: str | None = None
+        self._left = 0
         self.lost = 0
         self.connections = 0
         self._socks: list[socket.socket] = []
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def lose_next(self, mode: str) -> None:
-        """Lose the next answer (``mode`` one of :data:`MODES`)."""
+    def lose_next(self, mode: str, count: int = 1) -> None:
+        """Lose the next ``count`` answers (``mode`` one of :data:`MODES`)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         with self._lock:
-            self._armed = mode
+            self._armed, self._left = mode, count
+
+    def disarm(self) -> None:
+        """Lose no more answers."""
+        with self._lock:
+            self._armed, self._left = None, 0
 
     def close(self) -> None:
         self._closed = True
@@ -74,9 +81,11 @@ class ReplyLossRelay:
                     break
                 if answers:
                     with self._lock:
-                        mode, self._armed = self._armed, None
+                        mode = self._armed
                         if mode:
                             self.lost += 1
+                            self._left -= 1
+                            self._armed = mode if self._left > 0 else None
                     if mode == "hold":
                         while src.recv(65536):  # the rest of it, never passed on
                             pass

@@ -193,3 +193,25 @@ def test_a_forwarded_insert_whose_answer_is_lost(
         assert r.json["results"] == [] and r.json["error"], r.text
         wait_until(lambda: _count(leader, table) == 1, 10.0, "the one row on the leader")
         assert _count(leader, table) == 1, "v8 and v9 send once: one row"
+
+
+def test_a_lasting_loss_of_answers(relayed: tuple[str, _RelayedCluster, dict], table: str) -> None:
+    """While the leader's answers are lost, v10's second send is applied too and its
+    answer lost as well: two rows and the error; v8 and v9: one row and the error."""
+    version, cluster, urls = relayed
+    leader, follower = urls["leader"], urls["followers"][0]
+    execute(leader, [f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, v TEXT)"])
+    relay = cluster.relays[leader.removeprefix("http://")]
+    relay.lose_next("hold", count=2)
+    t0 = time.monotonic()
+    insert = [[f"INSERT INTO {table}(v) VALUES('x')"]]
+    try:
+        r = call("POST", follower, "/db/execute?timeout=1s", insert, timeout=60.0)
+    finally:
+        relay.disarm()  # v8 and v9 send once: one loss would be left armed
+    took = time.monotonic() - t0
+    assert r.status == 200 and r.json["results"] == [] and r.json["error"], r.text
+    assert took < 15.0, f"two sends of 1 s each took {took:.1f}s"
+    twice = version.startswith("10.")
+    rows = 2 if twice else 1
+    wait_until(lambda: _count(leader, table) == rows, 10.0, f"{rows} row(s) on the leader")
