@@ -3,8 +3,8 @@
 A mixin of :class:`harness.cluster.local.LocalCluster` (embedded engine, loopback):
 
 - :meth:`remove_node`: ``DELETE /remove {"id": ID}`` sent to a running member other than
-  the node (a follower forwards it to the leader, a removed leader hands over leadership
-  first: :mod:`harness.node.membership`), waited for until the leader's ``/status`` no
+  the node (a follower forwards it to the leader; a leader removing itself steps down once the
+  removal commits: :mod:`harness.node.membership`), waited for until the leader's ``/status`` no
   longer lists it; then the node's process is stopped and its data directory wiped. Its
   state is ``removed``: :meth:`nodes` no longer lists it.
 - :meth:`add_node`: a node started empty with ``--join`` (every running member's HTTP

@@ -23,6 +23,7 @@ from .clock import OffsetClock
 from .config import NodeConfig
 from .database import Database, qualified, render
 from .forward import (
+    DEFAULT_TIMEOUT,
     EXPLAIN_HEADER,
     FORCE_QUERY_HEADER,
     FORWARDED_HEADER,
@@ -72,7 +73,7 @@ class NodeService(LeaderRelay, ClusterEndpoints, MembershipEndpoints):
         self.store = store
         self.db = db
         self.clock = clock
-        self.forwarder = Forwarder(cfg.node_id, timeout=cfg.apply_timeout + 5.0)
+        self.forwarder = Forwarder(cfg.node_id, timeout=DEFAULT_TIMEOUT)
         self.started = time.time()
         #: the rqlite release this node follows, and what it reports as its version
         self.version = get_version(cfg.rqlite_version)
@@ -279,8 +280,15 @@ class NodeService(LeaderRelay, ClusterEndpoints, MembershipEndpoints):
             return LEADER_NOT_FOUND
         body, extra = wire_body(stmts)
         try:
-            status, _, data = self.forwarder.forward(
-                lead.reach, "POST", "/db/execute", body, self.cfg.apply_timeout + 5.0, None, extra
+            status, _, data = self.forwarder.forward(  # rqlite: defaultTimeout, Retries 0
+                lead.reach,
+                "POST",
+                "/db/execute",
+                body,
+                DEFAULT_TIMEOUT,
+                None,
+                extra,
+                resend=self.api.forward_resends,
             )
         except ForwardError as exc:
             error: str | None = str(exc)

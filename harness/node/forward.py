@@ -4,13 +4,23 @@ Connections are kept alive per thread and per leader. A failure before the reque
 this node is a definite failure (:class:`ForwardError` with ``sent=False``); a failure
 after sending leaves the outcome unknown (``sent=True``).
 
-Two bounds keep a follower from hanging on a leader it can no longer reach (a partition
-drops packets silently, a paused process never answers):
+What rqlite's cluster client does (``cluster/client.go`` ``retry``; docs/embedded-node.md,
+"Forwarding: the deadline and v10's resend"): every send has one deadline, the request's
+``?timeout`` or 30 s (``http/service.go``'s ``defaultTimeout``), for writing the command
+and again for reading the answer; v8 and v9 send once (``Retries(0)``); v10 sends once
+more, on a new connection, after *any* failure of the exchange (``effectiveRetries :=
+max(1, maxRetries)``), with no request id: a command whose answer was lost after the
+leader applied it is applied twice. :func:`resends` is that decision.
+
+Two bounds of the node's own keep a follower from hanging on a leader it can no longer
+reach (a partition drops packets silently, a paused process never answers):
 
 - connecting gives up after :data:`CONNECT_TIMEOUT` (nothing was sent: definite);
 - once sent, the wait for the answer ends as soon as ``still_leader()`` turns false
   (this node's Raft view of the leader moved away from the target), with
-  :data:`LEADERSHIP_LOST`, an unknown outcome, instead of waiting out the timeout.
+  :data:`LEADERSHIP_LOST`, an unknown outcome, instead of waiting out the timeout. That
+  end is not a failure of the exchange: v10 does not resend after it (rqlite's resend
+  would reach a node that no longer leads, which refuses it).
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ EXPLAIN_HEADER = "X-Rqueue-Explain"
 #: millisecond (the kernel completes the handshake even for a paused process), so a longer
 #: wait means SYNs are being dropped
 CONNECT_TIMEOUT = 1.0
+#: the deadline of a forwarded request without ``?timeout`` (rqlite's ``defaultTimeout``)
+DEFAULT_TIMEOUT = 30.0
 #: how often a forward waiting for its answer re-checks who the leader is
 POLL_INTERVAL = 0.05
 #: the answer when the leader changed while a forwarded request was in flight (rqlite's words)
@@ -40,11 +52,21 @@ LEADERSHIP_LOST = "leadership lost while committing log"
 
 
 class ForwardError(Exception):
-    """Forwarding failed; ``sent`` says whether the leader may have received the request."""
+    """Forwarding failed; ``sent`` says whether the leader may have received the request,
+    ``exchange`` whether the exchange itself failed (connect, write, read, timeout,
+    reset), as against the node's own early end when the leader changed."""
 
-    def __init__(self, message: str, sent: bool) -> None:
+    def __init__(self, message: str, sent: bool, exchange: bool = True) -> None:
         super().__init__(message)
         self.sent = sent
+        self.exchange = exchange
+
+
+def resends(version_resends: bool, error: ForwardError) -> bool:
+    """Whether rqlite's cluster client sends a command once more, on a new connection,
+    after ``error``: v10 (``version_resends``) after any failure of the exchange, whether
+    or not the leader got (and applied) the first; v8 and v9 never."""
+    return version_resends and error.exchange
 
 
 def _stale(conn: http.client.HTTPConnection) -> bool:
@@ -69,12 +91,15 @@ class Forwarder:
         self._timeout = timeout
         self._connect_timeout = connect_timeout
         self._local = threading.local()
+        #: how many commands were sent a second time (rqlite's ``num_force_new_conn``)
+        self.resent = 0
 
     def _pool(self) -> dict[str, http.client.HTTPConnection]:
         return self._local.__dict__.setdefault("pool", {})
 
-    def _drop(self, addr: str, conn: http.client.HTTPConnection) -> None:
-        conn.close()
+    def _drop(self, addr: str, conn: http.client.HTTPConnection | None) -> None:
+        if conn is not None:
+            conn.close()
         self._pool().pop(addr, None)
 
     def _conn(self, addr: str) -> http.client.HTTPConnection:
@@ -104,14 +129,41 @@ class Forwarder:
         timeout: float | None = None,
         still_leader: Callable[[], bool] | None = None,
         extra_headers: dict[str, str] | None = None,
+        resend: bool = False,
     ) -> tuple[int, str, bytes]:
         """Send one request to ``addr`` (HOST:PORT); return (status, content type, body).
 
-        ``timeout`` bounds the wait for the answer (default: the forwarder's);
+        ``timeout`` bounds each send's wait for the answer (default: the forwarder's);
         ``still_leader`` is polled while waiting and ends the wait (unknown outcome)
-        once it returns False."""
+        once it returns False; ``resend`` (rqlite v10) sends once more on a new
+        connection when the first exchange failed (:func:`resends`), with a deadline of
+        its own, and answers what that second send gets."""
+        try:
+            return self._send(addr, method, path, body, timeout, still_leader, extra_headers)
+        except ForwardError as first:
+            if not resends(resend, first):
+                raise
+            self.resent += 1
+            self._drop(addr, self._pool().get(addr))
+            try:
+                return self._send(addr, method, path, body, timeout, still_leader, extra_headers)
+            except ForwardError as second:
+                second.sent = second.sent or first.sent
+                raise
+
+    def _send(
+        self,
+        addr: str,
+        method: str,
+        path: str,
+        body: bytes | None,
+        timeout: float | None,
+        still_leader: Callable[[], bool] | None,
+        extra_headers: dict[str, str] | None,
+    ) -> tuple[int, str, bytes]:
+        """One exchange with ``addr``: the request written and its answer read."""
         conn = self._conn(addr)
-        deadline = time.monotonic() + (timeout or self._timeout)
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
         headers = {FORWARDED_HEADER: self._node_id, **(extra_headers or {})}
         if body is not None:
             headers["Content-Type"] = "application/json"
@@ -153,4 +205,5 @@ class Forwarder:
                 raise ForwardError(
                     f"{LEADERSHIP_LOST} (forwarded to {addr}, which is no longer the leader)",
                     sent=True,
+                    exchange=False,
                 )

@@ -5,8 +5,12 @@ rqlite (v10.2.7, ``store.Join`` / ``store.Remove`` and ``http/service.go``'s
 
 - ``DELETE /remove`` ``{"id": ID}``: a follower hands it to the leader (its proxy; with
   ``?redirect`` it answers ``301`` to the leader instead); the leader removes the server
-  from the configuration (an unknown id is a no-op). A removed leader commits the new
-  configuration and steps down; the others elect a leader among themselves.
+  from the configuration (an unknown id is a no-op). A leader asked to remove itself
+  commits the new configuration and steps down without handing leadership over (rqlite's
+  ``store.remove``; hashicorp/raft's ``leaderLoop`` sets ``stepDown`` once a committed
+  configuration lacks the leader's vote): there is no leader until the others elect one
+  among themselves, and the requests in flight on it fail "leadership lost while
+  committing log".
 - ``-join``: a node that starts with no state asks a member to join; the leader adds it
   as a voter (rqlite v8+ over its cluster service on the Raft port). A member with the
   same id *and* address is already joined (nothing to do); one with the same id *or* the
@@ -51,8 +55,6 @@ JOIN_TIMEOUT = 60.0
 JOIN_REQUEST_TIMEOUT = 15.0
 #: how long the leader waits for a configuration change to commit
 CHANGE_TIMEOUT = 10.0
-#: how long a removed leader waits for another member to lead
-STEP_DOWN_TIMEOUT = 5.0
 _POLL = 0.1
 
 
@@ -202,8 +204,8 @@ class MembershipEndpoints:
         """``DELETE /remove {"id": ...}``: the body an object of exactly one string, ``id``
         (else 400). The leader removes the member (an unknown id: a no-op, 200); a
         follower forwards to the leader (``?redirect``: 301 there), ``503 leader not
-        found`` without one. A leader asked to remove itself hands leadership to a
-        caught-up follower and forwards the removal to it."""
+        found`` without one. A leader asked to remove itself commits its removal and
+        steps down without handing leadership over (:meth:`RaftStore.remove_self`)."""
         bad = Reply(400, b"", "text/plain; charset=utf-8")
         try:
             data = json.loads(body)
@@ -213,9 +215,13 @@ class MembershipEndpoints:
             return bad
         node_id = data["id"]
         if self.store.is_leader() and node_id == self.cfg.node_id:
-            if not self.store.step_down(STEP_DOWN_TIMEOUT):
-                return text_reply(503, "the leader could not hand over leadership to be removed")
-            return self._remove_at_leader(params, query, body, {})
+            try:
+                self.store.remove_self(CHANGE_TIMEOUT)
+            except RuntimeError as exc:
+                return text_reply(503, str(exc))
+            log.info("node %s (this leader) removed: stepped down", node_id)
+            served_by = self.cfg.http_advertised if self.api.proxy else None
+            return Reply(200, b"", "text/plain; charset=utf-8", served_by=served_by)
         if self.store.is_leader():
             member = next((m for m in self.store.members() if m.node_id == node_id), None)
             if member is not None:

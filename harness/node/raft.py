@@ -135,6 +135,10 @@ class RaftStore(SyncObj):
         #: one tick of PySyncObj's, seconds on a loaded host, after which its election
         #: timer has run out, and its vote request (no PreVote here) deposes the leader
         self._joining = joining
+        #: this node, leading, removed itself from the configuration: it stepped down and
+        #: stands for no election (hashicorp/raft: a server without a vote never campaigns)
+        self._removed = False
+        self._removal_committed: threading.Event | None = None
         self._db = db
         self._now = now  # the node's wall clock (offset included), as rqlite's time.Now
         self._last_leader_contact = 0.0
@@ -380,6 +384,10 @@ class RaftStore(SyncObj):
         now = time.monotonic()
         if self._isLeader():
             self._last_leader_contact = now
+        if self._removal_committed is not None:
+            self._step_down_removed(self._removal_committed)
+        if self._removed:  # out of the configuration: no election (see remove_self)
+            self._SyncObj__raftElectionDeadline = monotonic() + LEADER_SILENCE
         if self._joining:
             if self._caught_up():
                 self._joining = False
@@ -467,16 +475,49 @@ class RaftStore(SyncObj):
                 raise RuntimeError(_DEFINITE.get(box["err"], LEADERSHIP_LOST))
             time.sleep(0.1)
 
-    def step_down(self, timeout: float) -> bool:
-        """On the leader: hand leadership to a caught-up follower; whether another member
-        leads within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while self._isLeader() and time.monotonic() < deadline:
-            self.transferLeadership()
-            until = min(deadline, time.monotonic() + 1.0)
-            while self._isLeader() and time.monotonic() < until:
-                time.sleep(0.02)
-        return not self._isLeader()
+    def remove_self(self, timeout: float) -> None:
+        """On the leader: remove this node from the configuration as rqlite does
+        (``store.remove``: hashicorp/raft's ``RemoveServer`` of the leader itself). Once the
+        change commits the leader steps down without handing leadership over (hashicorp/raft
+        ``leaderLoop``: a committed configuration without the leader's vote sets
+        ``stepDown``): the members have no leader until they elect one among themselves,
+        and every request still waiting here is answered "leadership lost while committing
+        log". Raises RuntimeError saying why it did not happen."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def on_result(res: Any, err: int) -> None:  # on the Raft thread
+            box["err"] = err
+            if err == FAIL_REASON.SUCCESS:  # after the entries committed with it are applied
+                self._removal_committed = done
+            else:
+                done.set()
+
+        self.removeNodeFromCluster(MemberNode.of(self._cfg.members[0]), callback=on_result)
+        if not done.wait(timeout):
+            raise RuntimeError(f"the removal of this leader did not commit in {timeout:g}s")
+        if box["err"] != FAIL_REASON.SUCCESS:
+            raise RuntimeError(_DEFINITE.get(box["err"], LEADERSHIP_LOST))
+
+    def _step_down_removed(self, done: threading.Event) -> None:
+        """The leader's removal committed, and every entry committed with it was applied
+        (hashicorp/raft processes that batch before it steps down): follower, no leader,
+        never a candidate again; the requests still waiting fail "leadership lost"."""
+        log.info("removed ourself, transitioning to follower")
+        self._removed = True
+        self._removal_committed = None
+        self._SyncObj__raftLeader = None
+        self._SyncObj__setState(0)  # type: ignore[attr-defined]
+        done.set()
+
+    def _SyncObj__doChangeCluster(self, request: list, reverse: bool = False) -> bool:
+        """PySyncObj's configuration change, which refuses a leader's removal of itself
+        (nothing is appended); here the leader appends it (:meth:`remove_self`), and steps
+        down once it commits. Its own view of the others is left as it was."""
+        me = self._cfg.members[0].raft_addr
+        if request[0] == "rem" and not reverse and request[1] == me and self._isLeader():
+            return True
+        return SyncObj._SyncObj__doChangeCluster(self, request, reverse)  # type: ignore[attr-defined]
 
     def seconds_since_leader_contact(self) -> float:
         """Since the last ``append_entries`` (a heartbeat or entries) from a leader of the

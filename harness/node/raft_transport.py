@@ -44,11 +44,12 @@ link of a removed member. A node catching up (a joiner replaying the whole log, 
 follower) that replays "remove L" ... "add L" for the node L that leads it now dropped its
 link to L at the removal, in the middle of the catch-up: the later "add L" never arrived,
 L was refused as an address outside the configuration (or no longer dialled), and the node
-stayed cut off from its leader for good. A leader never removes itself (PySyncObj refuses
-it; the node hands over leadership first), so such a removal is always followed by L's
-return further down the log: here the link to the node this follower follows is kept
-(the member is out of the configuration all the same) until L is added back or another
-leader takes over. PySyncObj's ``dropNode`` also forgot to report the dropped link as
+stayed cut off from its leader for good. A node L that leads goes on leading after its
+removal only until it commits it and steps down (:meth:`RaftStore.remove_self`), so such a
+removal is followed by L's return further down the log, or by L stepping down: here the
+link to the node this follower follows is kept (the member is out of the configuration
+all the same) until L is added back or another leader takes over. PySyncObj's
+``dropNode`` also forgot to report the dropped link as
 down; here it is, so a member added back logs its link coming up.
 """
 

@@ -8,6 +8,9 @@ v10 through ``proxy/proxy.go``):
 
 - ``redirect``: ``301`` to the leader's HTTP address, the path and query unchanged;
 - no leader known: ``503 leader not found`` (with ``redirect``: ``500``);
+- the deadline of each send: the request's ``?timeout``, else 30 s; v10 sends a command
+  whose exchange failed (a read timeout or a reset included) once more on a new
+  connection, so the leader may apply it twice (:mod:`.forward`);
 - the leader answered: its answer; v9 and v10 add ``X-RQLITE-SERVED-BY`` with the leader's
   Raft address, v8 adds it whatever happened next;
 - the leader could not be reached, or failed the request (it is no longer the leader:
@@ -25,6 +28,7 @@ from typing import Any
 
 from .config import NodeConfig, Peer
 from .forward import (
+    DEFAULT_TIMEOUT,
     EXPLAIN_HEADER,
     FORCE_QUERY_HEADER,
     FORWARDED_HEADER,
@@ -42,6 +46,8 @@ LEADER_NOT_FOUND = "leader not found"
 NOT_LEADER = "not leader"
 #: v8's words for a request the leader failed, by path
 _V8_KIND = {"/db/execute": "Execute", "/db/query": "Query", "/db/request": "Request"}
+#: what rqlite forwards through its cluster client's ``retry`` (v10 resends these)
+_RESENT = frozenset({*_V8_KIND, "/db/load"})
 
 
 class LeaderRelay:
@@ -107,11 +113,18 @@ class LeaderRelay:
 
         sql_path = path in _V8_KIND
         try:
-            # wait a little longer than the leader will wait for the log, but no longer
-            # than this node still sees the target as leader (then: unknown outcome)
-            wait = max(params.duration("timeout", 0.0), self.cfg.apply_timeout) + 5.0
+            # rqlite's deadline for each send, or until this node no longer sees the
+            # target as leader (then: unknown outcome); v10 sends once more after a failed
+            # exchange (not /db/backup: rqlite's Backup sends once)
             status, ctype, data = self.forwarder.forward(
-                leader_http, method, target, body, wait, still_leader, extra
+                leader_http,
+                method,
+                target,
+                body,
+                params.duration("timeout", DEFAULT_TIMEOUT),
+                still_leader,
+                extra,
+                resend=self.api.forward_resends and path in _RESENT,
             )
         except ForwardError as exc:
             if sql_path:

@@ -174,6 +174,10 @@ class Api:
     breaking_pragmas: tuple[str, ...]
     #: the ``http`` counters of ``/debug/vars`` (v10 names)
     counters: tuple[str, ...]
+    #: a forwarded command whose exchange with the leader failed is sent once more on a
+    #: new connection, though the request asked for no retries (v10: ``cluster/client.go``
+    #: ``retry``, ``effectiveRetries := max(1, maxRetries)``); v8 and v9 send once
+    forward_resends: bool = False
 
 
 V8_API = Api(
@@ -217,6 +221,7 @@ V10_API = Api(
     execute_associative=True,
     breaking_pragmas=(*_BREAKING_PRAGMAS, "query_only"),
     counters=_V10_COUNTERS,
+    forward_resends=True,
 )
 
 

@@ -46,7 +46,7 @@ class VersionedCluster:
             argv += ["--rqlite-version", self.version]
             for other, other_http, other_raft in members:
                 if other != node_id:
-                    argv += ["--peer", f"{other},{other_raft},{other_http}"]
+                    argv += ["--peer", f"{other},{other_raft},{self.peer_http(other_http)}"]
             env = dict(os.environ, PYTHONPATH=root, **{MARKER_ENV: str(home)})
             log = open(home / "node.log", "ab")  # noqa: SIM115 (closed in stop())
             self.logs.append(log)
@@ -60,6 +60,11 @@ class VersionedCluster:
             self.stop()
             raise
         return {"leader": leader, "followers": [u for u in urls if u != leader], "all": urls}
+
+    def peer_http(self, http: str) -> str:
+        """Where the other nodes reach the HTTP API at ``http`` (a subclass may put
+        something in between)."""
+        return http
 
     def _agreed_leader(self, urls: list[str]) -> str | None:
         """The leader's URL once every node is ready and names the same leader."""

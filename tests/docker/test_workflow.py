@@ -63,6 +63,7 @@ def test_the_schedule_runs_the_official_image_too(wf: dict) -> None:
     findings = wf["jobs"]["findings"]
     assert "repro_rqlite_now_localtime.py --image" in step(findings, "local time")["run"]
     assert "repro_rqlite_now_subquery.py" in step(findings, "scalar subquery")["run"]
+    assert "repro_rqlite_forward_resend.py --image" in step(findings, "applied twice")["run"]
 
 
 def test_run_folders_are_uploaded_and_clusters_torn_down(wf: dict) -> None:
