@@ -174,6 +174,12 @@ class Cluster(abc.ABC):
         """
         raise ClusterError(f"the {self.engine} backend cannot partition the network")
 
+    def partition_one_way(self, cuts: Iterable[Iterable[str]]) -> None:
+        """Drop every packet ``a`` sends to ``b`` for each ``(a, b)`` in ``cuts`` while
+        ``b``'s packets to ``a`` pass (docs/faults.md, "One-way partitions"); replaces an
+        earlier partition, undone by :meth:`heal`. Capability ``partitions``."""
+        raise ClusterError(f"the {self.engine} backend cannot partition the network")
+
     def heal(self) -> None:
         """Remove exactly the partition rules this cluster added (none by default)."""
         return

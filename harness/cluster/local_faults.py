@@ -71,16 +71,34 @@ class LocalFaults:
 
         Any earlier partition is healed first. Needs a cluster started with ``netns=True``.
         """
-        if self._network is None:
-            raise ClusterError(
-                "partitions need each node in its own network namespace: start the cluster "
-                "with netns=True (--netns, root only) or use the Docker backend"
-            )
+        self._require_netns()
         addresses = {i: s.host for i, s in self._specs.items()}
         try:
             rules = partition_rules.apply_rules(components, addresses)
         except ValueError as exc:
             raise ClusterError(str(exc)) from exc
+        self._cut(rules)
+
+    def partition_one_way(self, cuts: Iterable[Iterable[str]]) -> None:
+        """Drop what ``a`` sends to ``b`` for each ``(a, b)`` in ``cuts``, not the reverse
+        (:func:`harness.cluster.partition.one_way_rules`); :meth:`heal` undoes it."""
+        self._require_netns()
+        addresses = {i: s.host for i, s in self._specs.items()}
+        try:
+            rules = partition_rules.one_way_rules(cuts, addresses)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from exc
+        self._cut(rules)
+
+    def _require_netns(self) -> None:
+        if self._network is None:
+            raise ClusterError(
+                "partitions need each node in its own network namespace: start the cluster "
+                "with netns=True (--netns, root only) or use the Docker backend"
+            )
+
+    def _cut(self, rules: dict[str, list[list[str]]]) -> None:
+        """Heal, then run ``rules`` (per node) in the nodes' namespaces."""
         with self._lock:
             self.heal()
             self._partitioned = list(rules)  # saved first: a crash mid-way can still heal

@@ -14,6 +14,7 @@ from .kills import KillAll, KillLeader, KillRandom
 from .lease_expiry import LeaseExpiry
 from .links import LossyLink, SlowLink
 from .membership import Grow, RemoveNode, Shrink
+from .one_way import OneWayLeader, OneWayMinority
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
 from .pause import PauseLeader
 from .timezone import Timezone
@@ -28,6 +29,8 @@ KINDS: dict[str, type[FaultKind]] = {
         PartitionLeader,
         PartitionMajority,
         PartitionBridge,
+        OneWayLeader,
+        OneWayMinority,
         ClockSkewNode,
         ClockSkewWorker,
         LeaseExpiry,

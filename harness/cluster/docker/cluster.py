@@ -45,7 +45,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,8 @@ class DockerCluster(LinkControl, DockerMembership, Cluster):
         self._directory = directory
         self._down: set[str] = set()
         self._paused: set[str] = set()
-        self._partition: list[list[str]] | None = None
+        #: the partition in effect, as its rules for the nodes' addresses (None: none)
+        self._partition: Callable[[Mapping[str, str]], dict[str, list[list[str]]]] | None = None
         self._applied: set[str] = set()  # nodes whose namespace holds partition rules
         self._ips: dict[str, str] = {}  # last known address of each node on its network
         self._clock_pending: dict[str, float] = {}  # offsets for nodes down or paused
@@ -344,27 +345,43 @@ class DockerCluster(LinkControl, DockerMembership, Cluster):
             comps = rules.normalise(components, self._specs)
         except ValueError as exc:
             raise ClusterError(f"bad partition: {exc}") from None
+        self._cut(lambda addresses: rules.apply_rules(comps, addresses))
+
+    def partition_one_way(self, cuts: Iterable[Iterable[str]]) -> None:
+        try:
+            pairs = [list(c) for c in cuts]
+            rules.one_way_drops(pairs, self._specs)
+        except (TypeError, ValueError) as exc:
+            raise ClusterError(f"bad one-way partition: {exc}") from None
+        self._cut(lambda addresses: rules.one_way_rules(pairs, addresses))
+
+    def _cut(self, build: Callable[[Mapping[str, str]], dict[str, list[list[str]]]]) -> None:
+        """Heal, then apply the rules ``build`` makes from the nodes' addresses (again
+        whenever a node restarts: its namespace is new)."""
         blockers = self._partition_blockers()
         if blockers:
             raise ClusterError(partition_unsupported_message(blockers))
         with self._lock:
             self.heal()
-            self._partition = comps
-            self._apply_partition(comps)
+            self._partition = build
+            self._apply_partition(build)
 
     def heal(self) -> None:
         with self._lock:
             self._remove_rules()
             self._partition = None
 
-    def _apply_partition(self, comps: list[list[str]]) -> None:
-        """(Re)apply ``comps`` on every live node, with the nodes' current addresses."""
+    def _apply_partition(
+        self, build: Callable[[Mapping[str, str]], dict[str, list[list[str]]]]
+    ) -> None:
+        """(Re)apply the partition ``build`` makes on every live node, with the nodes'
+        current addresses."""
         self._remove_rules()
         self._refresh_ips()
         missing = sorted(set(self._specs) - set(self._ips))
         if missing:
             raise ClusterError(f"cannot partition: no network address known for {missing}")
-        for nid, argvs in rules.apply_rules(comps, self._ips).items():
+        for nid, argvs in build(self._ips).items():
             if nid in self._down:
                 continue  # a dead node has no namespace; restart() applies its rules
             self._applied.add(nid)

@@ -22,7 +22,7 @@ import secrets
 import shlex
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +47,7 @@ from harness.cluster.engines import (
     faketime_offset,
     rqlited_argv,
 )
-from harness.cluster.partition import normalise
+from harness.cluster.partition import normalise, one_way_drops
 from harness.cluster.ssh import links, remote
 from harness.cluster.ssh.disk import SshDisks, refuse_disks, sweep_disks
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
@@ -340,11 +340,29 @@ class SshCluster(links.SshLinks, SshDisks, SshMembership, Cluster):
         if problem:
             raise ClusterError(problem)
         comps = normalise(components, self._nodes)
+        self._cut(
+            lambda addresses, ports: remote.partition_rules(comps, addresses, ports, self.run)
+        )
+
+    def partition_one_way(self, cuts: Iterable[Iterable[str]]) -> None:
+        problem = self.capability_problem(PARTITIONS)
+        if problem:
+            raise ClusterError(problem)
+        pairs = [list(c) for c in cuts]
+        try:
+            one_way_drops(pairs, self._nodes)
+        except ValueError as exc:
+            raise ClusterError(f"bad one-way partition: {exc}") from None
+        self._cut(lambda addresses, ports: remote.one_way_rules(pairs, addresses, ports, self.run))
+
+    def _cut(self, build: Callable[[dict[str, str], set[int]], dict[str, list[str]]]) -> None:
+        """Heal, then add on each host the rules ``build`` makes from the nodes' addresses
+        and ports."""
         addresses = {n: x.host.address for n, x in self._nodes.items()}
         ports = {p for x in self._nodes.values() for p in (x.host.http_port, x.host.raft_port)}
         with self._lock:
             self.heal()
-            rules = remote.partition_rules(comps, addresses, ports, self.run)
+            rules = build(addresses, ports)
             self._partitioned = set(rules)
             self._save()
 

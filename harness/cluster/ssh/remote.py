@@ -17,7 +17,7 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from harness.cluster.partition import blocked_peers
+from harness.cluster.partition import blocked_peers, one_way_drops
 
 RUN_PREFIX = "rqueue-ssh-"
 TAG_ENV = "RQUEUE_SSH_RUN"
@@ -105,18 +105,43 @@ def partition_rules(
     harness's SSH sessions and its HTTP requests from the control host pass: the rules
     name peers' addresses and node ports, never the control host or port 22.
     """
+    both = (("INPUT", "-s"), ("OUTPUT", "-d"))
+    return _drops(blocked_peers(components, addresses), both, addresses, ports, run)
+
+
+def one_way_rules(
+    cuts: Iterable[Iterable[str]],
+    addresses: Mapping[str, str],
+    ports: Iterable[int],
+    run: str,
+) -> dict[str, list[str]]:
+    """Per sending host, the rules that drop what it sends to each peer it is cut from
+    (``(a, b)`` in ``cuts``: ``a``'s packets to ``b``), at its ``OUTPUT`` only, so that
+    ``b``'s packets to ``a`` pass; node ports only, as :func:`partition_rules`. Inserted
+    first in ``OUTPUT``, before any rule that accepts by connection state, so a reply on a
+    connection ``b`` opened is dropped too."""
+    drops = one_way_drops(cuts, addresses)
+    return _drops(drops, (("OUTPUT", "-d"),), addresses, ports, run)
+
+
+def _drops(
+    blocked: Mapping[str, list[str]],
+    sides: Iterable[tuple[str, str]],
+    addresses: Mapping[str, str],
+    ports: Iterable[int],
+    run: str,
+) -> dict[str, list[str]]:
+    """Per host with peers in ``blocked``, a DROP rule per peer and ``(chain, flag)``."""
     plist = ",".join(str(p) for p in sorted(set(ports)))
     tag = f"{COMMENT_PREFIX}{run}"
     out: dict[str, list[str]] = {}
-    for node, peers in blocked_peers(components, addresses).items():
-        cmds = []
-        for peer in peers:
-            addr = addresses[peer]
-            for chain, side in (("INPUT", "-s"), ("OUTPUT", "-d")):
-                cmds.append(
-                    f"-I {chain} 1 {side} {addr} -p tcp -m multiport "
-                    f"--ports {plist} -m comment --comment {tag} -j DROP"
-                )
+    for node, peers in blocked.items():
+        cmds = [
+            f"-I {chain} 1 {side} {addresses[peer]} -p tcp -m multiport "
+            f"--ports {plist} -m comment --comment {tag} -j DROP"
+            for peer in peers
+            for chain, side in sides
+        ]
         if cmds:
             out[node] = cmds
     return out
