@@ -20,6 +20,7 @@ from harness.wording import plural
 
 from . import divergence
 from .checker import ANOMALIES as ANOMALY_KINDS
+from .checker.stalls import describe as describe_stall
 from .explanations import explain
 from .history import NEMESIS, HistoryFormatError
 from .store import (
@@ -351,6 +352,15 @@ def _statistics(stats: dict) -> list[str]:
             ms = [f"{lat[k] * 1000:.1f}" if k in lat else "-" for k in ("p50", "p99")]
             row = [str(c.get(k, 0)) for k in ("ok", "fail", "info", "open")]
             out.append(f"| {f} | {' | '.join(row)} | {' | '.join(ms)} |")
+    found = stats.get("stalls") or []
+    if found:
+        out += [
+            "",
+            "Stalls: a second or more outside every fault and its recovery in which no "
+            "client operation completed, and what the clients were waiting on:",
+            "",
+            *[f"- {describe_stall(s)}" for s in found],
+        ]
     faults = stats.get("availability") or []
     if faults:
         out += [

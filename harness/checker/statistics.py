@@ -11,6 +11,7 @@ from typing import Any
 
 from ..history import fault_intervals
 from .model import INF, HistoryModel, Lease
+from .stalls import stalls
 
 _ci = attrgetter("ci")
 
@@ -38,6 +39,7 @@ def statistics(h: HistoryModel, events: Sequence[dict]) -> dict[str, Any]:
         "ops": ops,
         "latency": {f: _percentiles(v) for f, v in sorted(h.latencies.items()) if v},
         "availability": availability(h.leases, fault_intervals(h.nemesis)),
+        "stalls": stalls(events),
     }
 
 

@@ -80,7 +80,13 @@ from harness.cluster.engines import (
 from harness.cluster.links import LinkControl, LinkFaults
 from harness.cluster.local_faults import LocalFaults
 from harness.cluster.membership import LocalMembership
-from harness.cluster.netns import NetnsNetwork, reap_networks, require_root
+from harness.cluster.netns import (
+    NETNS_HTTP_PORT,
+    NETNS_RAFT_PORT,
+    NetnsNetwork,
+    reap_networks,
+    require_root,
+)
 from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
 from harness.cluster.processes import (
@@ -94,8 +100,6 @@ from harness.cluster.processes import (
 )
 
 STATE_FILE = "cluster.json"
-NETNS_HTTP_PORT = 4001
-NETNS_RAFT_PORT = 4002
 #: how often :meth:`LocalCluster.start` picks new ports when one was taken under it
 PORT_ATTEMPTS = 3
 

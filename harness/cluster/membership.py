@@ -27,6 +27,7 @@ from typing import Any
 
 from .base import ClusterError
 from .engines import NodeSpec
+from .netns import NETNS_HTTP_PORT, NETNS_RAFT_PORT
 from .ports import free_ports
 from .processes import POLL, send_signal
 
@@ -55,8 +56,6 @@ class LocalMembership:
         """Why members cannot be added or removed here (None: they can)."""
         if self.engine != "embedded":
             return f"the {self.engine} engine's local cluster cannot add or remove a member"
-        if self._network is not None:
-            return "a --netns cluster cannot add a member (its namespaces are made at start)"
         return None
 
     def members(self, timeout: float = 5.0) -> list[str]:
@@ -99,8 +98,7 @@ class LocalMembership:
                 node_id = removed[0] if removed else _next_id(self._specs)
             spec = self._specs.get(node_id)
             if spec is None:
-                http, raft = free_ports(2)
-                spec = NodeSpec(node_id, "127.0.0.1", http, raft, str(self.directory / node_id))
+                spec = self._new_spec(node_id)
                 spec.tz = running[0].tz
                 # a new dict, not one changed in place: nodes() iterates it unlocked
                 self._specs = {**self._specs, node_id: spec}
@@ -117,6 +115,18 @@ class LocalMembership:
             return last
 
         return wait_until_member(node_id, timeout, self.wait_for_leader, self.members, give_up)
+
+    def _new_spec(self, node_id: str) -> NodeSpec:
+        """Where a node new to the cluster listens: free loopback ports, or, in a
+        ``--netns`` cluster, a namespace of its own on the bridge (saved at once, so stop
+        and the reaper remove it)."""
+        directory = str(self.directory / node_id)
+        if self._network is None:
+            http, raft = free_ports(2)
+            return NodeSpec(node_id, "127.0.0.1", http, raft, directory)
+        ip = self._network.add_member(node_id).ip
+        self._save()
+        return NodeSpec(node_id, ip, NETNS_HTTP_PORT, NETNS_RAFT_PORT, directory)
 
     def _discard_joiner(self, node_id: str) -> None:
         """A node that did not join in time: removed as a member would be (it may be one

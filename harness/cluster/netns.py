@@ -53,6 +53,9 @@ VETH_PREFIX = "rqv"
 #: the /16 whose /24s the networks use
 SUBNET_PREFIX = "127.77"
 REGISTRY = Path("/run/rqueue-netns")
+#: the ports every node listens on, on its own namespace's address
+NETNS_HTTP_PORT = 4001
+NETNS_RAFT_PORT = 4002
 #: environment variable whose value tags what a test session or run started
 REAP_TAG_ENV = "RQUEUE_REAP_TAG"
 #: the comment that tags each network's rule in the host's FORWARD chain
@@ -213,6 +216,24 @@ class NetnsNetwork:
         run([*inside, "ip", "link", "set", "lo", "up"])
         route = ["ip", "route", "replace", "table", "local", self.subnet, "dev", "eth0"]
         run([*inside, *route, "proto", "kernel", "scope", "link", "src", m.ip])
+
+    def add_member(self, node_id: str) -> Member:
+        """A namespace on the bridge for a node that joins later (membership); the one it
+        has already when it had one (a removed node joining again)."""
+        if node_id in self.members:
+            return self.members[node_id]
+        k = max((int(m.veth.rsplit("-", 1)[1]) for m in self.members.values()), default=0) + 1
+        if 10 + k > 254:
+            raise ClusterError(f"no address left on {self.subnet} for node {node_id}")
+        member = Member(
+            netns=f"{NETNS_PREFIX}{self.cid}-{node_id}",
+            veth=f"{VETH_PREFIX}{self.cid}-{k}",
+            ip=f"{SUBNET_PREFIX}.{self.octet}.{10 + k}",
+        )
+        self.members[node_id] = member
+        self._register()  # recorded first: a failed build is still torn down and reaped
+        self._build_member(member)
+        return member
 
     # -- teardown -------------------------------------------------------------------------
     def teardown(self) -> None:

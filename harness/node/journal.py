@@ -1,16 +1,23 @@
 """The Raft journal on a disk that can fill up.
 
 PySyncObj's ``FileJournal`` writes entries through a memory map of a file it grows
-sparsely; on a full filesystem the first store into an unallocated page kills the process
-with SIGBUS (ext4 refuses the page fault), and the entry is already in the in-memory log.
-:class:`GuardedJournal` reserves an entry's bytes on disk (``posix_fallocate``) before the
-entry enters the log, so a full disk is an ordinary :class:`DiskFull` error instead, raised
-before anything changed: hashicorp/raft's ``StoreLogs`` failing, which
-:class:`harness.node.raft.RaftStore` answers as rqlite does (docs/faults-disk.md). Saving
-the commit index (once a second) may fail and is retried; saving the term and vote raises,
-so the vote or candidacy that needed it is not sent.
+sparsely (its ``ResizableFile``); on a full filesystem a store into a page the filesystem
+cannot back kills the process with SIGBUS (ext4 refuses the page fault: an unallocated
+page, and even a reserved one whose extent needs a metadata block to convert), with the
+entry already in the in-memory log. Two parts keep a full disk an ordinary error:
 
-:func:`install` makes PySyncObj create this journal; it is called once when
+* :class:`PositionalFile` replaces the memory map: the same interface over ``pread`` and
+  ``pwrite``, so a full disk (or a failing device) is an ``OSError`` from the write,
+  never a signal;
+* :class:`GuardedJournal` reserves an entry's bytes on disk (``posix_fallocate``) before
+  the entry enters the log, so a full disk is a :class:`DiskFull` error raised before
+  anything changed: hashicorp/raft's ``StoreLogs`` failing, which
+  :class:`harness.node.raft.RaftStore` answers as rqlite does (docs/faults-disk.md).
+
+Saving the commit index (once a second) may fail and is retried; saving the term and vote
+raises, so the vote or candidacy that needed it is not sent.
+
+:func:`install` makes PySyncObj create this journal on such files; it is called once when
 :mod:`harness.node.raft` is imported (the node is a process of its own).
 """
 
@@ -40,22 +47,52 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FULL_ERRNOS
 
 
+class PositionalFile:
+    """``pysyncobj.journal.ResizableFile``'s interface (``write``, ``read``, ``flush``,
+    ``_destroy``) over ``pwrite`` and ``pread`` of one descriptor, without a memory map."""
+
+    def __init__(
+        self,
+        fileName: str,
+        initialSize: int = 1024,
+        resizeFactor: float = 2.0,
+        defaultContent: bytes | None = None,
+    ) -> None:
+        if not os.path.exists(fileName):
+            with open(fileName, "wb") as f:
+                if defaultContent is not None:
+                    f.write(defaultContent)
+        self.fd = os.open(fileName, os.O_RDWR)
+
+    def write(self, offset: int, values: bytes) -> None:
+        view = memoryview(values)
+        while view:
+            written = os.pwrite(self.fd, view, offset)
+            view, offset = view[written:], offset + written
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = os.pread(self.fd, size, offset)
+        return data + b"\0" * (size - len(data))  # past the end reads as zeros, as a map's
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def _destroy(self) -> None:
+        os.close(self.fd)
+
+
 class GuardedJournal(_journal.FileJournal):
     """A ``FileJournal`` whose appends reserve their bytes first (see the module)."""
 
     def __init__(self, path: str) -> None:
+        _journal.ResizableFile = PositionalFile  # FileJournal makes its file by this name
         super().__init__(path)
-        self._fd = os.open(path, os.O_RDWR)
+        self._fd: int = self._FileJournal__journalFile.fd  # type: ignore[attr-defined]
         self._meta_failing = False
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         size = _RECORD_OVERHEAD + len(_journal.to_bytes(command))
         offset = self._FileJournal__currentOffset  # type: ignore[attr-defined]
-        # grow the map (and the file, sparsely: no blocks) first, as ResizableFile would,
-        # so that the reservation below stays inside the file and the map covers it
-        mm = self._FileJournal__journalFile._ResizableFile__mm  # type: ignore[attr-defined]
-        if offset + size > len(mm):
-            mm.resize(max(int(len(mm) * 2), offset + size))
         try:
             os.posix_fallocate(self._fd, offset, size)
         except OSError as exc:
@@ -77,10 +114,6 @@ class GuardedJournal(_journal.FileJournal):
             self._meta_failing = True
         else:
             self._meta_failing = False
-
-    def _destroy(self) -> None:
-        super()._destroy()
-        os.close(self._fd)
 
 
 def _create(path: str | None = None) -> _journal.Journal:

@@ -17,7 +17,7 @@ from harness.cluster import disk
 from harness.cluster.local import LocalCluster
 from harness.cluster.netns import REAP_TAG_ENV
 from harness.cluster.processes import reap
-from harness.node.journal import DiskFull, GuardedJournal
+from harness.node.journal import DiskFull, GuardedJournal, PositionalFile
 from tests.cluster.helpers import full_leader_loses_no_ack, wait_until
 
 pytestmark = [
@@ -148,3 +148,26 @@ def test_a_crashed_owner_s_disks_are_swept_with_its_nodes(tmp_path) -> None:
     assert len(result["processes"]) == 3
     assert any(str(directory) in d for d in result["disks"]), result
     assert ours_left(directory) == []
+
+
+def test_the_journal_writes_without_a_memory_map_and_reads_back_what_it_wrote(tmp_path) -> None:
+    """No store into a mapped page, so a disk that cannot back one is an OSError from
+    pwrite, never SIGBUS: the journal's file holds no memory map, and a journal written
+    through it (entries, a compaction, a truncation) reads back whole after a restart."""
+    path = str(tmp_path / "raft.journal")
+    j = GuardedJournal(path)
+    assert isinstance(j._FileJournal__journalFile, PositionalFile)
+    for i in range(1, 201):
+        j.add(b"entry %d " % i + os.urandom(i), i, 1 + i // 50)
+    j.deleteEntriesTo(50)  # a compaction rewrites the rest from the start
+    j.deleteEntriesFrom(140)  # a conflict truncates the tail
+    j.add(b"last", 191, 9)
+    j.flush()
+    kept = [j[k] for k in range(len(j))]
+    j._destroy()
+    maps = Path(f"/proc/{os.getpid()}/maps").read_text()
+    assert path not in maps, "the journal's file is mapped"
+    again = GuardedJournal(path)
+    assert [again[k] for k in range(len(again))] == kept and len(kept) == 141
+    assert kept[0][1] == 51 and kept[-1] == (b"last", 191, 9)
+    again._destroy()

@@ -175,3 +175,29 @@ def test_a_node_joins_a_leader_that_was_itself_removed_and_added_back(make_clust
     wait_until(
         lambda: rows(joiner.url, "SELECT count(*) FROM t", level="none") == [[80]], 20, "its copy"
     )
+
+
+@pytest.mark.root
+def test_a_netns_cluster_grows_into_namespaces_of_its_own_and_partitions_them(
+    make_cluster,
+) -> None:
+    """As root a cluster runs in namespaces (for partitions); a node that joins gets a
+    namespace on the same bridge, so chaos can draw membership beside partitions."""
+    c = make_cluster(3, netns=True)
+    assert "membership" in c.capabilities and "partitions" in c.capabilities
+    lead = c.wait_for_leader(30)
+    execute(lead.url, [["CREATE TABLE t (x INTEGER)"], ["INSERT INTO t VALUES (1)"]])
+    assert c.add_node() == "n4"
+    n4 = c.node("n4")
+    assert n4.url.startswith("http://127.77.") and n4.url.endswith(":4001")
+    wait_until(lambda: rows(n4.url, "SELECT x FROM t", level="none") == [[1]], 20, "n4's copy")
+    c.partition([["n4"], ["n1", "n2", "n3"]])  # its namespace is cut like the others'
+    try:  # cut off, n4 cannot forward a write to the leader
+        with pytest.raises((AssertionError, urllib.error.HTTPError)):
+            execute(n4.url, [["INSERT INTO t VALUES (2)"]])
+    finally:
+        c.heal()
+    c.remove_node("n4")
+    assert c.members() == ["n1", "n2", "n3"]
+    assert c.add_node() == "n4"  # back in the namespace it had
+    assert c.node("n4").url == n4.url
