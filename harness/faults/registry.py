@@ -16,6 +16,7 @@ from .links import LossyLink, SlowLink
 from .membership import Grow, RemoveNode, Shrink
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
 from .pause import PauseLeader
+from .reply_loss import ForwardReplyLoss, ReplyLoss
 from .timezone import Timezone
 
 KINDS: dict[str, type[FaultKind]] = {
@@ -42,6 +43,8 @@ KINDS: dict[str, type[FaultKind]] = {
         RemoveNode,
         Grow,
         Shrink,
+        ReplyLoss,
+        ForwardReplyLoss,
     )
 }
 
