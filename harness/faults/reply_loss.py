@@ -71,7 +71,6 @@ class ReplyLoss(FaultKind):
 
     @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
-        proxies = _proxies(stage)
         loss = Loss(params["rate"], tuple(float(params[o]) for o in OUTCOMES), params["hold_max"])
         lost: dict[str, int] = {}  # filled at the end; the end's value shares this dict
         value = {
@@ -84,9 +83,11 @@ class ReplyLoss(FaultKind):
         }
 
         def undo() -> None:
-            lost.update(proxies.clear_loss())
+            lost.update(_proxies(stage).clear_loss())
 
-        return Action("reply-loss", "reply-restore", value, lambda: proxies.set_loss(loss), undo)
+        return Action(
+            "reply-loss", "reply-restore", value, lambda: _proxies(stage).set_loss(loss), undo
+        )
 
 
 class ForwardReplyLoss(FaultKind):
@@ -108,12 +109,15 @@ class ForwardReplyLoss(FaultKind):
 
     @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
-        proxies, c = _proxies(stage), stage.cluster
+        c = stage.cluster
         leader = stage.leader()
         followers = [n for n in stage.ids() if n != leader]
         if params["target"] == "follower":
             followers = [stage.rng.choice(followers)]
-        port = c.forward_port(leader)
+        try:
+            port: int | None = c.forward_port(leader)
+        except (AttributeError, ClusterError):
+            port = None  # act names why
         value = {
             "nodes": followers,
             "leader": leader,
@@ -124,6 +128,9 @@ class ForwardReplyLoss(FaultKind):
         }
 
         def act() -> None:
+            if port is None:
+                raise ClusterError(f"the {c.engine} backend cannot lose forwarded replies")
+            proxies = _proxies(stage)
             proxies.set_timeout(params["timeout"])
             done: list[str] = []
             try:
@@ -143,7 +150,7 @@ class ForwardReplyLoss(FaultKind):
                     c.clear_forward_reply_loss(n)
                 except ClusterError as e:
                     failed.append(f"{n}: {e}")
-            proxies.set_timeout(None)
+            _proxies(stage).set_timeout(None)
             if failed:
                 raise ClusterError(f"could not restore forwarding of {'; '.join(failed)}")
 

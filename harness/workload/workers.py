@@ -209,10 +209,16 @@ class Workload:
 
     def urls_for(self, name: str) -> list[str]:
         """The URLs client ``name`` is opened with: :attr:`urls`, or behind the reply
-        proxies the same list turned to start at a node drawn from the seed and the name."""
+        proxies the same list turned to start at the next node in turn (the workload's
+        clients in their order, from a node drawn from the seed; any other name: drawn)."""
         if self.reply_proxies is None:
             return self.urls
+        names = [f"p{p}" for p in range(self.spec.publishers)]
+        names += [*self.sync_names, *self.async_names, "sync-claimers", "async-claimers"]
         k = random.Random(f"{self.seed}-{name}-first-node").randrange(len(self.urls))
+        if name in names:
+            k = names.index(name) + random.Random(f"{self.seed}-first-node").randrange(999)
+        k %= len(self.urls)
         return self.urls[k:] + self.urls[:k]
 
     def _open(self, name: str) -> Any:
