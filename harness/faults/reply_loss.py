@@ -123,7 +123,7 @@ class ForwardReplyLoss(FaultKind):
             "leader": leader,
             "port": port,
             "timeout": params["timeout"],
-            "mechanism": "iptables-conntrack-reply",
+            "mechanism": "iptables-sport",
             "detail": f"{','.join(followers)}←{leader}",
         }
 
