@@ -248,8 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 try:
                     readable, _, _ = select.select([sock], [], [], min(HOLD_POLL, left))
-                    if readable and not sock.recv(1, socket.MSG_PEEK):
-                        break  # the client gave up and closed
+                    if readable:
+                        break  # the client gave up and closed (or, out of turn, wrote)
                 except OSError:
                     break
         elif outcome == "reset":
