@@ -20,6 +20,7 @@ from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.slow,
     pytest.mark.timeout(180),
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
