@@ -22,6 +22,8 @@ clock-strobe-*         ``clock-strobe``     ``clock-reset``
 clock-jump-back-*      ``clock-jump``       ``clock-reset``
 lossy-link             ``link-loss``        ``link-restore``
 slow-link              ``link-slow``        ``link-restore``
+reply-loss             ``reply-loss``       ``reply-restore``
+forward-reply-loss     ``forward-loss``     ``forward-restore``
 remove-node, shrink    ``remove``           ``rejoin``
 grow                   ``join``             ``remove``
 =====================  ===================  ===================

@@ -230,6 +230,7 @@ class _Run:
         self.recorder: Any = None
         self.progress: Any = None
         self.engine: str | None = None  # what answered (engine_of), once known
+        self.proxies: Any = None  # the reply proxies (harness.cluster.reply_proxy), if any
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -278,7 +279,9 @@ class _Run:
     def _phases(self) -> None:
         from .cluster.base import ClusterError
         from .cluster.factory import make_cluster
+        from .cluster.reply_proxy import ReplyProxies
         from .faults.capabilities import params_refusal, refusal
+        from .faults.reply_loss import proxied
         from .history import HistoryRecorder
         from .nemesis import Nemesis
         from .workload import Workload
@@ -316,13 +319,18 @@ class _Run:
         version = engine_version(urls)
         self.engine = engine_of(self.cluster.engine, version)
         self.store.write_json(VERSIONS, versions(self.engine, version))
+        if proxied(f.kind for f in s.faults):  # the clients connect through the proxies
+            nodes = {n.id: n.url for n in self.cluster.nodes()}
+            self.proxies = ReplyProxies(nodes, self.seed).start()
+            self.info["reply_proxies"] = self.proxies.by_node()
         self.workload = Workload(
             s.workload,
             self.subject,
-            urls,
+            self.proxies.urls if self.proxies else urls,
             self.recorder,
             seed=self.seed,
             timeout=o.request_timeout,
+            reply_proxies=self.proxies,
         )
         self.nemesis = Nemesis(
             self.cluster, self.recorder, self.workload, s.faults, s.duration, seed=self.seed
@@ -399,6 +407,7 @@ class _Run:
             ("nemesis", lambda: self.nemesis and self.nemesis.stop(timeout=30)),
             ("fault threads", lambda: self.nemesis and self.nemesis.release()),
             ("workload", lambda: self.workload and self.workload.stop(timeout=30)),
+            ("reply proxies", self._stop_proxies),
             ("cluster", lambda: self.cluster and self.cluster.stop()),
             ("history", lambda: self.recorder and self.recorder.close()),
         ]
@@ -415,6 +424,13 @@ class _Run:
                     self.result.reason = f"teardown of {name} failed: {e}"
         if interrupted is not None:
             raise interrupted
+
+    def _stop_proxies(self) -> None:
+        """Stop the reply proxies; run.json keeps the replies they lost, per outcome."""
+        if self.proxies is not None:
+            self.proxies.stop()
+            self.info["reply_loss"] = self.proxies.counts()
+            self.proxies = None
 
     def _summarise(self) -> None:
         counts = self.workload.ops.counts if self.workload else {}

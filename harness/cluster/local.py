@@ -77,6 +77,7 @@ from harness.cluster.engines import (
     rqlited_setting_flags,
     rqlited_version,
 )
+from harness.cluster.forward_loss import ForwardLossControl
 from harness.cluster.links import LinkControl, LinkFaults
 from harness.cluster.local_faults import LocalFaults
 from harness.cluster.membership import LocalMembership
@@ -113,7 +114,7 @@ class NodeDied(ClusterError):
 
 
 # -- the cluster ---------------------------------------------------------------------------
-class LocalCluster(LocalFaults, LinkControl, LocalMembership, Cluster):
+class LocalCluster(LocalFaults, LinkControl, ForwardLossControl, LocalMembership, Cluster):
     """Nodes as local processes; see the module docstring."""
 
     #: the module run as ``python -m MODULE`` for the embedded engine

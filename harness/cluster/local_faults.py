@@ -20,6 +20,7 @@ from harness.cluster import disk as disks
 from harness.cluster import partition as partition_rules
 from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.engines import NodeSpec, faketime_offset, is_dynamic_executable
+from harness.cluster.forward_loss import ForwardLoss
 from harness.cluster.links import LinkFaults, addresses_except
 from harness.cluster.processes import POLL, send_signal
 
@@ -65,6 +66,26 @@ class LocalFaults:
                 lambda node: addresses_except(addresses, node),
             )
         return self._links
+
+    def _forward_loss(self) -> ForwardLoss:
+        """Forwarded replies lost in the followers' namespaces (``forward-reply-loss``),
+        tagged with the network's id; their rules die with the namespaces."""
+        net = self._network
+        assert net is not None  # ForwardLossControl asks only with "links" in capabilities
+        if self.__dict__.get("_fwd_loss") is None:
+            self._fwd_loss = ForwardLoss(
+                net.cid, lambda node, argvs, check: net.run_in_members({node: list(argvs)}, check)
+            )
+        return self._fwd_loss
+
+    def _node_address(self, node_id: str) -> str:
+        return self._spec(node_id).host
+
+    def forward_port(self, node_id: str) -> int:
+        """rqlited forwards to the leader's Raft port (its cluster service is muxed
+        there), the embedded node to its HTTP port."""
+        spec = self._spec(node_id)
+        return spec.raft_port if self.engine == "rqlited" else spec.http_port
 
     def partition(self, components: Iterable[Iterable[str]]) -> None:
         """Cut the network between components (see :mod:`harness.cluster.partition`).

@@ -17,6 +17,7 @@ from .membership import Grow, RemoveNode, Shrink
 from .one_way import OneWayLeader, OneWayMinority
 from .partitions import PartitionBridge, PartitionLeader, PartitionMajority
 from .pause import PauseLeader
+from .reply_loss import ForwardReplyLoss, ReplyLoss
 from .timezone import Timezone
 
 KINDS: dict[str, type[FaultKind]] = {
@@ -45,6 +46,8 @@ KINDS: dict[str, type[FaultKind]] = {
         RemoveNode,
         Grow,
         Shrink,
+        ReplyLoss,
+        ForwardReplyLoss,
     )
 }
 

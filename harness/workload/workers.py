@@ -82,8 +82,13 @@ class Workload:
         *,
         seed: int = 0,
         timeout: float = 5.0,
+        reply_proxies: Any = None,
     ) -> None:
         self.spec, self.subject, self.urls = spec, subject, list(urls)
+        #: the harness's proxies in front of the nodes (:mod:`harness.cluster.reply_proxy`),
+        #: when ``urls`` are theirs: each client then starts at a node of its own
+        #: (:meth:`urls_for`), followers included, so that writes are forwarded
+        self.reply_proxies = reply_proxies
         self.ops = Ops(recorder)
         self.seed, self.timeout = seed, timeout
         self.stop_event = threading.Event()
@@ -202,8 +207,24 @@ class Workload:
             rebase()
         go.set()
 
+    def urls_for(self, name: str) -> list[str]:
+        """The URLs client ``name`` is opened with: :attr:`urls`, or behind the reply
+        proxies the same list turned to start at the next node in turn (the workload's
+        clients in their order, from a node drawn from the seed; any other name: drawn)."""
+        if self.reply_proxies is None:
+            return self.urls
+        names = [f"p{p}" for p in range(self.spec.publishers)]
+        names += [*self.sync_names, *self.async_names, "sync-claimers", "async-claimers"]
+        k = random.Random(f"{self.seed}-{name}-first-node").randrange(len(self.urls))
+        if name in names:
+            k = names.index(name) + random.Random(f"{self.seed}-first-node").randrange(999)
+        k %= len(self.urls)
+        return self.urls[k:] + self.urls[:k]
+
     def _open(self, name: str) -> Any:
-        return self.subject.open_sync(self.urls, self.clock(name), self.timeout, **self.options)
+        return self.subject.open_sync(
+            self.urls_for(name), self.clock(name), self.timeout, **self.options
+        )
 
     def _spawn(self, name: str, target: Callable, *args: Any) -> None:
         def run() -> None:
@@ -499,14 +520,17 @@ class Workload:
         try:
             if self.spec.shared_transport:
                 one = await self.subject.open_async(
-                    self.urls, self.clock("async-claimers"), self.timeout, **self.options
+                    self.urls_for("async-claimers"),
+                    self.clock("async-claimers"),
+                    self.timeout,
+                    **self.options,
                 )
                 clients = [one] * len(self.async_names)
             else:
                 for name in self.async_names:
                     clients.append(
                         await self.subject.open_async(
-                            self.urls, self.clock(name), self.timeout, **self.options
+                            self.urls_for(name), self.clock(name), self.timeout, **self.options
                         )
                     )
         except Exception as e:

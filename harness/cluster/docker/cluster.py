@@ -66,7 +66,9 @@ from harness.cluster.docker.engine import (
 from harness.cluster.docker.membership import DockerMembership
 from harness.cluster.docker.specs import (
     CLOCK_FILE,
+    HTTP_PORT,
     LOG_LINES,
+    RAFT_PORT,
     STATE_FILE,
     ContainerSpec,
     clock_skew_message,
@@ -77,12 +79,13 @@ from harness.cluster.docker.specs import (
     time_zone_message,
     verify_container_pid,
 )
+from harness.cluster.forward_loss import ForwardLoss, ForwardLossControl
 from harness.cluster.links import LinkControl, LinkFaults, addresses_except
 
 # -- the engine ------------------------------------------------------------------------
 
 
-class DockerCluster(LinkControl, DockerMembership, Cluster):
+class DockerCluster(LinkControl, ForwardLossControl, DockerMembership, Cluster):
     """A cluster of rqlite containers made by this backend (see the module docstring)."""
 
     engine = "docker"
@@ -334,6 +337,27 @@ class DockerCluster(LinkControl, DockerMembership, Cluster):
 
     def _link_faults(self) -> LinkFaults:
         return self._links
+
+    def _forward_loss(self) -> ForwardLoss:
+        """Forwarded replies lost inside the followers' containers (``forward-reply-loss``)."""
+        if self.__dict__.get("_fwd_loss") is None:
+            self._fwd_loss = ForwardLoss(
+                self.cluster_id, lambda node, argvs, check: self._run_in_netns(node, argvs, check)
+            )
+        return self._fwd_loss
+
+    def _node_address(self, node_id: str) -> str:
+        with self._lock:
+            self._refresh_ips()
+            if node_id not in self._ips:
+                raise ClusterError(f"no network address known for {node_id}")
+            return self._ips[node_id]
+
+    def forward_port(self, node_id: str) -> int:
+        """The port a follower forwards to inside the leader's container: the project's
+        node image (it reads a clock file) forwards over HTTP, rqlite's over its Raft port."""
+        spec = self._specs[node_id]
+        return HTTP_PORT if "-clock-offset-file" in spec.command else RAFT_PORT
 
     def _peer_addresses(self, node_id: str) -> list[str]:
         with self._lock:

@@ -48,8 +48,9 @@ from harness.cluster.engines import (
     rqlited_argv,
 )
 from harness.cluster.partition import normalise, one_way_drops
-from harness.cluster.ssh import links, remote
+from harness.cluster.ssh import forward, links, remote
 from harness.cluster.ssh.disk import SshDisks, refuse_disks, sweep_disks
+from harness.cluster.ssh.forward import SshForward
 from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
 from harness.cluster.ssh.membership import SshMembership
 from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
@@ -73,7 +74,7 @@ class RemoteNode:
         return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir, join=self.join)
 
 
-class SshCluster(links.SshLinks, SshDisks, SshMembership, Cluster):
+class SshCluster(links.SshLinks, SshForward, SshDisks, SshMembership, Cluster):
     """A cluster on the inventory's hosts (see the module docstring)."""
 
     engine = "ssh"
@@ -456,6 +457,7 @@ class SshCluster(links.SshLinks, SshDisks, SshMembership, Cluster):
             (local / "node.log").write_text(log)
             s.run(remote.delete_rules(comment), sudo=True, check=False)
             s.run(links.cleanup_text(self.run), sudo=True, check=False)
+            s.run(remote.delete_rules(forward.comment(self.run)), sudo=True, check=False)
             self._release_disk(s, node)
             if node.dir.endswith(f"/{remote.RUN_PREFIX}{self.run}"):  # never another path
                 s.run(f"rm -rf -- {d}")

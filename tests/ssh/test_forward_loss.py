@@ -1,0 +1,69 @@
+"""Forwarded replies lost over SSH on local test hosts: the rule lands on the follower's
+host alone, under the run's comment; a write the follower forwards is applied by the
+leader while the follower never gets the answer; clear removes the rule and stop removes
+one left behind (the fixture checks no ``rqueue-ssh`` rule is left)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.cluster.ssh import forward
+from harness.cluster.ssh.cluster import SshCluster
+from tests.cluster.helpers import execute, rows, wait_until
+from tests.ssh.conftest import SshTestHosts
+
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(300)]
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def write(url: str, value: int, timeout: float) -> str:
+    req = urllib.request.Request(
+        f"{url}/db/execute?timeout=1s",
+        data=json.dumps([["INSERT INTO t(v) VALUES(?)", value]]).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            body = json.loads(resp.read())
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        return f"error: {exc}"
+    return "ok" if "error" not in body and "error" not in body["results"][0] else str(body)
+
+
+def host_rules(hosts: SshTestHosts, name: str) -> str:
+    argv = ["ip", "netns", "exec", hosts.netns(name), "iptables", "-w", "5", "-S", "INPUT"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+
+
+def test_a_follower_host_loses_the_leaders_forwarded_replies(
+    ssh_hosts: SshTestHosts, tmp_path: Path
+) -> None:
+    c = SshCluster.start(ssh_hosts.inventory_path, 3, tmp_path / "c", timeout=90)
+    try:
+        assert "links" in c.capabilities, c.capability_problem("links")
+        leader = c.wait_for_leader(60).id
+        follower, other = [n.id for n in c.nodes() if n.id != leader]
+        urls = {n.id: n.url for n in c.nodes()}
+        execute(urls[leader], ["CREATE TABLE t (v INTEGER)"])
+        c.set_forward_reply_loss(follower, leader)
+        note = forward.comment(c.run)
+        assert note in host_rules(ssh_hosts, follower)
+        assert note not in host_rules(ssh_hosts, leader) + host_rules(ssh_hosts, other)
+        port = c.forward_port(leader)
+        assert f"--sport {port}" in host_rules(ssh_hosts, follower)
+
+        assert write(urls[follower], 1, timeout=4.0).startswith("error")
+        wait_until(lambda: rows(urls[leader], "SELECT v FROM t") == [[1]], 10, "the leader")
+        assert write(urls[other], 2, timeout=10.0) == "ok"
+        c.clear_forward_reply_loss(follower)
+        assert note not in host_rules(ssh_hosts, follower)
+        wait_until(lambda: write(urls[follower], 3, timeout=10.0) == "ok", 20, "forwarding")
+        c.set_forward_reply_loss(follower, leader)  # left for stop to remove
+    finally:
+        c.stop()
