@@ -28,15 +28,34 @@ def find_lost(h: HistoryModel) -> list[list[int]]:
 
 def find_duplicated(h: HistoryModel) -> list[list[int]]:
     """A published ``msg`` seen stored as more copies (distinct ``seq``, leased or
-    dead-lettered) than its publishes that may have taken effect: at least two."""
+    dead-lettered) than its publishes that may have taken effect: at least two.
+
+    One pass notes each message's first leased ``seq`` and the messages leased under
+    another too; only those, and the dead-lettered ones, are looked at again.
+    """
+    first_seq: dict[Any, Any] = {}
+    several = set()
+    for x in h.leases:
+        s = x.seq
+        if s is not None and first_seq.setdefault(x.msg, s) != s:
+            several.add(x.msg)
+    copies: dict[Any, dict[Any, Sighting]] = {}
+    for msg, dead in h.dead_copies.items():
+        copies[msg] = dict(dead)
+    for x in h.leases:
+        if x.seq is not None and (x.msg in several or x.msg in copies):
+            mine = copies.setdefault(x.msg, {})
+            seen = mine.get(x.seq)
+            if seen is None or x.i_ok < seen.i_ok:
+                mine[x.seq] = Sighting(x.i_inv, x.i_ok)
     found = []
-    tries, first = h.pub_tries, h.pub_inv
-    for msg, copies in h.copies.items():
-        n = len(copies)
-        if n < 2 or n <= tries[msg] or msg not in first:
+    tries, published = h.pub_tries, h.pub_inv
+    for msg, mine in copies.items():
+        n = len(mine)
+        if n < 2 or n <= tries[msg] or msg not in published:
             continue  # one copy; as many publishes as copies; or never published
-        shown = [first[msg].index]
-        for seen in sorted(copies.values(), key=_first_seen):
+        shown = [published[msg].index]
+        for seen in sorted(mine.values(), key=_first_seen):
             shown += [i for i in seen if i not in shown]
         found.append(shown)
     return found

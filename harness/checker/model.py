@@ -49,9 +49,9 @@ class HistoryModel:
         self.pub_group: dict[Any, Any] = {}
         #: msg -> how many of its publishes may have stored it (``ok``, ``info`` or open)
         self.pub_tries: Counter[Any] = Counter()
-        #: msg -> each stored copy of it (a ``seq``) that a lease or a dead-lettering
-        #: showed -> where it was first seen
-        self.copies: dict[Any, dict[Any, Sighting]] = {}
+        #: msg -> each stored copy of it (a ``seq``) that a dead-lettering showed (by a
+        #: claim, or seen by a read) -> where it was first seen; the leases name theirs
+        self.dead_copies: dict[Any, dict[Any, Sighting]] = {}
         #: msg -> the distinct forms (group as text, body digest or None) of its publishes
         self.pub_forms: dict[Any, list[Form]] = {}
         #: msg -> earliest publish invoke + its delay, with that publish's invoke index
@@ -201,11 +201,11 @@ class HistoryModel:
             _key(value, "group", comp)
         ci, co = inv["time"], comp["time"]
         token, digest, seq = value.get("token"), _digest(value, comp), value.get("seq")
-        _check_key(seq, "seq", comp)
+        if seq is not None and type(seq) is not int and type(seq) is not str:
+            _check_key(seq, "seq", comp)
         i, j, p = inv["index"], comp["index"], inv["process"]
         lease = Lease(p, i, j, ci, co, group, msg, token, digest, ci + vis, co + vis, seq=seq)
         self.leases.append(lease)
-        self._saw(msg, seq, i, j)
         self._holding[inv["process"], msg] = lease
 
     def _holder_lease(self, inv: dict) -> tuple[Any, Lease | None]:
@@ -229,7 +229,8 @@ class HistoryModel:
             _key(inv.get("value"), "msg", inv, nullable=True)  # names what is missing
         msg, lease = self._holder_lease(inv)
         seq = inv["value"].get("seq")  # the copy it names, if any
-        _check_key(seq, "seq", inv)
+        if seq is not None and type(seq) is not int and type(seq) is not str:
+            _check_key(seq, "seq", inv)
         t = inv["time"]
         done = OpStamp(t, inv["index"], -1 if comp is None else comp["index"])
         if lease is not None:  # the holder's own ack, nack or dead-letter ends its window
@@ -361,17 +362,12 @@ class HistoryModel:
         seq = d.get("seq")
         _check_key(seq, "seq", call.done)
         _check_key(d["msg"], "msg", call.done)
-        self._saw(d["msg"], seq, call.i_inv, call.i_ok)
+        if seq is not None:
+            copies = self.dead_copies.setdefault(d["msg"], {})
+            first = copies.get(seq)
+            if first is None or call.i_ok < first.i_ok:
+                copies[seq] = Sighting(call.i_inv, call.i_ok)
         return seq
-
-    def _saw(self, msg: Any, seq: Any, i_inv: int, i_ok: int) -> None:
-        """A stored copy ``seq`` of ``msg`` was seen by the call at ``i_inv``/``i_ok``."""
-        if msg is None or seq is None:
-            return
-        copies = self.copies.setdefault(msg, {})
-        first = copies.get(seq)
-        if first is None or i_ok < first.i_ok:
-            copies[seq] = Sighting(i_inv, i_ok)
 
 
 #: The one dispatch on an operation's name: the handler of each client operation, called
