@@ -33,6 +33,7 @@ FAULTS = (("kill", "restart"), ("pause", "resume"), ("partition", "heal"))
 @dataclass
 class Message:
     msg: str
+    seq: int  # the stored copy's, kept for its whole life (docs/history-format.md)
     token: str | None = None
     expiry: float = 0.0
     visible_at: float = 0.0
@@ -77,6 +78,7 @@ class Simulation:
         self.events: list[dict] = []
         self.heap: list[tuple[float, int, str, Any]] = []
         self.seq = 0
+        self.stored = 0  # the seq of the last message stored
         self.next_process = 0
         self.next_token = 0
         self.queues: dict[str, deque[Message]] = {}
@@ -251,8 +253,9 @@ class Simulation:
 
     # -- the queue itself ---------------------------------------------------------------
     def _apply_publish(self, t: float, w: Worker, value: dict) -> tuple[bool, Any, Any]:
-        self.queues[value["group"]].append(Message(value["msg"]))
-        return True, {**value, "seq": self.seq}, None
+        self.stored += 1
+        self.queues[value["group"]].append(Message(value["msg"], self.stored))
+        return True, {**value, "seq": self.stored}, None
 
     def _apply_claim(self, t: float, w: Worker, value: dict) -> tuple[bool, Any, Any]:
         order = self.group_order
@@ -270,7 +273,7 @@ class Simulation:
                 lease = {
                     "group": g,
                     "msg": head.msg,
-                    "seq": self.next_token,
+                    "seq": head.seq,
                     "token": head.token,
                     "visibility": value["visibility"],
                 }

@@ -17,6 +17,12 @@ EXPLANATIONS: dict[str, str] = {
         "its message, although the run healed every fault and drained the queue to empty "
         "before it ended: the queue lost a message it had accepted."
     ),
+    "duplicated": (
+        "The message of the publish below was seen stored as more copies (distinct seqs, "
+        "each leased or dead-lettered under its own) than there were publishes of it that "
+        "can have taken effect: the queue applied one publish twice, as a write resent "
+        "after its reply was lost would be, and the message was delivered twice."
+    ),
     "duplicate-group-lease": (
         "The second claim below took effect while the first lease on the same group was "
         "still certainly valid (it was sent after the first claim returned, and returned "

@@ -20,6 +20,10 @@ Definitions, in short (the document is the authority):
 * ``ok`` and ``info`` acks (and dead-letters) count as possible acknowledgements, an
   operation still open at the end of the history as ``info``; a dead-letter by a lease's
   holder cuts that lease's window (and counts for stale acks) exactly as its ack would;
+* a message's stored copies are the distinct ``seq`` its leases and dead-letterings
+  name: more of them than its publishes that may have taken effect (and at least two) is
+  ``duplicated``; ``delivered-after-ack``, ``stale-ack-accepted`` and ``over-delivered``
+  compare leases and acknowledgements of one copy;
 * each lease of a ``claim-many`` is a lease, each entry of an ``ack-many`` an ack with
   its own outcome; a delayed message (``delay`` on its publish) leased more than
   :data:`CLOCK_TOLERANCE` before its earliest publish invoke + delay is an

@@ -11,7 +11,8 @@ claim's ``ok`` value) and reads the whole dead-letter queue once after the drain
   can have leased it: its ``ok`` leases plus every claim that may have delivered unseen
   (unknown outcome, or ``ok`` after at least its visibility) invoked before the
   dead-lettering returned are still fewer;
-* ``over-delivered``: leased (``ok``) more than ``max_deliveries`` times;
+* ``over-delivered``: one stored copy (one ``msg`` and ``seq``) leased (``ok``) more
+  than ``max_deliveries`` times (the queue counts deliveries per stored copy);
 * ``dead-letter-while-leased``: a claim dead-lettered a message inside another
   process's certain window on it (fenced like an ack: a live lease is never moved).
 """
@@ -42,12 +43,12 @@ def find_early(h: HistoryModel) -> list[list[int]]:
 
 
 def find_over_delivered(h: HistoryModel) -> list[list[int]]:
-    """A message leased more than ``max_deliveries`` times."""
+    """A stored copy of a message leased more than ``max_deliveries`` times."""
     limit = h.max_deliveries
     if limit is None:
         return []
     found = []
-    for leases in _leases_by_msg(h).values():
+    for leases in _by_copy(h).values():
         if len(leases) > limit:
             leases.sort(key=lambda x: x.co)
             found.append([i for x in leases[: limit + 1] for i in (x.i_inv, x.i_ok)])
@@ -67,6 +68,14 @@ def find_while_leased(h: HistoryModel) -> list[list[int]]:
             if x.process != d.process and d.ci >= x.co and d.co <= x.end:
                 found.append([x.i_inv, x.i_ok, d.i_inv, d.i_ok])
     return found
+
+
+def _by_copy(h: HistoryModel) -> dict[tuple[Any, Any], list[Lease]]:
+    """The leases of each stored copy: of one ``msg`` and one ``seq`` (or none)."""
+    out: dict[tuple[Any, Any], list[Lease]] = {}
+    for x in h.leases:
+        out.setdefault((x.msg, x.seq), []).append(x)
+    return out
 
 
 def _leases_by_msg(h: HistoryModel) -> dict[Any, list[Lease]]:

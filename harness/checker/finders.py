@@ -14,15 +14,55 @@ from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from .model import CLOCK_TOLERANCE, INF, HistoryModel, Lease
+from .records import Sighting
 
 _first = itemgetter(0)
-_ci, _co = attrgetter("ci"), attrgetter("co")
+_ci, _co, _time = attrgetter("ci"), attrgetter("co"), attrgetter("time")
 
 
 def find_lost(h: HistoryModel) -> list[list[int]]:
     """Published ``ok`` and never acknowledged by an ``ok``/``info`` ack or dead-letter."""
     settled = h.settled
     return [[p.i_inv, p.i_ok] for msg, p in h.pub_ok.items() if msg not in settled]
+
+
+def find_duplicated(h: HistoryModel) -> list[list[int]]:
+    """A published ``msg`` seen stored as more copies (distinct ``seq``, leased or
+    dead-lettered) than its publishes that may have taken effect: at least two.
+
+    One pass notes each message's first leased ``seq`` and the messages leased under
+    another too; only those, and the dead-lettered ones, are looked at again.
+    """
+    first_seq: dict[Any, Any] = {}
+    several = set()
+    for x in h.leases:
+        s = x.seq
+        if s is not None and first_seq.setdefault(x.msg, s) != s:
+            several.add(x.msg)
+    copies: dict[Any, dict[Any, Sighting]] = {}
+    for msg, dead in h.dead_copies.items():
+        copies[msg] = dict(dead)
+    for x in h.leases:
+        if x.seq is not None and (x.msg in several or x.msg in copies):
+            mine = copies.setdefault(x.msg, {})
+            seen = mine.get(x.seq)
+            if seen is None or x.i_ok < seen.i_ok:
+                mine[x.seq] = Sighting(x.i_inv, x.i_ok)
+    found = []
+    tries, published = h.pub_tries, h.pub_inv
+    for msg, mine in copies.items():
+        n = len(mine)
+        if n < 2 or n <= tries[msg] or msg not in published:
+            continue  # one copy; as many publishes as copies; or never published
+        shown = [published[msg].index]
+        for seen in sorted(mine.values(), key=_first_seen):
+            shown += [i for i in seen if i not in shown]
+        found.append(shown)
+    return found
+
+
+def _first_seen(s: Sighting) -> tuple[int, int]:
+    return s.i_ok, s.i_inv
 
 
 def find_unexpected(h: HistoryModel) -> list[list[int]]:
@@ -50,13 +90,21 @@ def find_corrupted(h: HistoryModel) -> list[list[int]]:
 
 
 def find_delivered_after_ack(h: HistoryModel) -> list[list[int]]:
-    """A claim invoked after an ack of its ``msg`` had returned ``ok``."""
-    acked = h.acked
+    """A claim invoked after an ack of its ``msg`` had returned ``ok``: an ack of the same
+    stored copy (an ack naming another ``seq`` than the lease is of another copy, which
+    ``duplicated`` reports)."""
+    acked, per_seq = h.acked, h.acked_seqs
     found = []
     for x in h.leases:
         a = acked.get(x.msg)
-        if a is not None and x.ci > a.time:
-            found.append([a.i_inv, a.i_ok, x.i_inv, x.i_ok])
+        if a is None or x.ci <= a.time:
+            continue
+        if x.seq is not None:  # the earliest ack of this copy, or of one not named
+            seqs = per_seq[x.msg]
+            a = min((seqs[s] for s in (x.seq, None) if s in seqs), key=_time, default=None)
+            if a is None or x.ci <= a.time:
+                continue
+        found.append([a.i_inv, a.i_ok, x.i_inv, x.i_ok])
     return found
 
 
@@ -163,7 +211,7 @@ def find_stale_acks(h: HistoryModel) -> list[list[int]]:
     invoked at or after my expiry complete by my invoke?" with one binary search.
     """
     found = []
-    for leases in _by(h.leases, lambda x: x.msg).values():
+    for leases in _by(h.leases, lambda x: (x.msg, x.seq)).values():
         if len(leases) < 2 or not any(x.releases for x in leases):
             continue
         leases.sort(key=_ci)

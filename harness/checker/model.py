@@ -23,7 +23,7 @@ from ..history import (
     completion_error,
     invoke_error,
 )
-from .records import INF, Call, Dead, Form, Lease, OpStamp, Stamp
+from .records import INF, Call, Dead, Form, Lease, OpStamp, Sighting, Stamp
 
 __all__ = ["CLOCK_TOLERANCE", "HANDLERS", "INF", "Dead", "HistoryModel", "Lease"]
 
@@ -47,6 +47,11 @@ class HistoryModel:
         self.pub_inv: dict[Any, Stamp] = {}  # msg -> earliest publish invoke
         self.pub_ok: dict[Any, OpStamp] = {}  # msg -> earliest publish ok (its time)
         self.pub_group: dict[Any, Any] = {}
+        #: msg -> how many of its publishes may have stored it (``ok``, ``info`` or open)
+        self.pub_tries: Counter[Any] = Counter()
+        #: msg -> each stored copy of it (a ``seq``) that a dead-lettering showed (by a
+        #: claim, or seen by a read) -> where it was first seen; the leases name theirs
+        self.dead_copies: dict[Any, dict[Any, Sighting]] = {}
         #: msg -> the distinct forms (group as text, body digest or None) of its publishes
         self.pub_forms: dict[Any, list[Form]] = {}
         #: msg -> earliest publish invoke + its delay, with that publish's invoke index
@@ -55,6 +60,9 @@ class HistoryModel:
         #: msg -> its first ok/info ack (its invoke time)
         self.settled: dict[Any, OpStamp] = {}
         self.acked: dict[Any, OpStamp] = {}  # msg -> earliest ack ok (its time)
+        #: msg -> the seq an ok acknowledgement named (None: it named none) -> the
+        #: earliest such acknowledgement's ok (its time)
+        self.acked_seqs: dict[Any, dict[Any, OpStamp]] = {}
         self.dead_lettered: set[Any] = set()
         self.dead_reads: list[Call] = []  # ok reads of the dead-letter queue
         self.dead: list[Dead] = []  # every dead-lettering, by a claim or seen by a read
@@ -136,6 +144,8 @@ class HistoryModel:
             self.pub_group[msg] = group
         elif t < first.time:
             self.pub_inv[msg] = invoked
+        if typ != "fail":
+            self.pub_tries[msg] += 1
         if typ == "ok":
             done = self.pub_ok.get(msg)
             if done is None or comp["time"] < done.time:  # type: ignore[index]
@@ -190,9 +200,11 @@ class HistoryModel:
             _check_key(msg, "msg", comp)
             _key(value, "group", comp)
         ci, co = inv["time"], comp["time"]
-        token, digest = value.get("token"), _digest(value, comp)
+        token, digest, seq = value.get("token"), _digest(value, comp), value.get("seq")
+        if seq is not None and type(seq) is not int and type(seq) is not str:
+            _check_key(seq, "seq", comp)
         i, j, p = inv["index"], comp["index"], inv["process"]
-        lease = Lease(p, i, j, ci, co, group, msg, token, digest, ci + vis, co + vis)
+        lease = Lease(p, i, j, ci, co, group, msg, token, digest, ci + vis, co + vis, seq=seq)
         self.leases.append(lease)
         self._holding[inv["process"], msg] = lease
 
@@ -216,6 +228,9 @@ class HistoryModel:
         if f == "dead-letter":
             _key(inv.get("value"), "msg", inv, nullable=True)  # names what is missing
         msg, lease = self._holder_lease(inv)
+        seq = inv["value"].get("seq")  # the copy it names, if any
+        if seq is not None and type(seq) is not int and type(seq) is not str:
+            _check_key(seq, "seq", inv)
         t = inv["time"]
         done = OpStamp(t, inv["index"], -1 if comp is None else comp["index"])
         if lease is not None:  # the holder's own ack, nack or dead-letter ends its window
@@ -233,9 +248,7 @@ class HistoryModel:
         if first is None or t < first.time:
             self.settled[msg] = done
         if typ == "ok":
-            acked = self.acked.get(msg)
-            if acked is None or comp["time"] < acked.time:  # type: ignore[index]
-                self.acked[msg] = OpStamp(comp["time"], done.i_inv, done.i_ok)  # type: ignore[index]
+            self._acked(msg, seq, OpStamp(comp["time"], done.i_inv, done.i_ok))  # type: ignore[index]
 
     def _ack_many(self, inv: dict, comp: dict | None, typ: str) -> None:
         """Each lease of a batch ack is an ack with that lease's outcome: the ok value's
@@ -302,7 +315,8 @@ class HistoryModel:
                 continue
             for d in done["dead_lettered"] or ():
                 if isinstance(d, dict) and "msg" in d:
-                    self._acknowledge(d["msg"], call.t_inv, call)
+                    seq = self._dead_seq(d, call)
+                    self._acknowledge(d["msg"], seq, call.t_inv, call)
                     self.dead.append(Dead.by(d["msg"], call, by_claim=True))
         if self.max_deliveries is not None:  # only the dead-letter checks need these
             self.unseen_claims = sorted(c.t_inv for c in claims if _unseen(c))
@@ -312,24 +326,48 @@ class HistoryModel:
         for call in self.dead_reads:
             for d in call.done.get("value", {}).get("messages") or ():
                 msg = d.get("msg") if isinstance(d, dict) else None
-                if msg is None or msg in seen:
+                if msg is None:
+                    continue
+                seq = self._dead_seq(d, call)
+                if msg in seen:
                     continue
                 seen.add(msg)
                 published = self.pub_inv.get(msg, Stamp(call.t_inv, -1)).time
                 k = bisect_left(self.unknown_claims, published)
                 start = self.unknown_claims[k] if k < len(self.unknown_claims) else call.t_inv
-                self._acknowledge(msg, start, call)
+                self._acknowledge(msg, seq, start, call)
                 self.dead.append(Dead.by(msg, call, by_claim=False))
 
-    def _acknowledge(self, msg: Any, t_inv: float, call: Call) -> None:
-        """``msg`` dead-lettered by ``call``: possibly from ``t_inv``, certainly by its ok."""
+    def _acknowledge(self, msg: Any, seq: Any, t_inv: float, call: Call) -> None:
+        """``msg`` (its copy ``seq``) dead-lettered by ``call``: possibly from ``t_inv``,
+        certainly by its ok."""
         self.dead_lettered.add(msg)
         first = self.settled.get(msg)
         if first is None or t_inv < first.time:
             self.settled[msg] = OpStamp(t_inv, call.i_inv, call.i_ok)
-        done = self.acked.get(msg)
-        if done is None or call.t_ok < done.time:
-            self.acked[msg] = OpStamp(call.t_ok, call.i_inv, call.i_ok)
+        self._acked(msg, seq, OpStamp(call.t_ok, call.i_inv, call.i_ok))
+
+    def _acked(self, msg: Any, seq: Any, done: OpStamp) -> None:
+        """An acknowledgement of ``msg`` (naming its copy ``seq``, or None) returned ok."""
+        acked = self.acked.get(msg)
+        if acked is None or done.time < acked.time:
+            self.acked[msg] = done
+        per_seq = self.acked_seqs.setdefault(msg, {})
+        acked = per_seq.get(seq)
+        if acked is None or done.time < acked.time:
+            per_seq[seq] = done
+
+    def _dead_seq(self, d: dict, call: Call) -> Any:
+        """The ``seq`` of a dead letter that ``call`` reported, seen as a stored copy."""
+        seq = d.get("seq")
+        _check_key(seq, "seq", call.done)
+        _check_key(d["msg"], "msg", call.done)
+        if seq is not None:
+            copies = self.dead_copies.setdefault(d["msg"], {})
+            first = copies.get(seq)
+            if first is None or call.i_ok < first.i_ok:
+                copies[seq] = Sighting(call.i_inv, call.i_ok)
+        return seq
 
 
 #: The one dispatch on an operation's name: the handler of each client operation, called

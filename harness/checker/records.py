@@ -75,6 +75,14 @@ class OpStamp(NamedTuple):
     i_ok: int
 
 
+class Sighting(NamedTuple):
+    """Where a stored copy of a message was first seen: the invoke and ok indices of
+    the claim that leased or dead-lettered it, or of the read that listed it."""
+
+    i_inv: int
+    i_ok: int
+
+
 class Form(NamedTuple):
     """How a publish gave a message: its group as text and its body's digest (or None)."""
 
@@ -102,6 +110,8 @@ class Lease:
     cut: float = INF  # invoke of the holder's first ack/nack/dead-letter
     #: the holder's ok acks/nacks/dead-letters: (invoke time, invoke index, ok index)
     releases: list[OpStamp] = field(default_factory=list)
+    #: the stored copy the lease names (its ``seq``), None when it names none
+    seq: Any = None
 
     @property
     def end(self) -> float:

@@ -30,6 +30,7 @@ class Anomaly:
 
 REGISTRY: tuple[Anomaly, ...] = (
     Anomaly("lost", finders.find_lost),
+    Anomaly("duplicated", finders.find_duplicated),
     Anomaly("duplicate-group-lease", finders.find_duplicate_group_leases),
     Anomaly("fifo-violation", finders.find_fifo_violations),
     Anomaly("delivered-after-ack", finders.find_delivered_after_ack),

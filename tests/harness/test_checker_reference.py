@@ -20,6 +20,9 @@ MSGS = [f"m{i}" for i in range(4)]
 GROUP = {m: f"g{i % 2}" for i, m in enumerate(MSGS)}
 INF = float("inf")
 LIMIT = 2  # the claims' max_deliveries
+#: the stored copy a lease, ack or dead letter names: mostly the first, sometimes a second
+#: (a publish applied twice), or none
+SEQS = st.sampled_from([1, 1, 1, 2, None])
 
 
 @st.composite
@@ -56,13 +59,13 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                 m = draw(st.sampled_from([*MSGS, *MSGS, "ghost", None]))
                 token += 1
                 g = draw(delivered_group(m))
-                lease = {"group": g, "msg": m, "seq": 1, "token": f"t{token}", "visibility": vis,
-                         **draw(digests(m, wrong=True))}  # fmt: skip
+                lease = {"group": g, "msg": m, "seq": draw(SEQS), "token": f"t{token}",
+                         "visibility": vis, **draw(digests(m, wrong=True))}  # fmt: skip
                 lease = None if m is None else lease
                 done = lease
                 if draw(st.integers(0, 3)) == 0:  # the claim also dead-lettered a message
                     d = draw(st.sampled_from(MSGS))
-                    dead = [{"group": GROUP[d], "msg": d, "seq": 1, "deliveries": LIMIT}]
+                    dead = [{"group": GROUP[d], "msg": d, "seq": draw(SEQS), "deliveries": LIMIT}]
                     done = {**(lease or {}), "dead_lettered": dead}
                 if outcome == "ok" and lease is not None:
                     held = lease
@@ -77,7 +80,7 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                 msgs = st.lists(st.sampled_from([*MSGS, "ghost"]), max_size=3, unique=True)
                 for m in draw(msgs):
                     token += 1
-                    batch.append({"group": draw(delivered_group(m)), "msg": m, "seq": 1,
+                    batch.append({"group": draw(delivered_group(m)), "msg": m, "seq": draw(SEQS),
                                   "token": f"t{token}",
                                   **draw(digests(m, wrong=True))})  # fmt: skip
                 done = {"leases": batch}
@@ -88,7 +91,8 @@ def wrong_histories(draw: st.DrawFn) -> list[dict]:
                 entries = [{k: held[k] for k in ("group", "msg", "seq", "token")}]
                 if draw(st.booleans()):
                     m = draw(st.sampled_from(MSGS))
-                    entries.append({"group": GROUP[m], "msg": m, "seq": 1, "token": "other"})
+                    other = {"group": GROUP[m], "msg": m, "seq": draw(SEQS), "token": "other"}
+                    entries.append(other)
                 inv = {"leases": entries}
                 kinds = draw(st.lists(st.sampled_from(["ok", "ok", "fail", "info"]),
                                       min_size=len(entries), max_size=len(entries)))  # fmt: skip
@@ -162,7 +166,7 @@ def reference(events: list[dict]) -> dict[str, int]:
     # what a claim dead-lettered: an ok dead-letter spanning the claim, by no holder
     dead = [
         {"f": "dead-letter", "p": None, "by": c["p"], "inv": c["inv"], "done": c["done"],
-         "v": {"msg": d["msg"]}, "type": "ok"}
+         "v": {"msg": d["msg"], "seq": d["seq"]}, "type": "ok"}
         for c in claims if c["type"] == "ok" and c["out"]
         for d in c["out"].get("dead_lettered", ())
     ]  # fmt: skip
@@ -204,6 +208,19 @@ def reference(events: list[dict]) -> dict[str, int]:
             for e in holder_ops(lease, ("extend",)) if e["type"] != "fail"])  # fmt: skip
 
     msg = lambda o: o["out"]["msg"]  # noqa: E731
+    seq = lambda o: o["out"].get("seq")  # noqa: E731
+    copies: dict[str, set[int]] = {}  # msg -> the seqs its leases and dead letters name
+    for x in leases:
+        if msg(x) is not None and seq(x) is not None:
+            copies.setdefault(msg(x), set()).add(seq(x))
+    for d in dead:
+        if d["v"]["seq"] is not None:
+            copies.setdefault(d["v"]["msg"], set()).add(d["v"]["seq"])
+    duplicated = [
+        m for m, seqs in copies.items()
+        if any(p["v"]["msg"] == m for p in pubs) and len(seqs) >= 2
+        and len(seqs) > len([p for p in pubs if p["v"]["msg"] == m and p["type"] != "fail"])
+    ]  # fmt: skip
     lost = {
         p["v"]["msg"] for p in pubs
         if p["type"] == "ok" and not any(a["v"]["msg"] == p["v"]["msg"] for a in settles)
@@ -227,9 +244,11 @@ def reference(events: list[dict]) -> dict[str, int]:
             and not any(s["v"]["msg"] == a and s["inv"] < b["done"] for s in settles)
             for a in MSGS)
     ]  # fmt: skip
-    dal = [
+    dal = [  # an ack of another copy (both name a seq, not the same) does not count
         c for c in leases
-        if any(a["v"]["msg"] == msg(c) and c["inv"] > a["done"] for a in acks_ok)
+        if any(a["v"]["msg"] == msg(c) and c["inv"] > a["done"]
+               and (None in (a["v"].get("seq"), seq(c)) or a["v"].get("seq") == seq(c))
+               for a in acks_ok)
     ]  # fmt: skip
     unexpected = [c for c in leases if not any(p["v"]["msg"] == msg(c) for p in pubs)]
     corrupted = [
@@ -245,7 +264,7 @@ def reference(events: list[dict]) -> dict[str, int]:
     stale = [
         a for lease in leases for a in holder_ops(lease, ("ack", "nack", "dead-letter"))
         if a["type"] == "ok" and any(
-            o["p"] != lease["p"] and msg(o) == msg(lease)
+            o["p"] != lease["p"] and msg(o) == msg(lease) and seq(o) == seq(lease)
             and o["inv"] >= expiry(lease) and o["done"] <= a["inv"] for o in leases)
     ]  # fmt: skip
     early = [
@@ -253,7 +272,10 @@ def reference(events: list[dict]) -> dict[str, int]:
         if len([x for x in leases if msg(x) == d["v"]["msg"] and x["inv"] < d["done"]])
         + len([c for c in unknown if c["inv"] < d["done"]]) < LIMIT
     ]  # fmt: skip
-    over = {msg(x) for x in leases if len([y for y in leases if msg(y) == msg(x)]) > LIMIT}
+    over = {
+        (msg(x), seq(x)) for x in leases
+        if len([y for y in leases if (msg(y), seq(y)) == (msg(x), seq(x))]) > LIMIT
+    }  # fmt: skip
     while_leased = [
         (d, x) for d in dead for x in leases
         if msg(x) == d["v"]["msg"] and x["p"] != d["by"]
@@ -267,6 +289,7 @@ def reference(events: list[dict]) -> dict[str, int]:
     ]  # fmt: skip
     return {
         "lost": len(lost),
+        "duplicated": len(duplicated),
         "duplicate-group-lease": len(dup) + same_batch,
         "fifo-violation": len(fifo),
         "delivered-after-ack": len(dal),

@@ -13,8 +13,8 @@ import harness.checker as checker
 from harness import divergence
 from harness.checker import deadletters, finders, registry, result
 from harness.checker.model import HANDLERS, HistoryModel
-from harness.checker.records import Call, Dead, Form, Lease, OpStamp, Stamp
-from harness.history import CLIENT_FS, read_history
+from harness.checker.records import Call, Dead, Form, Lease, OpStamp, Sighting, Stamp
+from harness.history import CLIENT_FS, HistoryFormatError, read_history
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).parent / "histories"
@@ -124,3 +124,29 @@ def test_dead_letterings_are_records() -> None:
     assert h.max_deliveries == 2 and h.empty_claims == 1
     assert h.unseen_claims == [3.0]  # the claim still open may have delivered unseen
     assert Call(events[6], None, "open").i_ok == -1
+
+
+def test_the_model_reads_the_stored_copies() -> None:
+    """A lease keeps the ``seq`` it names; acknowledgements are kept per ``seq`` too; the
+    dead letters' copies are :class:`Sighting` records; publishes that may have stored
+    are counted (a ``fail`` is not)."""
+    h = HistoryModel(read_history(HISTORIES / "duplicated-dead-letter.jsonl"))
+    assert [x.seq for x in h.leases] == [4]
+    assert h.dead_copies == {"p": {4: Sighting(i_inv=6, i_ok=7), 5: Sighting(10, 11)}}
+    assert h.acked_seqs == {"p": {4: OpStamp(time=0.8, i_inv=6, i_ok=7)}}
+    h = HistoryModel(read_history(HISTORIES / "duplicated-info.jsonl"))
+    assert h.pub_tries == {"a": 1, "c": 1}  # a's info counts, c's fail does not
+    assert h.acked_seqs["a"] == {1: OpStamp(1.0, 8, 9), 2: OpStamp(1.8, 16, 17)}
+
+
+def test_a_seq_must_be_a_string_or_an_integer() -> None:
+    pub = {"group": "g", "msg": "a"}
+    lease = {"group": "g", "msg": "a", "seq": [1], "token": "t", "visibility": 1.0}
+    events = [
+        _ev(0, 0.0, 0, "invoke", "publish", pub),
+        _ev(1, 0.1, 0, "ok", "publish", pub),
+        _ev(2, 1.0, 1, "invoke", "claim", {"visibility": 1.0}),
+        _ev(3, 1.2, 1, "ok", "claim", lease),
+    ]
+    with pytest.raises(HistoryFormatError, match=r"line 4: 'seq' must be a string or an integer"):
+        HistoryModel(events)
