@@ -175,9 +175,10 @@ _PARK = (
 
 
 #: the time a trigger stamps a settled token with: the request's stamped time (server
-#: clock), else the newest key's (a worker's clock writes publishes' keys), else 0
+#: clock), else the newest key's (a worker's clock writes publishes' keys), else 0. Not
+#: written as rqueue._render.CLOCK_REF, which would make the schema's request stamped
 _KEY_TIME = (
-    "coalesce((SELECT ts FROM rqueue_clock WHERE id = 1), "
+    "coalesce((SELECT max(ts) FROM rqueue_clock), "
     "(SELECT max(created_at) FROM rqueue_keys), 0)"
 )
 
