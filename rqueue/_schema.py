@@ -178,8 +178,7 @@ _PARK = (
 #: clock), else the newest key's (a worker's clock writes publishes' keys), else 0. Not
 #: written as rqueue._render.CLOCK_REF, which would make the schema's request stamped
 _KEY_TIME = (
-    "coalesce((SELECT max(ts) FROM rqueue_clock), "
-    "(SELECT max(created_at) FROM rqueue_keys), 0)"
+    "coalesce((SELECT max(ts) FROM rqueue_clock), (SELECT max(created_at) FROM rqueue_keys), 0)"
 )
 
 
