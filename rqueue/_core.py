@@ -8,11 +8,15 @@ faults live here, each write's on the one unknown-outcome ladder (:func:`rqueue.
 an operation supplies its request, its lookup and what they prove, as a ``Ladder``):
 
 * a claim whose outcome is unknown looks its token up and, if the row is not there,
-  retries with the same token (the lease UPDATE is a no-op for a token already in use);
+  retries with the same token (a claim applied twice leases one row and answers it);
 * an ``ack``/``nack``/``extend`` whose outcome is unknown looks the row up and retries
   while the row is still leased to the token; it raises ``LeaseLost`` only when the
   row proves the lease gone and the write unapplied;
-* a publish with a ``dedup_id`` is retried after unknown outcomes (stored at most once);
+* a publish is retried after unknown outcomes (stored at most once: by its ``dedup_id``,
+  or else by the idempotency key it carries); an answer that stored nothing (the
+  request applied twice) reads the seq by key;
+* an ``ack`` or ``nack`` that changed nothing reads whether it applied before (its
+  token is remembered in ``rqueue_keys``) instead of raising ``LeaseLost`` at once;
 * ``ack_and_claim`` acks and claims in one transaction whose claim runs only if the ack
   applied; after an unknown outcome a found token proves both, and otherwise the ack is
   settled alone first, then the claim is retried with the same token;

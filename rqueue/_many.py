@@ -37,7 +37,7 @@ def claim_many(
     statement where the server's parser takes it, else one per lease), each with its
     own token; in claim order. After an unknown outcome the tokens are looked up (the
     request is one transaction: all of them or none took effect) and, none found, the
-    same tokens are sent again (a token already in use leases nothing)."""
+    same tokens are sent again (a token already in use takes its own row again)."""
     return (yield from core.with_clock(_claim_many(core, worker_id, visibility, min_priority, n)))
 
 

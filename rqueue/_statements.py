@@ -217,8 +217,12 @@ class Statements(PublishStatements):
         the cost does not grow with the number of queued messages. The new key is kept
         strictly above every other group's (the max from the same index): rqlite's
         rewritten ``now`` has a resolution of 86.4 ms and a new leader's clock may lag,
-        and either would otherwise reorder groups claimed close together. The UPDATE does
-        nothing when a row already carries ``token`` (a retried claim). A lease lapses
+        and either would otherwise reorder groups claimed close together. A row already
+        leased to ``token`` (this claim applied before: a server's resend of the same
+        request, or rqueue's retry after a late first application) is taken again as it
+        is, before any free row: no second lease, no second delivery, the same expiry and
+        key, so the answer is the first application's lease (without
+        :attr:`idempotency`, a mutant's, the UPDATE does nothing then). A lease lapses
         :attr:`lapse_margin` after its stored expiry. Each claim counts a delivery; with
         :attr:`max_deliveries`, a head claimed that often is skipped (the claim's
         dead-lettering moves it out, see rqueue._dlq). ``"groups"`` is quoted so that
