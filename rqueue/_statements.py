@@ -297,12 +297,8 @@ class Statements(PublishStatements):
             raise ValueError("claim_batch: no claims")
         want = ", ".join(["(?, ?, ?, ?, ?)"] * len(claims))
         free, params = self._free_groups(min_priority)
-        if self.idempotency:
-            stmt = self._claim_batch_again(want, free)
-        else:
-            stmt = self._claim_batch_once(want, free)
         stmt = self.stmt(
-            stmt,
+            self._claim_batch_sql(want, free),
             *(
                 v
                 for i, c in enumerate(claims, 1)
@@ -315,39 +311,14 @@ class Statements(PublishStatements):
         fuse = Fuse("claim", claims=tuple(claims), min_priority=min_priority)
         return Stmt(stmt.sql, stmt.params, fuse)
 
-    def _claim_batch_again(self, want: str, free: str) -> str:
-        """:meth:`claim_batch`'s SQL where a token already in use (the claim applied
-        before: a server's resend, a retry) takes its row again unchanged (``held``, no
-        new delivery, the same key and expiry), so the answer holds every lease."""
-        return (
-            f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
-            'held (group_id, token) AS (SELECT g.group_id, g.locked_by FROM "groups" g '
-            "WHERE g.locked_by IN (SELECT token FROM want)), "
-            "ready (token, visibility, rank) AS (SELECT token, visibility, "
-            "row_number() OVER (ORDER BY pos) FROM want WHERE token NOT IN "
-            "(SELECT token FROM held) AND (ack_token IS NULL "
-            'OR EXISTS (SELECT 1 FROM "groups" g WHERE g.group_id = want.ack_group '
-            "AND g.acked_by = want.ack_token))), "
-            "free (group_id, rank) AS (SELECT group_id, row_number() OVER "
-            "(ORDER BY last_claimed_at, head_seq) FROM (SELECT group_id, last_claimed_at, "
-            f'head_seq FROM "groups" WHERE {free}AND group_id NOT IN '
-            "(SELECT group_id FROM held) ORDER BY last_claimed_at ASC, "
-            "head_seq ASC LIMIT (SELECT count(*) FROM ready))), "
-            'top (t) AS (SELECT max({now}, (SELECT max(last_claimed_at) FROM "groups"))), '
-            "pick (group_id, token, visibility, rank) AS (SELECT free.group_id, ready.token, "
-            "ready.visibility, ready.rank FROM free JOIN ready ON ready.rank = free.rank "
-            "UNION ALL SELECT group_id, token, NULL, NULL FROM held) "
-            'UPDATE "groups" SET locked_by = pick.token, '
-            "lock_expiry = coalesce({now} + pick.visibility, lock_expiry), "
-            "deliveries = deliveries + (pick.rank IS NOT NULL), "
-            "last_claimed_at = coalesce((SELECT t FROM top) + pick.rank * 0.000001, "
-            'last_claimed_at) FROM pick WHERE "groups".group_id = pick.group_id '
-            f"RETURNING {LEASE_RETURNING}, locked_by AS token"
-        )
-
-    def _claim_batch_once(self, want: str, free: str) -> str:
-        """:meth:`claim_batch`'s SQL before idempotency: a token in use leases nothing."""
-        return (
+    def _claim_batch_sql(self, want: str, free: str) -> str:
+        """:meth:`claim_batch`'s SQL. With :attr:`idempotency`, a token already in use
+        (the claim applied before: a server's resend, a retry) takes its row again as it
+        is (the second part of ``pick``: no new delivery, the same expiry and key), so the
+        answer holds every lease; a held row that a free one also names (its lease
+        lapsed) is left to the free one. Without (a mutant's), a token in use leases
+        nothing and answers nothing."""
+        ctes = (
             f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
             "ready (token, visibility, rank) AS (SELECT token, visibility, "
             "row_number() OVER (ORDER BY pos) FROM want WHERE NOT EXISTS "
@@ -358,12 +329,28 @@ class Statements(PublishStatements):
             "(ORDER BY last_claimed_at, head_seq) FROM (SELECT group_id, last_claimed_at, "
             f'head_seq FROM "groups" WHERE {free}ORDER BY last_claimed_at ASC, '
             "head_seq ASC LIMIT (SELECT count(*) FROM ready))), "
-            'top (t) AS (SELECT max({now}, (SELECT max(last_claimed_at) FROM "groups"))) '
-            'UPDATE "groups" SET locked_by = ready.token, '
-            "lock_expiry = {now} + ready.visibility, deliveries = deliveries + 1, "
-            "last_claimed_at = (SELECT t FROM top) + ready.rank * 0.000001 "
-            'FROM free JOIN ready ON ready.rank = free.rank WHERE "groups".group_id = '
-            f"free.group_id RETURNING {LEASE_RETURNING}, locked_by AS token"
+            'top (t) AS (SELECT max({now}, (SELECT max(last_claimed_at) FROM "groups")))'
+        )
+        returning = f"RETURNING {LEASE_RETURNING}, locked_by AS token"
+        if not self.idempotency:
+            return (
+                f'{ctes} UPDATE "groups" SET locked_by = ready.token, '
+                "lock_expiry = {now} + ready.visibility, deliveries = deliveries + 1, "
+                "last_claimed_at = (SELECT t FROM top) + ready.rank * 0.000001 "
+                'FROM free JOIN ready ON ready.rank = free.rank WHERE "groups".group_id = '
+                f"free.group_id {returning}"
+            )
+        return (
+            f'{ctes} UPDATE "groups" SET locked_by = pick.token, '
+            "lock_expiry = coalesce({now} + pick.visibility, lock_expiry), "
+            "deliveries = deliveries + (pick.rank IS NOT NULL), "
+            "last_claimed_at = coalesce((SELECT t FROM top) + pick.rank * 0.000001, "
+            "last_claimed_at) FROM (SELECT free.group_id AS group_id, ready.token AS token, "
+            "ready.visibility AS visibility, ready.rank AS rank FROM free JOIN ready ON "
+            "ready.rank = free.rank UNION ALL SELECT g.group_id, g.locked_by, NULL, NULL "
+            'FROM "groups" g WHERE g.locked_by IN (SELECT token FROM want) AND g.group_id NOT IN '
+            '(SELECT group_id FROM free)) AS pick WHERE "groups".group_id = pick.group_id '
+            f"{returning}"
         )
 
     def claim_read_back(self, token: str) -> Stmt:
