@@ -8,11 +8,15 @@ faults live here, each write's on the one unknown-outcome ladder (:func:`rqueue.
 an operation supplies its request, its lookup and what they prove, as a ``Ladder``):
 
 * a claim whose outcome is unknown looks its token up and, if the row is not there,
-  retries with the same token (the lease UPDATE is a no-op for a token already in use);
+  retries with the same token (a claim applied twice leases one row and answers it);
 * an ``ack``/``nack``/``extend`` whose outcome is unknown looks the row up and retries
   while the row is still leased to the token; it raises ``LeaseLost`` only when the
   row proves the lease gone and the write unapplied;
-* a publish with a ``dedup_id`` is retried after unknown outcomes (stored at most once);
+* a publish is retried after unknown outcomes (stored at most once: by its ``dedup_id``,
+  or else by the idempotency key it carries); an answer that stored nothing (the
+  request applied twice) reads the seq by key;
+* an ``ack`` or ``nack`` that changed nothing reads whether it applied before (its
+  token is remembered in ``rqueue_keys``) instead of raising ``LeaseLost`` at once;
 * ``ack_and_claim`` acks and claims in one transaction whose claim runs only if the ack
   applied; after an unknown outcome a found token proves both, and otherwise the ack is
   settled alone first, then the claim is retried with the same token;
@@ -37,6 +41,7 @@ from typing import Any, TypeVar
 from . import _dlq, _queues, _schema, _validate
 from ._clock import MAX_SAMPLES, LeaderClock
 from ._decisions import (
+    Proof,
     after_ack,
     decide_after_unknown,
     fenced_step,
@@ -50,9 +55,21 @@ from ._exceptions import (
     StatementError,
     Unavailable,
 )
-from ._ladder import LOOK_UP, Known, Ladder, Lookup, Step, Tries, climb, look_up, sending
+from ._ladder import (
+    AGAIN,
+    LOOK_UP,
+    Known,
+    Ladder,
+    Lookup,
+    Step,
+    Tries,
+    climb,
+    look_up,
+    sending,
+)
 from ._models import DeadLetter, HttpCall, Lease, Op, Result, Stmt
-from ._statements import Statements, batch_chunks
+from ._publish import KEY_TTL
+from ._statements import ACKED, Statements, batch_chunks
 from ._version import ServerInfo
 from ._zone import MEASURE, ZoneGuard
 
@@ -65,6 +82,8 @@ _TX = (("transaction", "true"),)
 FUSING = (9, 4, 5)
 #: how long dedup ids are remembered, in seconds
 DEFAULT_DEDUP_TTL = 7 * 24 * 3600.0
+#: a keyed write forgets the keys older than KEY_TTL once in this many (amortised)
+PURGE_EVERY = 64
 
 
 def _uses_clock(method: Callable[..., Op[T]]) -> Callable[..., Op[T]]:
@@ -80,6 +99,16 @@ def _uses_clock(method: Callable[..., Op[T]]) -> Callable[..., Op[T]]:
 def _reads(stmt: Stmt) -> bool:
     """Whether ``stmt`` is a read (rqueue's reads all start with ``SELECT``)."""
     return stmt.sql.lstrip()[:6].upper() == "SELECT"
+
+
+def new_key() -> str:
+    """An idempotency key of one publish (or one chunk of a batch)."""
+    return uuid.uuid4().hex
+
+
+def _run(last: int, n: int) -> range:
+    """The ``n`` consecutive seqs ending at ``last`` (one INSERT's messages)."""
+    return range(last - n + 1, last + 1)
 
 
 def new_token(worker_id: str) -> str:
@@ -132,6 +161,8 @@ class QueueCore:
         #: of an ``UPDATE ... FROM`` (see :meth:`Statements.claim_batch`); the core's own
         #: decision: the statements it was given are left as they are
         self.fusing = server.one_request_claim and (server.number or (0,)) >= FUSING
+        #: keyed writes sent so far (every PURGE_EVERY-th also purges expired keys)
+        self._keyed_writes = 0
 
     # -- calls --------------------------------------------------------------------------
     def write(
@@ -243,9 +274,64 @@ class QueueCore:
         """Publish one message, due ``delay`` seconds after the request's time."""
         if dedup_id is not None:
             return (yield from self._publish_dedup(group_id, event, priority, dedup_id, delay))
-        stmts = self.statements.publish(group_id, event, priority, delay)
-        results = yield self.write(stmts, "publish")
-        return insert_id(results[0])
+        if not self.statements.idempotency:
+            stmts = self.statements.publish(group_id, event, priority, delay)
+            results = yield self.write(stmts, "publish")
+            return insert_id(results[0])
+        key = new_key()
+        stmts = self.statements.publish_keyed(group_id, event, priority, key, delay)
+        (seq,) = yield from self._keyed("publish", stmts, [key], [1])
+        return seq
+
+    def _keyed(
+        self, what: str, stmts: list[Stmt], keys: Sequence[str], counts: Sequence[int]
+    ) -> Op[list[int]]:
+        """Send a keyed publish until its outcome is known; the seqs, in order.
+
+        ``stmts``: for each key its INSERT, its key row (``rows_affected`` 1 when this
+        application stored the messages), its group rows; ``counts``: the messages of
+        each key. Each key stores its messages at most once, so the request is sent
+        again after an unknown outcome whose key is not found; an answer that inserted
+        nothing (a second application: a server's resend, or a retry after a late first
+        one) reads the seqs stored by the key."""
+        s = self.statements
+        if self._purge_due():
+            stmts = [*stmts, s.purge_keys(KEY_TTL)]
+
+        def seqs_of(rows: Sequence[Sequence[Any]]) -> list[int] | None:
+            last = {str(k): int(v) for k, v in rows}
+            if any(k not in last for k in keys):
+                return None
+            return [q for k, n in zip(keys, counts, strict=True) for q in _run(last[k], n)]
+
+        lookup = Lookup(
+            lambda: self.read([s.key_seq(keys)], f"{what}: look up"),
+            lambda results: seqs_of(results[0].rows),
+            "its idempotency key could not be looked up",
+        )
+
+        def answered(results: Sequence[Result], tries: Tries) -> Op[Step[list[int]]]:
+            inserts, marks = results[: 3 * len(keys) : 3], results[1 : 3 * len(keys) : 3]
+            if all(r.rows_affected > 0 for r in marks):  # each key row written now
+                return Known(
+                    [q for r, n in zip(inserts, counts, strict=True) for q in _run(insert_id(r), n)]
+                )
+            # applied before (the request was applied twice): the keys hold the seqs
+            found = yield from look_up(lookup, OutcomeUnknown(f"{what}: stored, seq not read"))
+            if found is None:
+                raise ProtocolError(f"{what}: nothing stored and no idempotency key found")
+            return Known(found)
+
+        def proves(found: list[int] | None) -> Step[list[int]]:
+            return AGAIN if found is None else Known(found)
+
+        send = sending(lambda: self.write(stmts, what))
+        return (yield from climb(Ladder(send, answered, lookup, proves)))
+
+    def _purge_due(self) -> bool:
+        """Whether this keyed write also forgets expired keys: one in :data:`PURGE_EVERY`."""
+        self._keyed_writes += 1
+        return self._keyed_writes % PURGE_EVERY == 1
 
     def _publish_dedup(
         self, group_id: str, event: str, priority: int, dedup_id: str, delay: float
@@ -279,16 +365,25 @@ class QueueCore:
         """Publish validated ``(group_id, event, priority[, delay])`` items in one request."""
         if not items:
             return []
+        chunks = batch_chunks(items)
+        if self.statements.idempotency:  # one key per chunk
+            keys = [new_key() for _ in chunks]
+            keyed = [
+                st
+                for key, chunk in zip(keys, chunks, strict=True)
+                for st in self.statements.publish_batch(chunk, key)
+            ]
+            counts = [len(c) for c in chunks]
+            return (yield from self._keyed(f"publish_many({len(items)})", keyed, keys, counts))
         stmts: list[Stmt] = []
         firsts: list[tuple[int, int]] = []  # (index of the chunk's INSERT, its item count)
-        for chunk in batch_chunks(items):
+        for chunk in chunks:
             firsts.append((len(stmts), len(chunk)))
             stmts.extend(self.statements.publish_batch(chunk))
         results = yield self.write(stmts, f"publish_many({len(items)})")
         seqs: list[int] = []
         for at, n in firsts:  # a chunk's seqs are consecutive, ending at its INSERT's id
-            last = insert_id(results[at])
-            seqs.extend(range(last - n + 1, last + 1))
+            seqs.extend(_run(insert_id(results[at]), n))
         return seqs
 
     # -- claim --------------------------------------------------------------------------
@@ -408,7 +503,7 @@ class QueueCore:
     # -- settle -------------------------------------------------------------------------
     @_uses_clock
     def ack(self, lease: Lease) -> Op[None]:
-        yield from self._fenced(lease, self.statements.ack(lease), "ack")
+        yield from self._fenced(lease, self.statements.ack(lease), "ack", key=self._ack_key(lease))
 
     @_uses_clock
     def ack_and_claim(
@@ -429,8 +524,15 @@ class QueueCore:
             return found
         stmts = self.statements.ack_and_claim(lease, token, visibility, min_priority)
 
+        key = self._ack_key(lease)
+
         def answered(results: Sequence[Result], tries: Tries) -> Op[Step[Lease | None]]:
             if results[0].rows_affected == 0:
+                if key is not None and (yield from self._was_settled(key, "ack_and_claim")):
+                    # the ack applied before (this request's first application, or an
+                    # earlier call): settled; the claim goes on with the same token,
+                    # which answers the first application's lease if it took one
+                    return Known(_Then.CLAIM)
                 raise lease_lost("ack", lease, " and nothing was claimed")
             try:
                 return Known((yield from self._leased(results, token)))
@@ -447,9 +549,11 @@ class QueueCore:
         fused = lambda: self.request(stmts, "ack_and_claim", mergeable=True)  # noqa: E731
         ladder = Ladder(sending(fused), answered, self.token_lookup(token), proves)
         outcome = yield from climb(ladder, tries)
-        if outcome is not _Then.SETTLE_ACK:
+        if outcome is _Then.SETTLE_ACK:
+            ack = self.statements.ack(lease)
+            yield from self._fenced(lease, ack, "ack", tries.unknown, key)
+        elif outcome is not _Then.CLAIM:
             return outcome
-        yield from self._fenced(lease, self.statements.ack(lease), "ack", tries.unknown)
         claim = self._claim_one_request(token, visibility, min_priority, dead)
         found = yield from after_ack(claim)
         self.report_dead(dead)
@@ -457,8 +561,10 @@ class QueueCore:
 
     @_uses_clock
     def nack(self, lease: Lease, delay: float, error: str | None = None) -> Op[None]:
-        stmts = self.statements.nack(lease, delay, *(() if error is None else (error,)))
-        yield from self._fenced(lease, stmts, "nack")
+        s = self.statements
+        stmts = s.nack(lease, delay, *(() if error is None else (error,)))
+        key = s.nack_key(lease, delay) if s.idempotency else None
+        yield from self._fenced(lease, stmts, "nack", key=key)
 
     @_uses_clock
     def extend(self, lease: Lease, visibility: float) -> Op[Lease]:
@@ -485,6 +591,7 @@ class QueueCore:
         stmts: list[Stmt],
         what: str,
         unknown: OutcomeUnknown | None = None,
+        key: str | None = None,
     ) -> Op[Result]:
         """A write that acts only while the row is leased to ``lease.token``; returns the
         result of its first statement, which changed the row (its ``RETURNING`` rows, or
@@ -492,29 +599,60 @@ class QueueCore:
         (:func:`~rqueue._decisions.decide_after_unknown`).
 
         ``unknown``: an earlier attempt (by another operation) whose outcome is unknown.
+        ``key``: what ``rqueue_keys`` remembers the write by once applied (an ack's, a
+        nack's; None: not remembered, an extend applied twice applies again while live):
+        a write that changed nothing was applied before if its key is there.
         """
 
-        def answered(results: Sequence[Result], tries: Tries) -> Step[Result]:
+        s = self.statements
+
+        def answered(results: Sequence[Result], tries: Tries) -> Op[Step[Result]]:
             first = results[0]
             if first.rows if first.columns else first.rows_affected > 0:
                 return Known(first)
             if tries.unknown is None:
+                if key is not None and (yield from self._was_settled(key, what)):
+                    return Known(_APPLIED)  # applied before: this is its second application
                 raise lease_lost(what, lease)
             return LOOK_UP  # changed nothing after an unknown try: the row decides
 
-        lookup = Lookup(
-            lambda: self.read([self.statements.lookup(lease)], f"{what}: look up"),
-            lambda results: decide_after_unknown(what, lease.token, results[0].rows),
-            "the message could not be looked up",
-            names_cause=False,
-        )
+        def read() -> HttpCall:
+            stmts = [s.lookup(lease)] + ([] if key is None else [s.settled(key)])
+            return self.read(stmts, f"{what}: look up")
+
+        def found(results: Sequence[Result]) -> Proof:
+            if key is not None and len(results) > 1 and results[1].rows:
+                return Proof.APPLIED
+            return decide_after_unknown(what, lease.token, results[0].rows)
+
+        def proves(proof: Proof) -> Step[Result]:
+            return Known(_APPLIED) if proof is Proof.APPLIED else fenced_step(proof, what, lease)
+
+        lookup = Lookup(read, found, "the message could not be looked up", names_cause=False)
         ladder = Ladder(
-            sending(lambda: self.write(stmts, what, mergeable=True)),
-            answered,
-            lookup,
-            lambda proof: fenced_step(proof, what, lease),
+            sending(lambda: self.write(stmts, what, mergeable=True)), answered, lookup, proves
         )
         return (yield from climb(ladder, Tries(unknown)))
+
+    def _ack_key(self, lease: Lease) -> str | None:
+        """What ``rqueue_keys`` remembers an applied ack of ``lease`` by (None: nothing
+        is remembered, a mutant without idempotency)."""
+        return ACKED + lease.token if self.statements.idempotency else None
+
+    def _was_settled(self, key: str, what: str) -> Op[bool]:
+        """Whether ``key`` is remembered: the write that changed nothing had applied
+        before (a second application, or a retry after a lost reply)."""
+        try:
+            (res,) = yield self.read([self.statements.settled(key)], f"{what}: settled?")
+        except (Unavailable, StatementError, OutcomeUnknown) as exc:
+            raise OutcomeUnknown(
+                f"{what}: changed nothing, and whether it applied before could not be read: {exc}"
+            ) from exc
+        return bool(res.rows)
+
+
+#: the answer of a fenced write found applied before (by its remembered token)
+_APPLIED = Result(rows_affected=1)
 
 
 class _Then(enum.Enum):
@@ -523,3 +661,5 @@ class _Then(enum.Enum):
     #: the fused request did not apply (its token is not found): settle the ack alone,
     #: then claim
     SETTLE_ACK = "settle the ack alone"
+    #: the ack is remembered as applied: claim (with the same token)
+    CLAIM = "claim"

@@ -27,6 +27,8 @@ class Proof(enum.StrEnum):
     LOST = "lost"
     #: it may still apply, or did: the outcome stays unknown
     UNKNOWN = "unknown"
+    #: it applied (its token is remembered as settled: ``rqueue_keys``)
+    APPLIED = "applied"
 
 
 def decide_after_unknown(what: str, token: str, rows: Iterable[Sequence[Any]]) -> Proof:

@@ -123,7 +123,7 @@ def give_up(exc: RqueueError, unknown: OutcomeUnknown | None) -> Any:
 def found_or_again(found: V) -> Step[V]:
     """What a claim's lookup proves: found (a lease, or leases), the claim applied and
     that is its value; not found, nothing was leased, so the same tokens go again (a
-    token already in use leases nothing)."""
+    token already in use takes its own row again, nothing more)."""
     return Known(found) if found else AGAIN
 
 

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from . import _dlq
 from ._core import QueueCore, new_token
 from ._decisions import UNSETTLED, Proof, decide_after_unknown, lease_lost
-from ._exceptions import OutcomeUnknown, RqueueError
+from ._exceptions import OutcomeUnknown, RqueueError, StatementError, Unavailable
 from ._ladder import AGAIN, LOOK_UP, Known, Ladder, Lookup, Step, Tries, climb, look_up, sending
 from ._models import Claim, DeadLetter, HttpCall, Lease, Op, Result, Stmt
-from ._statements import LEASE_RETURNING
+from ._statements import ACKED, LEASE_RETURNING
 
 #: most messages one ``claim_many`` or ``ack_many`` takes
 MAX_BATCH = 100
@@ -37,7 +37,7 @@ def claim_many(
     statement where the server's parser takes it, else one per lease), each with its
     own token; in claim order. After an unknown outcome the tokens are looked up (the
     request is one transaction: all of them or none took effect) and, none found, the
-    same tokens are sent again (a token already in use leases nothing)."""
+    same tokens are sent again (a token already in use takes its own row again)."""
     return (yield from core.with_clock(_claim_many(core, worker_id, visibility, min_priority, n)))
 
 
@@ -136,11 +136,28 @@ def _ack_many(core: QueueCore, leases: Sequence[Lease]) -> Op[list[RqueueError |
         stmts = s.ack_batch(batch) if one_statement else [st for x in batch for st in s.ack(x)]
         return core.write(stmts, f"ack_many({len(batch)})", mergeable=True)
 
-    def answered(results: Sequence[Result], tries: Tries) -> Step[list[RqueueError | None]]:
+    keyed = s.idempotency
+
+    def settled(batch: Sequence[int]) -> list[Stmt]:
+        return [s.settled(ACKED + leases[i].token) for i in batch] if keyed else []
+
+    def answered(results: Sequence[Result], tries: Tries) -> Op[Step[list[RqueueError | None]]]:
         nonlocal pending
         applied = _applied_acks(results, [leases[i] for i in pending], one_statement)
         if applied is not None:
+            missed = [i for i in pending if leases[i].token not in applied]
+            if keyed and missed and tries.unknown is None:
+                # changed nothing: applied before (a second application) if remembered
+                try:
+                    found = yield core.read(settled(missed), "ack_many: settled?")
+                except (Unavailable, StatementError, OutcomeUnknown) as exc:
+                    for i in missed:
+                        out[i] = OutcomeUnknown(f"ack_many: changed nothing, unread: {exc}")
+                    found = ()
+                applied |= {leases[i].token for i, r in zip(missed, found, strict=False) if r.rows}
             for i in pending:
+                if i in out:
+                    continue
                 if leases[i].token in applied:
                     out[i] = None
                 elif tries.unknown is None:
@@ -155,7 +172,9 @@ def _ack_many(core: QueueCore, leases: Sequence[Lease]) -> Op[list[RqueueError |
         nonlocal pending
         again = []
         for i, proof in zip(pending, proofs, strict=True):
-            if proof is Proof.RETRY:
+            if proof is Proof.APPLIED:
+                out[i] = None
+            elif proof is Proof.RETRY:
                 again.append(i)
             elif proof is Proof.LOST:
                 out[i] = lease_lost("ack", leases[i])
@@ -171,12 +190,20 @@ def _ack_many(core: QueueCore, leases: Sequence[Lease]) -> Op[list[RqueueError |
             out[i] = exc if unknown is None else OutcomeUnknown(f"{unknown}; {exc}")
         return outcomes()
 
+    def decided(found: Sequence[Result]) -> list[Proof]:
+        rows, marks = found[: len(pending)], found[len(pending) :]
+        return [
+            Proof.APPLIED
+            if keyed and marks[at].rows
+            else decide_after_unknown("ack", leases[i].token, res.rows)
+            for at, (i, res) in enumerate(zip(pending, rows, strict=True))
+        ]
+
     lookup = Lookup(
-        lambda: core.read([s.lookup(leases[i]) for i in pending], "ack_many: look up"),
-        lambda found: [
-            decide_after_unknown("ack", leases[i].token, res.rows)
-            for i, res in zip(pending, found, strict=True)
-        ],
+        lambda: core.read(
+            [*(s.lookup(leases[i]) for i in pending), *settled(pending)], "ack_many: look up"
+        ),
+        decided,
         "could not be looked up",
     )
     try:

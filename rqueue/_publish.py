@@ -19,6 +19,14 @@ LAST_SEQ = "(SELECT seq FROM sqlite_sequence WHERE name = 'messages')"
 BATCH_ITEMS = 199
 #: most parameters one statement binds (SQLite before 3.32)
 MAX_PARAMS = 999
+#: seconds an idempotency key (and a settled token) is kept: far longer than any resend
+#: of a request (rqlite's forwarding deadline is the request's timeout, 30 s by default)
+#: or rqueue's own retries, so a late application of a publish still finds its key
+KEY_TTL = 3600.0
+#: the parameters a batch's idempotency key adds to its first statement (counted always)
+KEY_PARAMS = 1
+#: whether the idempotency key ``?`` is stored (a publish's guard)
+_KEYED = "(SELECT 1 FROM rqueue_keys WHERE idem_key = ?)"
 
 
 class PublishStatements(Renderer):
@@ -50,7 +58,7 @@ class PublishStatements(Renderer):
             ),
         ]
 
-    def publish_batch(self, items: Sequence[tuple[Any, ...]]) -> list[Stmt]:
+    def publish_batch(self, items: Sequence[tuple[Any, ...]], key: str | None = None) -> list[Stmt]:
         """Insert the ``(group_id, event, priority[, delay])`` items in order with one
         statement, then create the group rows they need with one more (a group's first
         item in the batch sets its priority and head, as a run of :meth:`publish` would).
@@ -64,6 +72,10 @@ class PublishStatements(Renderer):
         parameter, not one per row; a delayed item's ``deliver_at`` adds its delay). At most
         :data:`BATCH_ITEMS` items and :data:`MAX_PARAMS` parameters (see
         :func:`batch_chunks`): SQLite before 3.32 binds at most 999.
+
+        With an idempotency ``key`` the batch is stored at most once, as
+        :meth:`publish_keyed` stores one message: the key row (with the batch's last seq,
+        :meth:`key_seq`) and the group rows are written only when the messages were.
         """
         n = len(items)
         if not 1 <= n <= BATCH_ITEMS or batch_params(items) > MAX_PARAMS:
@@ -79,21 +91,88 @@ class PublishStatements(Renderer):
             )
         else:
             column, rows = "", ", ".join([f"(?, ?, {t})"] * n)
-        inserted = self.stmt(
-            "WITH enqueued (t) AS (SELECT {now}) "
-            f"INSERT INTO messages (group_id, event, enqueued_at{column}) VALUES {rows}",
-            NOW,
-            *(v for x in items for v in (x[0], x[1], *_due("", _delay_of(x))[2])),
-        )
+        values = (v for x in items for v in (x[0], x[1], *_due("", _delay_of(x))[2]))
+        into = f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
         firsts: dict[str, tuple[int, int]] = {}
         for i, (group_id, _, priority, *_rest) in enumerate(items):
             firsts.setdefault(group_id, (priority, n - 1 - i))
         heads = ", ".join([f"(?, ?, {LAST_SEQ} - CAST(? AS INTEGER))"] * len(firsts))
-        grouped = self.stmt(
-            f"INSERT OR IGNORE INTO groups (group_id, priority, head_seq) VALUES {heads}",
-            *(v for g, (prio, back) in firsts.items() for v in (g, prio, back)),
-        )
-        return [inserted, grouped]
+        group_values = (v for g, (prio, back) in firsts.items() for v in (g, prio, back))
+        into_groups = "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+        if key is None:
+            inserted = self.stmt(
+                f"WITH enqueued (t) AS (SELECT {{now}}) {into}VALUES {rows}", NOW, *values
+            )
+            return [inserted, self.stmt(f"{into_groups}VALUES {heads}", *group_values)]
+        return [
+            self.stmt(
+                f"WITH enqueued (t) AS (SELECT {{now}}) {into}"
+                f"SELECT * FROM (VALUES {rows}) WHERE NOT EXISTS {_KEYED}",
+                NOW,
+                *values,
+                key,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO rqueue_keys (idem_key, seq, created_at) "
+                f"SELECT ?, {LAST_SEQ}, {{now}} WHERE changes() > 0",
+                key,
+                NOW,
+            ),
+            self.stmt(
+                f"{into_groups}SELECT * FROM (VALUES {heads}) WHERE changes() > 0", *group_values
+            ),
+        ]
+
+    def publish_keyed(
+        self, group_id: str, event: str, priority: int, key: str, delay: float = 0.0
+    ) -> list[Stmt]:
+        """:meth:`publish` stored at most once per idempotency ``key`` (rqueue makes one
+        per call): applied twice (rqueue's own retry, or a server's resend of the same
+        request), the second application inserts nothing. The key, with the message's
+        seq, is kept in ``rqueue_keys`` for :data:`KEY_TTL` seconds (:meth:`purge_keys`),
+        so it outlives the message.
+
+        The first result's ``rows_affected`` is 1 when this application stored the
+        message (its ``last_insert_id`` is the seq); 0 when an earlier one did: read the
+        seq with :meth:`key_seq`. The key row and the group row are written only when the
+        message was (``changes()``: the previous statement's count, the same on every
+        replica).
+        """
+        column, value, dues = _due("{now}", delay)
+        return [
+            self.stmt(
+                f"INSERT INTO messages (group_id, event, enqueued_at{column}) "
+                f"SELECT ?, ?, {{now}}{value} WHERE NOT EXISTS {_KEYED}",
+                group_id,
+                event,
+                NOW,
+                *dues,
+                key,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO rqueue_keys (idem_key, seq, created_at) "
+                "SELECT ?, last_insert_rowid(), {now} WHERE changes() > 0",
+                key,
+                NOW,
+            ),
+            self.stmt(
+                "INSERT OR IGNORE INTO groups (group_id, priority, head_seq) "
+                f"SELECT ?, ?, {LAST_SEQ} WHERE changes() > 0",
+                group_id,
+                priority,
+            ),
+        ]
+
+    def key_seq(self, keys: Sequence[str]) -> Stmt:
+        """Read ``(idem_key, seq)`` of each of ``keys`` that is stored (a publish's seq, a
+        batch's last seq)."""
+        marks = ", ".join("?" * len(keys))
+        sql = f"SELECT idem_key, seq FROM rqueue_keys WHERE idem_key IN ({marks})"
+        return self.stmt(sql, *keys)
+
+    def purge_keys(self, ttl: float) -> Stmt:
+        """Forget the idempotency keys (and settled tokens) older than ``ttl`` seconds."""
+        return self.stmt("DELETE FROM rqueue_keys WHERE created_at < {now} - ?", NOW, ttl)
 
     def publish_dedup(
         self,
@@ -160,7 +239,7 @@ def batch_params(items: Sequence[Sequence[Any]]) -> int:
     two per item (one more if delayed), and three per group (counted together, as
     :data:`BATCH_ITEMS` is)."""
     per_item = sum(3 if _delay_of(x) else 2 for x in items)
-    return 1 + per_item + 3 * len({x[0] for x in items})
+    return 1 + per_item + 3 * len({x[0] for x in items}) + KEY_PARAMS
 
 
 def batch_chunks(items: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:

@@ -62,6 +62,14 @@ TABLES: tuple[Stmt, ...] = (
         "seq INTEGER NOT NULL, "
         "created_at REAL NOT NULL)"
     ),
+    # idempotency keys of publishes (with their seq) and settled lease tokens ('ack:',
+    # 'nack:'), kept KEY_TTL seconds: a write applied twice finds what the first did
+    Stmt(
+        "CREATE TABLE IF NOT EXISTS rqueue_keys ("
+        "idem_key TEXT PRIMARY KEY, "
+        "seq INTEGER, "
+        "created_at REAL NOT NULL)"
+    ),
     # the server time of the request being applied (see rqueue._render): one row
     Stmt(
         "CREATE TABLE IF NOT EXISTS rqueue_clock ("
@@ -120,6 +128,7 @@ INDEXES: tuple[Stmt, ...] = (
     # the claim order: oldest-claimed group first, then its head's seq
     Stmt("CREATE INDEX IF NOT EXISTS rqueue_groups_order ON groups (last_claimed_at, head_seq)"),
     Stmt("CREATE INDEX IF NOT EXISTS rqueue_dedup_created ON rqueue_dedup (created_at)"),
+    Stmt("CREATE INDEX IF NOT EXISTS rqueue_keys_created ON rqueue_keys (created_at)"),
     # heads claimed at least once: the dead-lettering finds exhausted ones here
     Stmt(
         "CREATE INDEX IF NOT EXISTS rqueue_groups_delivered ON groups (deliveries) "
@@ -162,6 +171,14 @@ _DUE = "(SELECT deliver_at FROM messages WHERE seq = {0}.head_seq)"
 _PARK = (
     f"UPDATE groups SET locked_by = '{PARKED}', lock_expiry = {_DUE.format('NEW')} "
     "WHERE group_id = NEW.group_id AND head_seq = NEW.head_seq AND locked_by IS NULL;"
+)
+
+
+#: the time a trigger stamps a settled token with: the request's stamped time (server
+#: clock), else the newest key's (a worker's clock writes publishes' keys), else 0. Not
+#: written as rqueue._render.CLOCK_REF, which would make the schema's request stamped
+_KEY_TIME = (
+    "coalesce((SELECT max(ts) FROM rqueue_clock), (SELECT max(created_at) FROM rqueue_keys), 0)"
 )
 
 
@@ -250,6 +267,15 @@ COUNTERS: tuple[Stmt, ...] = (
         "CREATE TRIGGER IF NOT EXISTS rqueue_delay_head AFTER UPDATE OF head_seq ON groups "
         "WHEN NEW.head_seq IS NOT NULL AND OLD.head_seq IS NOT NEW.head_seq "
         f"AND NEW.locked_by IS NULL AND {_DUE.format('NEW')} IS NOT NULL BEGIN {_PARK} END"
+    ),
+    # every applied ack (single, batched or fused: each writes its token to acked_by)
+    # is remembered as 'ack:TOKEN', so an ack applied twice, or retried after a lost
+    # reply, learns that the first application acked (the group row may be gone)
+    Stmt(
+        "CREATE TRIGGER IF NOT EXISTS rqueue_settled_ack AFTER UPDATE OF acked_by ON groups "
+        "WHEN NEW.acked_by IS NOT NULL AND NEW.acked_by IS NOT OLD.acked_by BEGIN "
+        "INSERT OR IGNORE INTO rqueue_keys (idem_key, seq, created_at) VALUES "
+        f"('ack:' || NEW.acked_by, OLD.head_seq, {_KEY_TIME}); END"
     ),
 )
 

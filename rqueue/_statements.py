@@ -65,6 +65,10 @@ LEASE_RETURNING = (
 #: the ``locked_by`` value of a message parked by ``nack(delay > 0)``, or of a delayed
 #: message (``publish(..., delay > 0)``) while it is its group's head and not yet due
 PARKED = "__parked__"
+#: what ``rqueue_keys`` remembers an applied ack (the trigger ``rqueue_settled_ack``)
+#: and an applied nack by: this prefix and the lease's token
+ACKED = "ack:"
+NACKED = "nack:"
 #: how many free groups, in claim order, each claim checks for heads older than
 #: ``max_age`` (retention moves them out group by group, see rqueue._dlq)
 RETENTION_SCAN = 16
@@ -111,6 +115,10 @@ class Statements(PublishStatements):
     #: guard the stamp against nodes whose rewritten time is off UTC, and check and
     #: refuse such nodes (:mod:`rqueue._zone`); a mutant subject turns it off
     zone_guard: bool = True
+    #: make every write safe to apply twice (a server's resend) and to retry after a lost
+    #: reply: publishes carry an idempotency key, a claim applied again answers with the
+    #: lease of its token, settled tokens are remembered; a mutant subject turns it off
+    idempotency: bool = True
 
     def __init__(
         self,
@@ -209,27 +217,52 @@ class Statements(PublishStatements):
         the cost does not grow with the number of queued messages. The new key is kept
         strictly above every other group's (the max from the same index): rqlite's
         rewritten ``now`` has a resolution of 86.4 ms and a new leader's clock may lag,
-        and either would otherwise reorder groups claimed close together. The UPDATE does
-        nothing when a row already carries ``token`` (a retried claim). A lease lapses
+        and either would otherwise reorder groups claimed close together. A row already
+        leased to ``token`` (this claim applied before: a server's resend of the same
+        request, or rqueue's retry after a late first application) is taken again as it
+        is, before any free row: no second lease, no second delivery, the same expiry and
+        key, so the answer is the first application's lease (without
+        :attr:`idempotency`, a mutant's, the UPDATE does nothing then). A lease lapses
         :attr:`lapse_margin` after its stored expiry. Each claim counts a delivery; with
         :attr:`max_deliveries`, a head claimed that often is skipped (the claim's
         dead-lettering moves it out, see rqueue._dlq). ``"groups"`` is quoted so that
         rqlite's parser accepts the statement, which it must for :meth:`claim_returning`.
         """
         free, params = self._free_groups(min_priority)
+        if not self.idempotency:
+            return self.stmt(
+                'UPDATE "groups" SET locked_by = ?, lock_expiry = {now} + ?, '
+                "deliveries = deliveries + 1, last_claimed_at = "
+                'max({now}, (SELECT max(last_claimed_at) FROM "groups") + 0.000001) '
+                'WHERE group_id = (SELECT group_id FROM "groups" WHERE '
+                f"{free}ORDER BY last_claimed_at ASC, head_seq ASC LIMIT 1) "
+                'AND NOT EXISTS (SELECT 1 FROM "groups" WHERE locked_by = ?)',
+                token,
+                NOW,
+                visibility,
+                NOW,
+                *params,
+                token,
+            )
+        # a row already leased to the token (this claim applied before: a resend, a
+        # retry) is taken again unchanged, so the answer is that lease
         return self.stmt(
-            'UPDATE "groups" SET locked_by = ?, lock_expiry = {now} + ?, '
-            "deliveries = deliveries + 1, last_claimed_at = "
-            'max({now}, (SELECT max(last_claimed_at) FROM "groups") + 0.000001) '
-            'WHERE group_id = (SELECT group_id FROM "groups" WHERE '
-            f"{free}ORDER BY last_claimed_at ASC, head_seq ASC LIMIT 1) "
-            'AND NOT EXISTS (SELECT 1 FROM "groups" WHERE locked_by = ?)',
+            'UPDATE "groups" SET locked_by = ?, lock_expiry = CASE WHEN locked_by = ? '
+            "THEN lock_expiry ELSE {now} + ? END, deliveries = deliveries + "
+            "(locked_by IS NOT ?), last_claimed_at = CASE WHEN locked_by = ? THEN "
+            'last_claimed_at ELSE max({now}, (SELECT max(last_claimed_at) FROM "groups") '
+            '+ 0.000001) END WHERE group_id = coalesce((SELECT group_id FROM "groups" '
+            f'WHERE locked_by = ?), (SELECT group_id FROM "groups" WHERE {free}'
+            "ORDER BY last_claimed_at ASC, head_seq ASC LIMIT 1))",
+            token,
             token,
             NOW,
             visibility,
-            NOW,
-            *params,
             token,
+            token,
+            NOW,
+            token,
+            *params,
         )
 
     def claim_returning(self, token: str, visibility: float, min_priority: int) -> Stmt:
@@ -265,22 +298,7 @@ class Statements(PublishStatements):
         want = ", ".join(["(?, ?, ?, ?, ?)"] * len(claims))
         free, params = self._free_groups(min_priority)
         stmt = self.stmt(
-            f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
-            "ready (token, visibility, rank) AS (SELECT token, visibility, "
-            "row_number() OVER (ORDER BY pos) FROM want WHERE NOT EXISTS "
-            '(SELECT 1 FROM "groups" g WHERE g.locked_by = want.token) AND (ack_token IS NULL '
-            'OR EXISTS (SELECT 1 FROM "groups" g WHERE g.group_id = want.ack_group '
-            "AND g.acked_by = want.ack_token))), "
-            "free (group_id, rank) AS (SELECT group_id, row_number() OVER "
-            "(ORDER BY last_claimed_at, head_seq) FROM (SELECT group_id, last_claimed_at, "
-            f'head_seq FROM "groups" WHERE {free}ORDER BY last_claimed_at ASC, '
-            "head_seq ASC LIMIT (SELECT count(*) FROM ready))), "
-            'top (t) AS (SELECT max({now}, (SELECT max(last_claimed_at) FROM "groups"))) '
-            'UPDATE "groups" SET locked_by = ready.token, '
-            "lock_expiry = {now} + ready.visibility, deliveries = deliveries + 1, "
-            "last_claimed_at = (SELECT t FROM top) + ready.rank * 0.000001 "
-            'FROM free JOIN ready ON ready.rank = free.rank WHERE "groups".group_id = '
-            f"free.group_id RETURNING {LEASE_RETURNING}, locked_by AS token",
+            self._claim_batch_sql(want, free),
             *(
                 v
                 for i, c in enumerate(claims, 1)
@@ -292,6 +310,48 @@ class Statements(PublishStatements):
         )
         fuse = Fuse("claim", claims=tuple(claims), min_priority=min_priority)
         return Stmt(stmt.sql, stmt.params, fuse)
+
+    def _claim_batch_sql(self, want: str, free: str) -> str:
+        """:meth:`claim_batch`'s SQL. With :attr:`idempotency`, a token already in use
+        (the claim applied before: a server's resend, a retry) takes its row again as it
+        is (the second part of ``pick``: no new delivery, the same expiry and key), so the
+        answer holds every lease; a held row that a free one also names (its lease
+        lapsed) is left to the free one. Without (a mutant's), a token in use leases
+        nothing and answers nothing."""
+        ctes = (
+            f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
+            "ready (token, visibility, rank) AS (SELECT token, visibility, "
+            "row_number() OVER (ORDER BY pos) FROM want WHERE NOT EXISTS "
+            '(SELECT 1 FROM "groups" g WHERE g.locked_by = want.token) AND (ack_token IS NULL '
+            'OR EXISTS (SELECT 1 FROM "groups" g WHERE g.group_id = want.ack_group '
+            "AND g.acked_by = want.ack_token))), "
+            "free (group_id, rank) AS (SELECT group_id, row_number() OVER "
+            "(ORDER BY last_claimed_at, head_seq) FROM (SELECT group_id, last_claimed_at, "
+            f'head_seq FROM "groups" WHERE {free}ORDER BY last_claimed_at ASC, '
+            "head_seq ASC LIMIT (SELECT count(*) FROM ready))), "
+            'top (t) AS (SELECT max({now}, (SELECT max(last_claimed_at) FROM "groups")))'
+        )
+        returning = f"RETURNING {LEASE_RETURNING}, locked_by AS token"
+        if not self.idempotency:
+            return (
+                f'{ctes} UPDATE "groups" SET locked_by = ready.token, '
+                "lock_expiry = {now} + ready.visibility, deliveries = deliveries + 1, "
+                "last_claimed_at = (SELECT t FROM top) + ready.rank * 0.000001 "
+                'FROM free JOIN ready ON ready.rank = free.rank WHERE "groups".group_id = '
+                f"free.group_id {returning}"
+            )
+        return (
+            f'{ctes} UPDATE "groups" SET locked_by = pick.token, '
+            "lock_expiry = coalesce({now} + pick.visibility, lock_expiry), "
+            "deliveries = deliveries + (pick.rank IS NOT NULL), "
+            "last_claimed_at = coalesce((SELECT t FROM top) + pick.rank * 0.000001, "
+            "last_claimed_at) FROM (SELECT free.group_id AS group_id, ready.token AS token, "
+            "ready.visibility AS visibility, ready.rank AS rank FROM free JOIN ready ON "
+            "ready.rank = free.rank UNION ALL SELECT g.group_id, g.locked_by, NULL, NULL "
+            'FROM "groups" g WHERE g.locked_by IN (SELECT token FROM want) AND g.group_id NOT IN '
+            '(SELECT group_id FROM free)) AS pick WHERE "groups".group_id = pick.group_id '
+            f"{returning}"
+        )
 
     def claim_read_back(self, token: str) -> Stmt:
         """Read the lease of ``token``: seq, group_id, event, lock_expiry."""
@@ -417,12 +477,34 @@ class Statements(PublishStatements):
             first = self.stmt(
                 'UPDATE "groups" SET locked_by = NULL, lock_expiry = NULL ' + fence, *fenced
             )
+        settled: list[Stmt] = []
+        if self.idempotency:
+            # remembered: the same nack applied again (or retried) learns it applied
+            settled.append(
+                self.stmt(
+                    "INSERT OR IGNORE INTO rqueue_keys (idem_key, seq, created_at) "
+                    "SELECT ?, ?, {now} WHERE changes() > 0",
+                    self.nack_key(lease, delay),
+                    lease.seq,
+                    NOW,
+                )
+            )
         if error is None:
-            return [first]
+            return [first, *settled]
         noted = self.stmt(
             "UPDATE messages SET last_error = ? WHERE seq = ? AND changes() > 0", error, lease.seq
         )
-        return [first, noted]
+        return [first, *settled, noted]
+
+    def nack_key(self, lease: Lease, delay: float) -> str:
+        """What ``rqueue_keys`` remembers an applied nack of ``lease`` by: its delay too,
+        so only a nack asking the same is answered by it."""
+        return f"{NACKED}{float(delay)!r}:{lease.token}"
+
+    def settled(self, key: str) -> Stmt:
+        """Read whether ``key`` (:data:`ACKED` or :data:`NACKED` and a token) is
+        remembered: one row if it is."""
+        return self.stmt("SELECT 1 FROM rqueue_keys WHERE idem_key = ?", key)
 
     def extend(self, lease: Lease, visibility: float) -> Stmt:
         """Push the lease's expiry to ``now + visibility`` if still leased."""

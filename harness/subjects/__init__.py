@@ -52,6 +52,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "mutant-subquery-now": ("harness.subjects.mutants", "SUBQUERY_NOW"),
     "mutant-blob-text": ("harness.subjects.mutants", "BLOB_TEXT"),
     "mutant-zone-blind": ("harness.subjects.mutants", "ZONE_BLIND"),
+    "mutant-no-idempotency": ("harness.subjects.mutants", "NO_IDEMPOTENCY"),
 }
 SUBJECT_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 MUTANT_NAMES: tuple[str, ...] = tuple(n for n in _REGISTRY if n.startswith("mutant-"))

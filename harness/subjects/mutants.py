@@ -24,6 +24,13 @@ them and assert that the checker catches each bug:
                            checking or refusing such nodes: after a daylight-saving
                            jump every live lease looks expired → ``duplicate-group-lease``
                            (and early delivery); for the ``timezone`` fault
+``mutant-no-idempotency``  today's publish and claim before they were idempotent: a
+                           publish without dedup id has no key, a claim applied twice
+                           answers nothing, settled tokens are not remembered. Through
+                           a resend of a forwarded write (rqlite v10) or a lost reply
+                           (``lost-replies``) → ``duplicated`` (one publish stored as
+                           two messages), claims whose lease nobody got (stuck until
+                           they lapse, then redelivered), ``OutcomeUnknown`` publishes
 
 Not registered by name (run it as ``harness.subjects.mutants:EARLY_DEAD_LETTER``):
 
@@ -257,6 +264,24 @@ ZONE_BLIND = _mutant(
     ZoneBlindStatements,
     "rqueue without the stamp's guard against nodes off UTC and without their checks "
     "(expect duplicate-group-lease after a daylight-saving jump: the timezone fault)",
+)
+
+
+class NoIdempotencyStatements(Statements):
+    """rqueue's writes as they were before they were made idempotent: a publish without
+    a dedup id carries no key (two statements, not retried after an unknown outcome), a
+    claim whose token is already in use leases nothing and answers nothing, and no
+    settled ack or nack is remembered (a second application answers ``LeaseLost``)."""
+
+    idempotency = False
+
+
+NO_IDEMPOTENCY = _mutant(
+    "mutant-no-idempotency",
+    NoIdempotencyStatements,
+    "rqueue without idempotent writes (expect duplicated under lost-replies: a publish "
+    "stored twice; claims applied twice leave leases nobody holds, lost replies "
+    "OutcomeUnknown)",
 )
 
 

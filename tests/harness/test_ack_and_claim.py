@@ -223,6 +223,7 @@ NEXT = {
     "mutant-subquery-now": ("a", "b"),  # right on one node; replicas may disagree
     "mutant-blob-text": ("a", "b"),  # ordinary text: as rqueue
     "mutant-zone-blind": ("a", "b"),  # nodes in UTC: as rqueue
+    "mutant-no-idempotency": ("a", "b"),  # each write applied once: as rqueue
 }
 
 

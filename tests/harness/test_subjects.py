@@ -64,6 +64,7 @@ def test_registry_names_every_subject():
         "mutant-subquery-now",
         "mutant-blob-text",
         "mutant-zone-blind",
+        "mutant-no-idempotency",
     }
     for name in SUBJECT_NAMES:
         assert get_subject(name).name == name

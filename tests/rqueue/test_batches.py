@@ -79,10 +79,10 @@ def test_claim_many_applied_but_answer_lost_returns_the_leases(
         held = dict(executor.sql("SELECT group_id, locked_by FROM groups"))
         assert held == {x.group_id: x.token for x in leases}
         node.inject("/db/execute", fault)
-        # applied, answer lost: the rows are gone, which no ack can tell from another's
-        # ack after a lapse (as for ack alone): each outcome is unknown, none is lost
+        # applied, answer lost: the rows are gone, but each applied ack is remembered
+        # (rqueue_keys, 'ack:TOKEN'): each outcome is known, acked
         outcomes = t.ack_many(leases)
-        assert all(isinstance(o, OutcomeUnknown) for o in outcomes) and len(outcomes) == 3
+        assert outcomes == [None, None, None]
         assert executor.sql("SELECT count(*) FROM messages") == [(0,)]
     finally:
         node.stop()
@@ -115,8 +115,11 @@ def test_ack_many_unknown_then_still_ours_sends_those_again() -> None:
     s = Script(ack_many(core("v10.2.7"), [LEASE, other]))
     assert s.call.path == "/db/execute" and len(s.call.statements) == 3  # stamp, ack, drop
     s.throw(OutcomeUnknown("leadership lost"))
-    assert s.call.path == "/db/query" and len(s.call.statements) == 2
-    s.send(Result(("locked_by", "live"), (("w:tok", 1),)), Result(("locked_by", "live"), ()))
+    # each row, and whether each ack is remembered as applied
+    assert s.call.path == "/db/query" and len(s.call.statements) == 4
+    none = Result(("1",), ())
+    ours, gone = Result(("locked_by", "live"), (("w:tok", 1),)), Result(("locked_by", "live"))
+    s.send(ours, gone, none, none)
     assert s.call.path == "/db/execute" and s.call.statements[1].params == ("g", "w:tok")
     s.send(Result(("acked_by",), (("w:tok",),)), Result())
     assert s.done and s.value[0] is None and isinstance(s.value[1], OutcomeUnknown)

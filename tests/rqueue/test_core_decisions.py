@@ -74,8 +74,8 @@ def test_claim_unknown_then_token_absent_retries_with_the_same_token() -> None:
     token = token_of(s.call)
     s.throw(OutcomeUnknown("timeout")).send(Result(READ_BACK, ()))
     assert s.call.path == "/db/execute" and token_of(s.call) == token
-    # the retried lease UPDATE is a no-op for a token already in use
-    assert 'NOT EXISTS (SELECT 1 FROM "groups" WHERE locked_by = ?)' in own(s.call)[0].sql
+    # the retried lease UPDATE takes the row already leased to the token, if any
+    assert 'coalesce((SELECT group_id FROM "groups" WHERE locked_by = ?)' in own(s.call)[0].sql
     s.send(Result(READ_BACK, ()))
     assert s.done and s.value is None
 
@@ -140,8 +140,18 @@ def test_three_request_claim_nothing_claimable() -> None:
 
 def test_ack_definite_zero_rows_is_lease_lost() -> None:
     s = Script(core().ack(LEASE))
+    s.send(Result(rows_affected=0), Result(), Result())
+    # changed nothing: applied before (a second application) only if remembered
+    assert s.call.path == "/db/query" and own(s.call)[0].params == ("ack:w:tok",)
     with pytest.raises(LeaseLost):
-        s.send(Result(rows_affected=0), Result(), Result())
+        s.send(Result(("1",), ()))
+
+
+def test_ack_zero_rows_but_remembered_is_acked() -> None:
+    s = Script(core().ack(LEASE))
+    s.send(Result(rows_affected=0), Result(), Result())
+    s.send(Result(("1",), ((1,),)))
+    assert s.done
 
 
 @pytest.mark.parametrize(
@@ -207,10 +217,17 @@ def test_dedup_publish_stored_but_not_read_back_is_unknown() -> None:
         s.throw(Unavailable("no node answered the read"))
 
 
-def test_plain_publish_unknown_is_not_retried() -> None:
+def test_plain_publish_unknown_looks_its_key_up_and_sends_it_again() -> None:
     s = Script(core().publish("g", "{}", 0, None))
-    with pytest.raises(OutcomeUnknown):
-        s.throw(OutcomeUnknown("timeout"))
+    first = own(s.call)
+    key = first[0].params[-1]
+    s.throw(OutcomeUnknown("timeout"))
+    assert s.call.path == "/db/query" and own(s.call)[0].params == (key,)
+    s.send(Result(("idem_key", "seq"), ()))  # not stored: the same request again
+    assert own(s.call)[:3] == first[:3]
+    s.throw(OutcomeUnknown("timeout"))
+    s.send(Result(("idem_key", "seq"), ((key, 7),)))
+    assert s.done and s.value == 7
 
 
 def test_linearizable_needs_a_new_enough_server() -> None:
@@ -257,9 +274,22 @@ def test_ack_and_claim_when_nothing_is_claimable_returns_none() -> None:
 
 def test_ack_and_claim_with_a_lost_lease_is_lease_lost_and_not_acked() -> None:
     s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    s.send(*fused_results(0, ()))
+    assert s.call.path == "/db/query"  # the ack remembered? (a second application)
     with pytest.raises(LeaseLost, match="nothing was claimed") as caught:
-        s.send(*fused_results(0, ()))
+        s.send(Result(("1",), ()))
     assert not caught.value.acked
+
+
+def test_ack_and_claim_whose_ack_applied_before_claims_with_the_same_token() -> None:
+    s = Script(core().ack_and_claim(LEASE, "w", 30.0, 0))
+    token = fused_token(s.call)
+    s.send(*fused_results(0, ()))
+    s.send(Result(("1",), ((1,),)))  # the ack is remembered: applied before
+    assert s.call.path == "/db/execute" and token_of(s.call) == token
+    # the idempotent claim answers the row the first application leased to the token
+    s.send(Result(READ_BACK, ((9, "h", "[]", 5.0),)))
+    assert s.done and s.value == Lease(9, "h", "[]", token, expires_at=5.0)
 
 
 def test_ack_and_claim_definite_failure_is_the_acks() -> None:
@@ -327,8 +357,9 @@ def test_ack_and_claim_on_an_old_server_acks_then_claims() -> None:
 
 def test_ack_and_claim_on_an_old_server_with_a_lost_lease_claims_nothing() -> None:
     s = Script(core("v7.0.0").ack_and_claim(LEASE, "w", 30.0, 0))
+    s.send(Result(rows_affected=0), Result(), Result())
     with pytest.raises(LeaseLost) as caught:
-        s.send(Result(rows_affected=0), Result(), Result())
+        s.send(Result(("1",), ()))
     assert not caught.value.acked
 
 

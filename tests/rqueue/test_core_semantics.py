@@ -185,12 +185,13 @@ def test_publish_many_is_one_request_in_order(q: Queue) -> None:
     assert rows == [("a", 0, seqs[0]), ("b", 3, seqs[1])]
 
 
-def test_publish_many_is_two_statements_per_chunk(q: Queue) -> None:
+def test_publish_many_is_three_statements_per_chunk(q: Queue) -> None:
     items = [(f"g{i % 3}", str(i), 0) for i in range(BATCH_ITEMS + 1)]
     before = len(q.ex.calls)
     seqs = drive(q.core.publish_many(items), q.ex)
     assert len(q.ex.calls) == before + 1
-    assert len(q.ex.calls[-1][1]) == 4  # two chunks: messages, then their groups
+    # two chunks: messages, their key, their groups; and (one in PURGE_EVERY) the purge
+    assert len(q.ex.calls[-1][1]) == 7
     assert q.ex.sql("SELECT seq, event FROM messages ORDER BY seq") == [
         (seq, str(i)) for i, seq in enumerate(seqs)
     ]

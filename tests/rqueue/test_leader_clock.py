@@ -100,8 +100,11 @@ def test_a_timed_operation_reads_the_leaders_clock_first_and_binds_it() -> None:
     assert s.call.path == "/db/execute"
     lease_stmt = s.call.statements[0]
     assert "julianday" not in lease_stmt.sql and not s.call.stamped
-    assert lease_stmt.params[1] == pytest.approx(7000.0)  # lock_expiry = now + ...
-    assert lease_stmt.params[2] == 30.0
+    # locked_by = token, CASE WHEN locked_by = token (a claim applied again) ...
+    # ELSE now + visibility
+    assert lease_stmt.params[0] == lease_stmt.params[1]
+    assert lease_stmt.params[2] == pytest.approx(7000.0)  # lock_expiry = now + ...
+    assert lease_stmt.params[3] == 30.0
 
 
 def test_an_error_makes_the_next_operation_read_the_clock_again() -> None:

@@ -20,7 +20,6 @@ from rqueue import (
     AsyncRqliteTransport,
     Lease,
     LeaseLost,
-    OutcomeUnknown,
     RqliteTransport,
     Statements,
     TransportClosed,
@@ -151,11 +150,11 @@ def test_claim_connection_dropped_after_apply_returns_the_lease(connect, fake_no
     assert executor.sql("SELECT locked_by FROM groups") == [(lease.token,)]
 
 
-def test_publish_unknown_outcome_is_reported(connect, fake_node) -> None:
+def test_publish_without_dedup_id_survives_unknown_outcomes(connect, fake_node, executor) -> None:
     t = connect(fake_node.url)
-    fake_node.inject("/db/execute", "lost")
-    with pytest.raises(OutcomeUnknown, match="leadership lost"):
-        t.publish("g", "{}")
+    fake_node.inject("/db/execute", "lost", "drop")  # applied, answers lost: keyed
+    seq = t.publish("g", "{}")
+    assert executor.sql("SELECT seq FROM messages") == [(seq,)]
 
 
 def test_publish_with_dedup_id_survives_unknown_outcomes(connect, fake_node, executor) -> None:
@@ -174,17 +173,21 @@ def test_ack_retried_when_not_applied_and_unknown_when_gone(connect, fake_node) 
     t.ack(first)  # refused before applying: retried
     second = t.claim("w", 30)
     fake_node.inject("/db/execute", "drop")
-    with pytest.raises(OutcomeUnknown):
-        t.ack(second)  # applied, answer lost: the row is gone, which proves nothing
+    t.ack(second)  # applied, answer lost: the row is gone, but the ack is remembered
 
 
 def test_stale_ack_is_lease_lost(connect, fake_node) -> None:
     t = connect(fake_node.url)
     t.publish("g", "{}")
     lease = t.claim("w", 30)
-    t.ack(lease)
+    t.nack(lease)
     with pytest.raises(LeaseLost):
-        t.ack(lease)
+        t.ack(lease)  # released by the nack: not acked
+    again = t.claim("w", 30)
+    t.ack(again)
+    t.ack(again)  # a repeated ack of an acked lease is acked (idempotent per lease)
+    with pytest.raises(LeaseLost):
+        t.nack(again)
 
 
 def test_basic_auth_is_sent_and_never_shown(connect, fake_node) -> None:
