@@ -319,10 +319,13 @@ class _Run:
         version = engine_version(urls)
         self.engine = engine_of(self.cluster.engine, version)
         self.store.write_json(VERSIONS, versions(self.engine, version))
+        leader_url = None
         if proxied(f.kind for f in s.faults):  # the clients connect through the proxies
             nodes = {n.id: n.url for n in self.cluster.nodes()}
             self.proxies = ReplyProxies(nodes, self.seed).start()
             self.info["reply_proxies"] = self.proxies.by_node()
+            leader = self.cluster.wait_for_leader(o.cluster_timeout, all_ready=False)
+            leader_url = self.proxies.by_node().get(leader.id)
         self.workload = Workload(
             s.workload,
             self.subject,
@@ -331,6 +334,7 @@ class _Run:
             seed=self.seed,
             timeout=o.request_timeout,
             reply_proxies=self.proxies,
+            leader_url=leader_url,
         )
         self.nemesis = Nemesis(
             self.cluster, self.recorder, self.workload, s.faults, s.duration, seed=self.seed

@@ -83,12 +83,15 @@ class Workload:
         seed: int = 0,
         timeout: float = 5.0,
         reply_proxies: Any = None,
+        leader_url: str | None = None,
     ) -> None:
         self.spec, self.subject, self.urls = spec, subject, list(urls)
         #: the harness's proxies in front of the nodes (:mod:`harness.cluster.reply_proxy`),
-        #: when ``urls`` are theirs: each client then starts at a node of its own
-        #: (:meth:`urls_for`), followers included, so that writes are forwarded
+        #: when ``urls`` are theirs: each client then starts at a follower of its own
+        #: (:meth:`urls_for`), the leader last, so that writes are forwarded
         self.reply_proxies = reply_proxies
+        #: the URL (of the urls) of the node that led when the workload was made
+        self.leader_url = leader_url
         self.ops = Ops(recorder)
         self.seed, self.timeout = seed, timeout
         self.stop_event = threading.Event()
@@ -209,17 +212,22 @@ class Workload:
 
     def urls_for(self, name: str) -> list[str]:
         """The URLs client ``name`` is opened with: :attr:`urls`, or behind the reply
-        proxies the same list turned to start at the next node in turn (the workload's
-        clients in their order, from a node drawn from the seed; any other name: drawn)."""
+        proxies the followers' turned to start at the next follower in turn (the
+        workload's clients in their order, from one drawn from the seed; any other name:
+        drawn), and the leader's last. A client keeps to the node it is on until that
+        fails (rqueue's stickiness), so its writes are forwarded, as the forward-path
+        faults need; the leader stays in its list, so a client can always go on."""
         if self.reply_proxies is None:
             return self.urls
+        followers = [u for u in self.urls if u != self.leader_url] or self.urls
+        last = [self.leader_url] if self.leader_url in self.urls and followers != self.urls else []
         names = [f"p{p}" for p in range(self.spec.publishers)]
         names += [*self.sync_names, *self.async_names, "sync-claimers", "async-claimers"]
-        k = random.Random(f"{self.seed}-{name}-first-node").randrange(len(self.urls))
+        k = random.Random(f"{self.seed}-{name}-first-node").randrange(len(followers))
         if name in names:
             k = names.index(name) + random.Random(f"{self.seed}-first-node").randrange(999)
-        k %= len(self.urls)
-        return self.urls[k:] + self.urls[:k]
+        k %= len(followers)
+        return followers[k:] + followers[:k] + last
 
     def _open(self, name: str) -> Any:
         return self.subject.open_sync(

@@ -175,6 +175,21 @@ def test_behind_the_proxies_each_client_starts_at_a_node_of_its_own() -> None:
     )
 
 
+def test_behind_the_proxies_clients_start_at_the_followers_and_keep_the_leader_last() -> None:
+    """rqueue keeps to the node it is on until it fails: a client that starts at a
+    follower has its writes forwarded, which the forward-path faults need (a client on
+    the leader never forwards); the leader stays last in every list, so a client whose
+    followers fail can still go on."""
+    spec = load_scenario("lost-replies").workload
+    urls = ["http://a", "http://b", "http://c"]
+    w = Workload(spec, None, urls, None, seed=1, reply_proxies=object(), leader_url="http://b")
+    names = ("p0", "p1", "p2", "s0", "s1", "a0", "a1", "sync-claimers")
+    assert {w.urls_for(n)[0] for n in names} == {"http://a", "http://c"}
+    assert all(w.urls_for(n)[-1] == "http://b" and sorted(w.urls_for(n)) == urls for n in names)
+    alone = Workload(spec, None, ["http://a"], None, reply_proxies=1, leader_url="http://a")
+    assert alone.urls_for("p0") == ["http://a"]  # a single node: it, whatever it is
+
+
 def test_the_rule_spares_the_syn_ack_and_heals_exactly_itself() -> None:
     spec = rule("10.0.0.2", 4002, "rqueue-fwd:abc")
     assert spec[:8] == ["-p", "tcp", "-s", "10.0.0.2", "--sport", "4002", "!", "--tcp-flags"]
