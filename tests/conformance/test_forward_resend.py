@@ -26,7 +26,8 @@ from ._http import call, execute
 from ._reply_loss import ReplyLossRelay
 from ._versioned import VersionedCluster
 
-pytestmark = pytest.mark.timeout(240)
+# real 3-node clusters per version and way of losing the answer: the slow stage
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 # -- the decision ----------------------------------------------------------------------------
