@@ -356,8 +356,8 @@ def _statistics(stats: dict) -> list[str]:
     if found:
         out += [
             "",
-            "Stalls: a second or more outside every fault and its recovery in which no "
-            "client operation completed, and what the clients were waiting on:",
+            "Stalls: a second or more outside every fault window in which no client "
+            "operation completed, and what the clients were waiting on:",
             "",
             *[f"- {describe_stall(s)}" for s in found],
         ]

@@ -1,5 +1,6 @@
-"""Stalls: a second or more outside every fault window (and the recovery after it) in
-which no client operation completed, each with what the clients were waiting on.
+"""Stalls: a second or more outside every fault window in which no client operation
+completed, each with what the clients were waiting on (a stall just after a fault ends,
+a restarted node's election, say, is outside its window, and named).
 
 A stall with operations in flight is the queue's (or the cluster's): the clients had
 sent requests that did not come back. One with nothing in flight is the clients' own:
@@ -18,9 +19,9 @@ from ..history import fault_intervals, pairs
 
 #: the shortest gap without a completion that is named
 MIN_STALL = 1.0
-#: seconds after a fault's end still counted as its recovery (the scenario's room after
-#: an outage, :data:`harness.faults.base.FaultKind.recovery` at most)
-RECOVERY = 5.0
+#: seconds after a fault's end still counted as its window (none: what follows the end,
+#: a restarted node's return included, is the cluster's own doing)
+RECOVERY = 0.0
 
 
 def stalls(events: Sequence[dict], min_stall: float = MIN_STALL) -> list[dict[str, Any]]:
