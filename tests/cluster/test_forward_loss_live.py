@@ -74,11 +74,19 @@ def test_a_follower_loses_the_leaders_replies_to_what_it_forwards(make_cluster) 
     # the follower forwards; the leader applies; the answer never reaches the follower
     assert write(urls[follower], 1, timeout=4.0).startswith("error"), "a reply got through"
     assert dropped(c, follower) > 0
-    wait_until(lambda: rows(urls[leader], "SELECT v FROM t") == [[1]], 10, "the leader to apply")
+    # the embedded node follows rqlite v10.2.7: the follower sends the write once more on a
+    # new connection (its handshake passes the rule), and the leader applies it twice
+    copies = [[1], [1]] if c.engine == "embedded" else None
+    applied = wait_until(
+        lambda: (r := rows(urls[leader], "SELECT v FROM t")) in ([[1]], [[1], [1]]) and r,
+        10,
+        "the leader to apply",
+    )
+    assert copies is None or applied == copies, applied
     # Raft's own connections (opened by the leader) pass: the follower replicates
     assert write(urls[leader], 2, timeout=10.0) == "ok"
     wait_until(
-        lambda: sorted(rows(urls[follower], "SELECT v FROM t", level="none")) == [[1], [2]],
+        lambda: sorted(rows(urls[follower], "SELECT v FROM t", level="none")) == [*applied, [2]],
         10,
         "the follower to replicate while its forwarded replies are lost",
     )
