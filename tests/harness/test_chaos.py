@@ -16,7 +16,6 @@ from harness.cluster.base import (
     DISK,
     KILL,
     LINKS,
-    MEMBERSHIP,
     PARTITIONS,
     PAUSE,
 )
@@ -224,9 +223,10 @@ def test_a_chaos_run_writes_what_it_drew_and_runs_it(run_scenario):
     assert result.exit_code in (0, 3), (result.reason, result.summary)
     resolved = json.loads((result.run_dir / "scenario.json").read_text())
     # as root the local backend runs a netns cluster with disks of its own (partitions,
-    # links, disks; a netns cluster takes no new member), else a loopback one (members)
+    # links, disks, and members: a joiner gets a namespace of its own), else a loopback
+    # one (members)
     netns = os.geteuid() == 0
-    capabilities = ALL - ({MEMBERSHIP} if netns else {PARTITIONS, LINKS, DISK})
+    capabilities = ALL if netns else ALL - {PARTITIONS, LINKS, DISK}
     expected = load_scenario("chaos").scaled(20.0).drawn_from(2, capabilities)
     assert resolved["drawn"] == expected.drawn and "chaos" not in resolved
     assert [f["kind"] for f in resolved["faults"]] == [f.kind for f in expected.faults]
