@@ -23,7 +23,6 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cluster.base import (
@@ -41,7 +40,6 @@ from harness.cluster.base import (
     probe_node,
 )
 from harness.cluster.engines import (
-    NodeSpec,
     embedded_argv,
     faketime_env,
     faketime_offset,
@@ -51,27 +49,13 @@ from harness.cluster.partition import normalise, one_way_drops
 from harness.cluster.ssh import forward, links, remote
 from harness.cluster.ssh.disk import SshDisks, refuse_disks, sweep_disks
 from harness.cluster.ssh.forward import SshForward
-from harness.cluster.ssh.inventory import Host, Inventory, load_inventory
+from harness.cluster.ssh.inventory import Inventory, load_inventory
 from harness.cluster.ssh.membership import SshMembership
-from harness.cluster.ssh.preflight import HostFacts, check_host, needs_secret
+from harness.cluster.ssh.nodes import HostFacts, RemoteNode
+from harness.cluster.ssh.preflight import check_host, needs_secret
 from harness.cluster.ssh.session import Sessions, run_all
 
 STATE_FILE = "ssh-cluster.json"
-
-
-@dataclass
-class RemoteNode:
-    host: Host
-    dir: str  # the run's folder on the host
-    pid: int | None = None
-    state: str = "new"  # new | running | paused | killed | stopped | removed
-    tz: str = "UTC"  # the node's TZ: UTC, or the path of its zone file on the host
-    join: str = ""  # a node added to the running cluster: the members it joins through
-
-    @property
-    def spec(self) -> NodeSpec:
-        h = self.host
-        return NodeSpec(h.name, h.address, h.http_port, h.raft_port, self.dir, join=self.join)
 
 
 class SshCluster(links.SshLinks, SshForward, SshDisks, SshMembership, Cluster):

@@ -29,8 +29,7 @@ from harness.cluster.ssh.inventory import Host
 from harness.cluster.ssh.session import Session, run_all
 
 if TYPE_CHECKING:
-    from harness.cluster.ssh.cluster import RemoteNode
-    from harness.cluster.ssh.preflight import HostFacts
+    from harness.cluster.ssh.nodes import HostFacts, RemoteNode
     from harness.cluster.ssh.session import Sessions
 
 #: the image file in a run's folder

@@ -46,7 +46,7 @@ from harness.cluster.ssh.session import Sessions
 from harness.wording import plural
 
 if TYPE_CHECKING:
-    from harness.cluster.ssh.cluster import RemoteNode
+    from harness.cluster.ssh.nodes import RemoteNode
 
 #: how long a change waits: a node starts over SSH in seconds, more on a loaded host
 CHANGE_TIMEOUT = 60.0
@@ -133,7 +133,7 @@ class SshMembership:
     def restore_membership(self, data: dict[str, Any], hosts: Sequence[Host]) -> None:
         """After :meth:`attach` made the nodes of the first hosts: the spare hosts
         (``hosts``: the inventory's), the nodes added on them and the removed ones."""
-        from harness.cluster.ssh.cluster import RemoteNode
+        from harness.cluster.ssh.nodes import RemoteNode
 
         by_name = {h.name: h for h in hosts}
         self.spares = tuple(by_name[n] for n in data.get("spares", ()) if n in by_name)
@@ -231,7 +231,7 @@ class SshMembership:
 
     def _joiner(self, node_id: str | None) -> RemoteNode:
         """The node to add: a removed one's, or a new one on a spare host."""
-        from harness.cluster.ssh.cluster import RemoteNode
+        from harness.cluster.ssh.nodes import RemoteNode
 
         if node_id is None:
             back = sorted(self._removed)

@@ -12,32 +12,19 @@ from __future__ import annotations
 import ipaddress
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from harness.cluster.base import ClusterError
 from harness.cluster.engines import FAKETIME_GLOBS, check_rqlited_version, parse_rqlited_version
 from harness.cluster.ssh import links
 from harness.cluster.ssh.disk import probe_lines, probe_problem
 from harness.cluster.ssh.inventory import Host
+from harness.cluster.ssh.nodes import HostFacts
 from harness.cluster.ssh.session import Session, SshError
 
 #: what the project's node imports beyond the standard library and what the harness ships
 #: with it in its zipapp (``harness.node`` and PySyncObj): the host's Python must have
 #: these (the local test hosts run the harness's own Python, which has them)
 NODE_MODULES = ("apsw",)
-
-
-@dataclass(frozen=True)
-class HostFacts:
-    """What preflight learnt about one host."""
-
-    name: str
-    rqlited_version: tuple[int, int, int] | None
-    faketime: str | None  # the libfaketime library on the host (rqlited hosts)
-    firewall_problem: str | None  # why partitions cannot run there (None: they can)
-    links_problem: str | None = None  # why links cannot be degraded there (ssh/links.py)
-    netem_problem: str | None = None  # why links cannot be delayed there
-    disk_problem: str | None = None  # why nodes' disks cannot be filled there (.disk)
 
 
 def probe_script(h: Host, secret: bool = False) -> str:
