@@ -24,7 +24,7 @@ import apsw
 
 from .config import Peer
 from .dump import dump_sql
-from .forward import FORWARDED_HEADER
+from .forward import ForwardError
 from .raft import LOAD, CommitUnknown, NotApplied
 from .replies import Reply, json_reply, text_reply
 from .statements import QueryParams, Statement
@@ -58,8 +58,20 @@ class ClusterEndpoints:
     leader_peer: Callable[[], Peer | None]
     _not_leader: Callable[..., Reply]
     execute: Callable[..., Reply]
+    forwarder: Any  # its forward.Forwarder
 
     # -- /readyz /status /nodes /leader -------------------------------------------------------
+    def _unreachable(self, http_addr: str, timeout: float) -> str | None:
+        """Why the leader at ``http_addr`` did not answer ``/readyz?noleader`` within
+        ``timeout``, or None when it did: over the forwarder's kept-alive connection (as
+        rqlite asks over its pooled cluster connection), marked as forwarded, so it is
+        not counted there."""
+        try:
+            self.forwarder.forward(http_addr, "GET", "/readyz?noleader", None, timeout)
+        except ForwardError as exc:
+            return str(exc)
+        return None
+
     def readyz(self, params: QueryParams) -> Reply:
         """rqlite's ``handleReadyz`` (``http/service.go``): the node; a leader known, and
         reachable (rqlite asks it for its meta over the cluster port: the node probes its
@@ -74,7 +86,7 @@ class ClusterEndpoints:
             return Reply(503, b"[+]node ok\n[+]leader does not exist", plain)
         timeout = params.duration("timeout", 30.0)
         if lead.node_id != self.cfg.node_id:
-            error = _unreachable(lead.reach, timeout)
+            error = self._unreachable(lead.reach, timeout)
             if error is not None:
                 failed = f"[+]node ok\n[+]leader not contactable: {error}"
                 return Reply(503, failed.encode(), plain)
@@ -249,22 +261,6 @@ class ClusterEndpoints:
         ]
         body = "{\n" + ",\n".join(lines) + "\n}\n"
         return Reply(200, body.encode("utf-8"), "application/json; charset=utf-8")
-
-
-def _unreachable(http_addr: str, timeout: float) -> str | None:
-    """Why the node at ``http_addr`` did not answer ``/readyz?noleader`` within
-    ``timeout``, or None when it did (marked as forwarded: uncounted there, as rqlite's
-    cluster call is)."""
-    host, _, port = http_addr.rpartition(":")
-    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
-    try:
-        conn.request("GET", "/readyz?noleader", headers={FORWARDED_HEADER: "readyz"})
-        conn.getresponse().read()
-    except (OSError, http.client.HTTPException) as exc:
-        return str(exc) or type(exc).__name__
-    finally:
-        conn.close()
-    return None
 
 
 def _is_database(image: bytes) -> bool:
