@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -21,6 +22,18 @@ def post(url: str, body: Any, timeout: float = 10.0) -> dict:
     )
     with _OPENER.open(req, timeout=timeout) as resp:
         return json.loads(resp.read())
+
+
+def outcome(url: str, body: Any, timeout: float) -> str:
+    """POST JSON; what the client saw: ``ok``, or ``error: ...`` for a failed exchange, an
+    HTTP error, or an ``error`` in the answer (rqlite answers 200 with a top-level
+    ``error`` when forwarding to the leader fails, http/service.go)."""
+    try:
+        out = post(url, body, timeout)
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        return f"error: {exc}"
+    results = out.get("results") or [{}]
+    return "ok" if "error" not in out and "error" not in results[0] else f"error: {out}"
 
 
 def execute(base: str, statements: list) -> list[dict]:

@@ -5,18 +5,15 @@ the leader, which applies it, while the follower never gets the leader's answer;
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import urllib.error
-import urllib.request
 
 import pytest
 
 from harness.cluster.base import ClusterError
 from harness.cluster.forward_loss import COMMENT_PREFIX
 from harness.cluster.local import LocalCluster
-from tests.cluster.helpers import execute, rows, wait_until
+from tests.cluster.helpers import execute, outcome, rows, wait_until
 
 pytestmark = [
     pytest.mark.root,
@@ -24,7 +21,6 @@ pytestmark = [
     pytest.mark.timeout(180),
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def rules(c: LocalCluster, node: str) -> str:
@@ -42,18 +38,7 @@ def dropped(c: LocalCluster, node: str) -> int:
 
 def write(url: str, value: int, timeout: float) -> str:
     """POST one insert; what came back: ``ok``, or the error the client saw."""
-    req = urllib.request.Request(
-        f"{url}/db/execute?timeout=1s",
-        data=json.dumps([["INSERT INTO t(v) VALUES(?)", value]]).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with _OPENER.open(req, timeout=timeout) as resp:
-            body = json.loads(resp.read())
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        return f"error: {exc}"
-    results = body.get("results") or [{}]
-    return "ok" if "error" not in body and "error" not in results[0] else f"error: {body}"
+    return outcome(f"{url}/db/execute?timeout=1s", [["INSERT INTO t(v) VALUES(?)", value]], timeout)
 
 
 def test_a_follower_loses_the_leaders_replies_to_what_it_forwards(make_cluster) -> None:

@@ -5,35 +5,21 @@ one left behind (the fixture checks no ``rqueue-ssh`` rule is left)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from harness.cluster.ssh import forward
 from harness.cluster.ssh.cluster import SshCluster
-from tests.cluster.helpers import execute, rows, wait_until
+from tests.cluster.helpers import execute, outcome, rows, wait_until
 from tests.ssh.conftest import SshTestHosts
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(300)]
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def write(url: str, value: int, timeout: float) -> str:
-    req = urllib.request.Request(
-        f"{url}/db/execute?timeout=1s",
-        data=json.dumps([["INSERT INTO t(v) VALUES(?)", value]]).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with _OPENER.open(req, timeout=timeout) as resp:
-            body = json.loads(resp.read())
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        return f"error: {exc}"
-    return "ok" if "error" not in body and "error" not in body["results"][0] else f"error: {body}"
+    return outcome(f"{url}/db/execute?timeout=1s", [["INSERT INTO t(v) VALUES(?)", value]], timeout)
 
 
 def host_rules(hosts: SshTestHosts, name: str) -> str:
