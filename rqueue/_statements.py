@@ -316,8 +316,10 @@ class Statements(PublishStatements):
         (the claim applied before: a server's resend, a retry) takes its row again as it
         is (the second part of ``pick``: no new delivery, the same expiry and key), so the
         answer holds every lease; a held row that a free one also names (its lease
-        lapsed) is left to the free one. Without (a mutant's), a token in use leases
-        nothing and answers nothing."""
+        lapsed) is left to the free one. The unary ``+`` on ``pick.group_id`` keeps SQLite
+        (3.54, as the node and rqlite's go-sqlite3 carry it) from indexing ``pick`` and
+        scanning every group row against it: ``pick`` drives, each row found by its key.
+        Without (a mutant's), a token in use leases nothing and answers nothing."""
         ctes = (
             f"WITH want (pos, token, visibility, ack_group, ack_token) AS (VALUES {want}), "
             "ready (token, visibility, rank) AS (SELECT token, visibility, "
@@ -349,7 +351,7 @@ class Statements(PublishStatements):
             "ready.visibility AS visibility, ready.rank AS rank FROM free JOIN ready ON "
             "ready.rank = free.rank UNION ALL SELECT g.group_id, g.locked_by, NULL, NULL "
             'FROM "groups" g WHERE g.locked_by IN (SELECT token FROM want) AND g.group_id NOT IN '
-            '(SELECT group_id FROM free)) AS pick WHERE "groups".group_id = pick.group_id '
+            '(SELECT group_id FROM free)) AS pick WHERE "groups".group_id = +pick.group_id '
             f"{returning}"
         )
 
