@@ -36,6 +36,7 @@ from pysyncobj.monotonic import monotonic
 from .append import plan
 from .config import NodeConfig, Peer
 from .database import Database, Result
+from .election import PreVote
 from .journal import install as _install_guarded_journal
 from .journal import is_disk_full
 from .membership import MemberNode
@@ -94,9 +95,9 @@ def sync_conf(data_dir: str, compaction_entries: int, on_state: Any) -> dict[str
         "connectionRetryTime": 0.5,  # reconnect to a restarted peer quickly
         "connectionTimeout": 3.5,
         # election timeout: PySyncObj's 0.4 s would let one stall of the Raft thread (a
-        # snapshot of a large database, a loaded machine) start an election, and there is
-        # no PreVote to stop that deposing a healthy leader; 0.8-1.6 s still fails over
-        # well within 3 s
+        # snapshot of a large database, a loaded machine) start a pre-vote round (which a
+        # healthy leader's followers refuse, election.py) or an election; 0.8-1.6 s still
+        # fails over well within 3 s
         "raftMinTimeout": 0.8,
         "raftMaxTimeout": LEADER_SILENCE,
         "appendEntriesPeriod": 0.1,
@@ -118,7 +119,7 @@ def bind_address(raft_addr: str) -> str:
     return f"{host.strip('[]')}:{port}"
 
 
-class RaftStore(SyncObj):
+class RaftStore(PreVote, SyncObj):
     """The replicated SQL state machine of one node."""
 
     def __init__(
@@ -133,7 +134,7 @@ class RaftStore(SyncObj):
         #: it (it is not in the configuration before; rqlite's joining node has none) and
         #: it applied what the leader had committed: catching up applies the whole log in
         #: one tick of PySyncObj's, seconds on a loaded host, after which its election
-        #: timer has run out, and its vote request (no PreVote here) deposes the leader
+        #: timer has run out, and (not in the configuration) it would ask anyway
         self._joining = joining
         #: this node, leading, removed itself from the configuration: it stepped down and
         #: stands for no election (hashicorp/raft: a server without a vote never campaigns)
@@ -262,6 +263,8 @@ class RaftStore(SyncObj):
         and log matching would make the two logs equal up to there). Then every answer
         names the same retry point and the leader walks back to the match.
         """
+        if self._election_message(node, message):  # pre-votes, sticky votes (election.py)
+            return
         ack = None
         if message.get("type") == "append_entries":
             if message.get("term", -1) >= self.raftCurrentTerm:
@@ -329,6 +332,7 @@ class RaftStore(SyncObj):
         entries it could not store (the leader sends them again), a candidate or voter
         whose term could not be saved sends nothing."""
         try:
+            self._pre_vote_tick()  # before PySyncObj's own election check (election.py)
             super()._onTick(timeToWait)
         except OSError as exc:
             if not is_disk_full(exc):
