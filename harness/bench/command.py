@@ -22,6 +22,10 @@ from .run import (
     run_bench,
 )
 
+#: the ledger's file name: beside the run's folder unless --ledger says otherwise (so
+#: runs in results/ share results/bench-ledger.jsonl; harness.bench.ledger)
+LEDGER_NAME = "bench-ledger.jsonl"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cluster.cli import add_engine_arguments
@@ -88,6 +92,18 @@ def register(sub: argparse._SubParsersAction) -> None:
             metavar=metavar,
             help=text.format(default=shown),
         )
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "append this run's figures with the commit and machine to FILE, and name each "
+            "figure more than 10%% below the median of the last 3 runs there on this machine "
+            f"with the same settings (default: {LEDGER_NAME} beside the output folder, "
+            f"results/{LEDGER_NAME} for the default one)"
+        ),
+    )
+    p.add_argument("--no-ledger", action="store_true", help="neither compare nor record")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=main_bench)
 
@@ -172,6 +188,7 @@ def main_bench(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
         out = _out_dir(args.out)
+        args.ledger = args.ledger or out.parent / LEDGER_NAME
     except (ValueError, FileExistsError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_HARNESS
@@ -243,12 +260,35 @@ def _bench_on_cluster(
         if engine == "rqlited":
             doc["cluster"]["version"] = _rqlited_version(args.rqlited)
     doc["command"] = command_line(args)
+    if not args.no_ledger:
+        doc["ledger"] = _keep_in_ledger(doc, args.ledger)
     (out / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
     plot(doc, out / "bench.png")
     (out / "bench.md").write_text(markdown(doc))
     print_tables(tables(doc) + ([breakdown_table(doc)] if cost_rows(doc) else []))
     print(f"wrote bench.json, bench.md and bench.png in {out}")
+    for line in (doc.get("ledger") or {}).get("lines", []):
+        print(f"ledger: {line}")
     return doc
+
+
+def _keep_in_ledger(doc: Doc, path: Path) -> dict[str, Any]:
+    """Compare the run with the ledger's earlier runs on this machine, then record it."""
+    from ..store import _git_commit
+    from . import ledger
+
+    earlier = ledger.read(path)
+    run = ledger.entry(doc, _git_commit(), ledger.machine())
+    compared = [e for e in earlier if ledger.comparable(run, e)][-ledger.EARLIER :]
+    found = ledger.regressions(run, earlier)
+    ledger.append(path, run)
+    return {
+        "file": str(path),
+        "commit": run["commit"],
+        "compared_with": [e.get("commit") for e in compared],
+        "regressions": found,
+        "lines": ledger.describe(found, len(compared)),
+    }
 
 
 def _rqlited_version(path: str | None) -> str | None:

@@ -437,6 +437,10 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {t['name']} ({t['detail']}) | {value} | {bound} | "
             f"{'yes' if t['met'] else '**no**'} |"
         )
+    kept = doc.get("ledger")
+    if kept:
+        lines += ["", f"Against earlier runs on this machine ({kept['file']}):", ""]
+        lines += [f"- {line}" for line in kept["lines"]]
     cost = breakdown_markdown(doc)
     return "\n".join(lines) + "\n" + ("\n" + cost if cost else "")
 

@@ -393,6 +393,14 @@ def test_only_some_parts_are_measured_and_checked(tmp_path):
     assert doc["rqueue_claim_shared"] and not doc["publish"] and not doc["claim_latency"]
     assert [t["name"] for t in doc["targets"]] == ["claims/s vs INSERTs/s at concurrency 8"]
     assert "--only store,claims" in doc["command"]
+    # recorded beside the run's folder, with nothing earlier to compare with
+    kept = [json.loads(line) for line in (tmp_path / "bench-ledger.jsonl").read_text().splitlines()]
+    assert len(kept) == 1 and kept[0]["parts"] == ["store", "claims"]
+    assert "rqueue claim, shared transport at 8, ratio to INSERT/s" in kept[0]["figures"]
+    assert doc["ledger"]["lines"] == [
+        "no earlier run on this machine with these settings to compare with"
+    ]
+    assert "Against earlier runs on this machine" in (out / "bench.md").read_text()
 
 
 def test_bench_parser_rejects_unknown_parts_and_engines(capsys):
