@@ -1,8 +1,8 @@
-"""The run store's pure parts."""
+"""What ran (versions.json): its pure parts."""
 
 from __future__ import annotations
 
-from harness.store import engine_of
+from harness.versions import engine_of
 
 
 def test_the_engine_is_told_apart_from_the_backend_by_the_version_the_nodes_report() -> None:
