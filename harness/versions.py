@@ -52,23 +52,19 @@ def _source_version() -> str | None:
 def _git_commit() -> str | None:
     """The checkout's commit (with ``+dirty`` when it has local changes), if any."""
     try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
+        head = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}+dirty" if dirty else head
+
+
+def _git(*args: str) -> str:
+    """What ``git ARGS`` prints in the checkout (raises when it fails)."""
+    done = subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=5, check=True
+    )
+    return done.stdout.strip()
 
 
 #: the mark the project's node puts in the version it reports (harness.node.versions)
