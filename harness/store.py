@@ -94,8 +94,8 @@ class RunStore:
         if folder and not any(self.root.iterdir()):
             self.root.rmdir()
             latest = self.root.parent / LATEST
-            if latest.is_symlink() and not latest.exists():  # it named this folder
-                latest.unlink()
+            if latest.is_symlink() and latest.readlink() == Path(self.root.name):
+                latest.unlink()  # it named this folder
 
     def path(self, name: str) -> Path:
         """The file ``name`` (one of this module's constants) in the folder."""

@@ -220,6 +220,11 @@ def test_results_latest_links_the_newest_run_made_there(tmp_path: Path, monkeypa
     second.remove(folder=True)  # a refused run: its folder and the link to it go
     assert not latest.is_symlink() and first.root.is_dir()
     assert not list((tmp_path / "results").glob(".latest*"))
+    elsewhere = tmp_path / "mine"
+    elsewhere.mkdir()
+    (elsewhere / store.LATEST).symlink_to("gone")  # someone's own link beside an --out
+    RunStore.create("steady", out=elsewhere / "run").remove(folder=True)
+    assert (elsewhere / store.LATEST).is_symlink()
 
 
 def test_results_latest_leaves_a_folder_of_that_name_alone(tmp_path: Path, monkeypatch) -> None:
