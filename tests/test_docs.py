@@ -237,3 +237,15 @@ def test_no_import_runs_up_a_floor() -> None:
         unplaced
     )
     assert upward == [], "imports up a floor of docs/architecture.md's table: " + "; ".join(upward)
+
+
+def test_the_index_links_every_document() -> None:
+    index = DOCS / "README.md"
+    linked = {
+        (DOCS / m.group(1).partition("#")[0]).resolve()
+        for _, line in _prose(index.read_text(encoding="utf-8"))
+        for m in LINK.finditer(line)
+    }
+    documents = {p.resolve() for p in [*DOCS.glob("*.md"), *DOCS.glob("*/README.md")]}
+    missing = sorted(str(p.relative_to(ROOT)) for p in documents - linked - {index.resolve()})
+    assert missing == [], "docs/README.md does not link: " + ", ".join(missing)
