@@ -1,7 +1,7 @@
 """``python -m harness check FILE``: judge a history, write check.json, print a summary.
 
-It stands above the checker (:mod:`harness.checker`) and the run folder
-(:mod:`harness.store`), whose :meth:`~harness.store.RunStore.judge` it calls.
+It stands above the judgement (:mod:`harness.judgement`), whose
+:func:`~harness.judgement.judge_run` it calls on the run folder (:mod:`harness.store`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from . import divergence
 from .errors import EXIT_HARNESS
 from .history import HistoryFormatError
+from .judgement import judge_run
 from .store import CHECK, REPLICAS, RunStore
 from .verdict import ANOMALIES, VALID
 
@@ -30,7 +31,7 @@ def main_check(path: str | Path) -> int:
     store = RunStore.holding(path)
     source = store.history
     try:
-        judged = store.judge()
+        judged = judge_run(store)
     except HistoryFormatError as e:
         print(f"harness: error: {source}:{e.line}: {e.reason}", file=sys.stderr)
         return EXIT_HARNESS

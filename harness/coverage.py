@@ -25,7 +25,7 @@ silence: it counts as answered for both rules, and each window lists its ``refus
 
 Anomalies take precedence: a run with anomalies exits 1 whatever its coverage.
 ``python -m harness check`` on a run folder's history judges it again from the folder's
-``scenario.json`` (:meth:`harness.store.RunStore.plan`); a history alone has no plan.
+``scenario.json`` (:func:`harness.judgement.plan_of`); a history alone has no plan.
 """
 
 from __future__ import annotations

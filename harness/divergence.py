@@ -28,9 +28,11 @@ from typing import Any
 from harness.wording import plural
 
 from .errors import HarnessError
+from .store import REPLICAS
 
 NAME = "replica-divergence"
-FILE = "replicas.json"
+#: the record's file in a run folder (:mod:`harness.store` names it)
+FILE = REPLICAS
 VERSION = 1
 MAX_EXAMPLES = 10
 

@@ -23,6 +23,7 @@ from .checker import ANOMALIES as ANOMALY_KINDS
 from .checker.stalls import describe as describe_stall
 from .explanations import explain
 from .history import NEMESIS, HistoryFormatError
+from .judgement import Judgement, judge_run
 from .store import (
     ANOMALY_TIMELINE,
     LATENCY,
@@ -31,7 +32,6 @@ from .store import (
     SCENARIO,
     THROUGHPUT,
     VERSIONS,
-    Judgement,
     RunStore,
 )
 from .verdict import ANOMALIES, INCONCLUSIVE, NO_VERDICT, NOT_JUDGED, Verdict
@@ -124,7 +124,7 @@ def write_report(
     ``run`` is the run's record (the runner passes it as it wrote it; else ``run.json``'s
     is read). ``summary`` (the runner's summary) is shown as a table; without it the
     record's ``summary`` is used, if any. The run is judged by
-    :meth:`harness.store.RunStore.judge`: the check result comes from ``check.json``, or
+    :func:`harness.judgement.judge_run`: the check result comes from ``check.json``, or
     from checking ``history.jsonl`` when there is none. ``parts``: the run judged and laid
     out already (:func:`report_parts`, shared with ``report.html``).
     """
@@ -145,12 +145,12 @@ def _judged(store: RunStore, run: Any, error: str | None) -> tuple[Judgement, st
     stored = store.stored_check()
     if error is None:
         try:
-            return store.judge(run, stored), None
+            return judge_run(store, run, stored), None
         except HistoryFormatError as e:
             error = f"line {e.line}: {e.reason}"
         except divergence.SnapshotFormatError as e:
             error = f"{REPLICAS}: {e}"
-    return store.judge(run, stored, history=False), error
+    return judge_run(store, run, stored, history=False), error
 
 
 def ordered_summary(summary: dict[str, Any]) -> dict[str, Any]:

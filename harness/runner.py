@@ -27,27 +27,18 @@ from typing import Any
 
 from harness.wording import plural
 
+from . import divergence
 from .cluster.base import DISK
 from .cluster.disk import DISK_MB, disk_problem
 from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
+from .history import read_history
 from .interrupts import Terminated, sigterm_unwinds
+from .judgement import Judgement, Plan, judge
 from .scenario import Scenario, ScenarioError, dropped_count, load_scenario
-from .store import (
-    CHECK,
-    REPLICAS,
-    RUN,
-    SCENARIO,
-    VERSIONS,
-    Judgement,
-    Plan,
-    RunStore,
-    engine_of,
-    engine_version,
-    judge,
-    versions,
-)
+from .store import CHECK, REPLICAS, RUN, SCENARIO, VERSIONS, RunStore
 from .subjects import get_subject
 from .verdict import decide
+from .versions import engine_of, engine_version, versions
 
 log = logging.getLogger(__name__)
 
@@ -401,7 +392,9 @@ class _Run:
         with its plan in memory; check.json gets the result."""
         # did the run test what it planned? (``python -m harness check`` recomputes it alike)
         errors = tuple(self.nemesis.errors) if self.nemesis else ()
-        judged = judge(self.store.events(), self.store.replicas(), Plan(self.scenario, errors))
+        events = read_history(self.store.history)
+        replicas = divergence.read(self.store.path(REPLICAS))
+        judged = judge(events, replicas, Plan(self.scenario, errors))
         self.store.write_json(CHECK, judged.result)
         return judged
 

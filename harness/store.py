@@ -1,4 +1,4 @@
-"""The run folder: the names of its files, reading and writing them, and judging its run.
+"""The run folder: the names of its files, and reading and writing them.
 
 ``results/<scenario>-<UTC timestamp>/`` (or the ``--out`` directory) holds:
 
@@ -7,6 +7,7 @@
 ``check.json``      the checker's result, with the run's ``coverage``
 ``scenario.json``   the resolved scenario (after ``--time`` / ``--nodes``)
 ``versions.json``   rqueue, the engine's version string, Python, platform
+                    (:mod:`harness.versions`)
 ``run.json``        options, phase timings, drain result, exit status and reason
 ``throughput.png``, ``latency.png``, ``anomaly-timeline.png``, ``report.md``,
 ``report.html``     written by the plots and the reports (:mod:`harness.report`,
@@ -14,40 +15,26 @@
 ``cluster/``        the nodes' data directories and logs
 
 Every module names these files through the constants here and reads them through
-:class:`RunStore`. :func:`judge` is the one way a run is judged, from its history events
-(with its replicas' record, its plan and how it ended) to the check result, its coverage
-and the verdict: ``run`` (:mod:`harness.runner`), ``check`` (:mod:`harness.check_cli`),
-``report.md`` (:mod:`harness.report`) and the plots (:mod:`harness.plots.run`) all call
-it, the last three through :meth:`RunStore.judge` or with what they read from the folder.
+:class:`RunStore`. The store knows paths and formats only, and imports nothing of the
+harness: the modules of a file's content read it from the path given here (the history:
+:mod:`harness.history`; the replicas' record: :mod:`harness.divergence`), and a run is
+judged by :mod:`harness.judgement`.
 """
 
 from __future__ import annotations
 
 import json
-import platform
+import os
 import shutil
-import subprocess
-import sys
 import time
-import tomllib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-from . import divergence
-from .checker import check
-from .errors import EXIT_HARNESS
-from .history import gc_paused, read_history
-from .scenario import Scenario, ScenarioError
-from .verdict import Verdict, coverage, decide, without_unprovable
 
 DEFAULT_ROOT = Path("results")
 REPO = Path(__file__).resolve().parent.parent
 
 HISTORY = "history.jsonl"
-REPLICAS = divergence.FILE  # the record's format names it: "no replicas.json beside ..."
+REPLICAS = "replicas.json"
 CHECK = "check.json"
 SCENARIO = "scenario.json"
 VERSIONS = "versions.json"
@@ -58,72 +45,8 @@ THROUGHPUT = "throughput.png"
 LATENCY = "latency.png"
 ANOMALY_TIMELINE = "anomaly-timeline.png"
 CLUSTER = "cluster"
-
-#: why a run folder without a readable run.json gets no verdict
-NEVER_FINISHED = "it never finished (run.json is missing or unreadable: was it killed?)"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a run planned to test: its resolved scenario, and what the nemesis said of
-    faults that failed before they reached the history; or why the plan is unknown."""
-
-    scenario: Scenario | None
-    errors: tuple[str, ...] = ()
-    unknown: str = ""
-
-    def coverage(self, events: Sequence[dict[str, Any]], result: Mapping[str, Any]) -> dict:
-        """The run's ``coverage`` (``check.json``); inconclusive when the plan is unknown."""
-        if self.scenario is None:
-            return {"conclusive": False, "reasons": [f"the run's plan is unknown: {self.unknown}"]}
-        return coverage(events, self.scenario, result, self.errors)
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A run judged: the check result (``check.json``'s shape; None: not checked) and
-    the verdict (:func:`harness.verdict.decide`)."""
-
-    result: dict[str, Any] | None
-    verdict: Verdict
-
-
-def judge(
-    events: Sequence[dict[str, Any]] | None,
-    replicas: Mapping[str, Any] | None = None,
-    plan: Plan | None = None,
-    failed: str | None = None,
-    result: dict[str, Any] | None = None,
-) -> Judgement:
-    """Judge a run: check its history ``events`` with its ``replicas`` record unless
-    ``result`` is a check made already (a stored ``check.json``), add the coverage of its
-    ``plan`` when the result lacks one (a history alone has no plan), and decide the
-    verdict of a run that ``failed`` (the reason) or not (``None``).
-
-    ``events`` None: the history is not read (it cannot be, or ``result`` says all), so
-    nothing is checked and the verdict is that of ``result`` (None: not checked). Raises
-    what :func:`harness.checker.check` raises for a history whose operations do not pair
-    up or a malformed record.
-    """
-    if events is not None:
-        if result is None:
-            result = check(events, replicas)
-        if plan is not None and "coverage" not in result:
-            result = {**result, "coverage": plan.coverage(events, result)}
-    verdict = decide(result, failed)
-    if failed is not None and result is not None:
-        result = without_unprovable(result, failed)
-    return Judgement(result, verdict)
-
-
-def failure(run: Any) -> str | None:
-    """Why a run failed, from its record (``run.json``'s content, None when there is
-    none: it never finished), or None when it ended with a check."""
-    if not isinstance(run, dict):
-        return NEVER_FINISHED
-    if run.get("exit") == EXIT_HARNESS:
-        return str(run.get("reason") or "the harness failed")
-    return None
+#: ``results/latest``: a link to the newest run folder made in ``results/`` (not ``--out``)
+LATEST = "latest"
 
 
 class RunStore:
@@ -137,7 +60,7 @@ class RunStore:
     @classmethod
     def create(cls, scenario: str, out: Path | str | None = None) -> RunStore:
         """Make a fresh folder: ``out`` if given (must be empty or absent), else a new
-        ``results/<scenario>-<timestamp>``."""
+        ``results/<scenario>-<timestamp>``, which ``results/latest`` then links to."""
         if out is not None:
             root = Path(out)
             if root.exists() and any(root.iterdir()):
@@ -150,6 +73,8 @@ class RunStore:
                 n += 1
                 root = DEFAULT_ROOT / f"{scenario}-{stamp}-{n}"
         root.mkdir(parents=True, exist_ok=True)
+        if out is None:
+            _link_latest(root)
         return cls(root)
 
     @classmethod
@@ -168,6 +93,9 @@ class RunStore:
             shutil.rmtree(self.cluster_dir)
         if folder and not any(self.root.iterdir()):
             self.root.rmdir()
+            latest = self.root.parent / LATEST
+            if latest.is_symlink() and latest.readlink() == Path(self.root.name):
+                latest.unlink()  # it named this folder
 
     def path(self, name: str) -> Path:
         """The file ``name`` (one of this module's constants) in the folder."""
@@ -218,145 +146,23 @@ class RunStore:
         result = self.json_or_none(CHECK)
         return result if isinstance(result, dict) and "anomalies" in result else None
 
-    def events(self) -> list[dict]:
-        """The history's events (:func:`harness.history.read_history`: raises
-        ``HistoryFormatError`` on a defect, ``OSError`` when it cannot be read)."""
-        return read_history(self.history)
-
-    def replicas(self) -> dict[str, Any] | None:
-        """The replicas' record beside the history (None when there is none; raises
-        :class:`~harness.divergence.SnapshotFormatError` for one that is no JSON)."""
-        return divergence.read(self.path(REPLICAS))
-
     def is_run(self) -> bool:
         """Whether the folder holds a run (``python -m harness run`` writes scenario.json
         first); a history alone is judged by its anomalies."""
         return self.path(SCENARIO).is_file()
 
-    def failure(self, run: Any = None) -> str | None:
-        """Why the run here failed (:func:`failure` of ``run``, else of ``run.json``), or
-        None: it ended, or the folder holds no run."""
-        if not self.is_run():
-            return None
-        return failure(self.run_info() if run is None else run)
 
-    def plan(self, run: Any = None) -> Plan | None:
-        """The run's plan: ``scenario.json`` and the nemesis errors of ``run`` (else of
-        ``run.json``); None when the folder holds no run. A scenario.json that cannot be
-        read makes the plan unknown."""
-        if not self.is_run():
-            return None
-        path = self.path(SCENARIO)
-        try:
-            scenario = Scenario.from_json(self.read_json(SCENARIO), str(path))
-        except (OSError, ValueError) as e:  # ScenarioError is a ValueError
-            why = e if isinstance(e, ScenarioError) else f"{path}: cannot read: {e}"
-            return Plan(None, unknown=str(why))
-        run = self.run_info() if run is None else run
-        errors = (run.get("nemesis_errors") if isinstance(run, dict) else None) or []
-        return Plan(scenario, tuple(str(e) for e in errors))
-
-    def judge(
-        self, run: Any = None, result: dict[str, Any] | None = None, history: bool = True
-    ) -> Judgement:
-        """The run here judged (:func:`judge`) as its files say, with ``run`` (else
-        ``run.json``). ``result`` (a stored check) is kept; the history is read when the
-        result or its coverage is missing, and the replicas' record when the result is;
-        ``history=False``: it cannot be read, the verdict is ``result``'s.
-
-        Raises ``HistoryFormatError``, ``SnapshotFormatError`` or ``OSError`` for a file
-        that cannot be read.
-        """
-        run = self.run_info() if run is None else run
-        failed = self.failure(run)
-        if not history or (result is not None and "coverage" in result):
-            return judge(None, failed=failed, result=result)
-        replicas = self.replicas() if result is None else None
-        with gc_paused():
-            return judge(self.events(), replicas, self.plan(run), failed, result)
-
-
-def versions(engine: str, engine_version: str | None) -> dict[str, Any]:
-    """What ran: rqueue's version, the engine and its version, Python, the platform."""
-
-    def dist(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
+def _link_latest(root: Path) -> None:
+    """Point ``latest`` beside ``root`` at it (a relative link, replaced atomically, so a
+    concurrent run's newer link may win). Anything else named ``latest`` is left alone,
+    and a filesystem without links goes without."""
+    link = root.parent / LATEST
+    if link.exists() and not link.is_symlink():
+        return
+    tmp = root.parent / f".{LATEST}.{os.getpid()}"
     try:
-        import rqueue
-
-        rq = getattr(rqueue, "__version__", None) or dist("rqueue") or _source_version()
-    except ImportError:
-        rq = None
-    return {
-        "rqueue": rq,
-        "git": _git_commit(),
-        "engine": engine,
-        "engine_version": engine_version,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "pysyncobj": dist("pysyncobj"),
-    }
-
-
-def _source_version() -> str | None:
-    """The version in the source tree's pyproject.toml (rqueue run from a checkout)."""
-    path = REPO / "pyproject.toml"
-    try:
-        return tomllib.loads(path.read_text())["project"]["version"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return None
-
-
-def _git_commit() -> str | None:
-    """The checkout's commit (with ``+dirty`` when it has local changes), if any."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}+dirty" if dirty else head
-
-
-#: the mark the project's node puts in the version it reports (harness.node.versions)
-EMBEDDED_MARK = "-rqueue-embedded"
-
-
-def engine_of(backend_engine: str, version: str | None) -> str:
-    """The engine that answered (``embedded``: the project's node; ``rqlited``), told by
-    the version its nodes report, whatever the backend ran them on (a local cluster
-    knows its engine already; Docker and SSH clusters name their backend instead)."""
-    if backend_engine in ("embedded", "rqlited"):
-        return backend_engine
-    if version is None:
-        return backend_engine
-    return "embedded" if EMBEDDED_MARK in version else "rqlited"
-
-
-def engine_version(urls: list[str], timeout: float = 3.0) -> str | None:
-    """``build.version`` from the first node whose ``/status`` answers."""
-    import requests
-
-    for url in urls:
-        try:
-            r = requests.get(f"{url.rstrip('/')}/status", timeout=timeout)
-            v = r.json().get("build", {}).get("version")
-            return v or r.headers.get("X-RQLITE-VERSION")
-        except (requests.RequestException, ValueError, AttributeError):
-            continue
-    return None
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(root.name, target_is_directory=True)
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)

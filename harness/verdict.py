@@ -21,7 +21,8 @@ A run folder (one holding ``scenario.json``) is judged as a run: its coverage is
 recomputed from the history and the resolved scenario whenever the check is redone
 (:func:`coverage`), and a folder whose ``run.json`` records a failure, or that has no
 ``run.json`` at all, gets no verdict. A history alone is judged by its anomalies.
-:func:`harness.store.judge` puts these together; this module decides from what it is given.
+:func:`harness.judgement.judge` puts these together; this module decides from what it is
+given.
 """
 
 from __future__ import annotations

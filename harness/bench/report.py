@@ -381,9 +381,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
-# -- markdown (for the README) ------------------------------------------------------
+# -- markdown (for docs/performance.md) ----------------------------------------------------
 def markdown(doc: dict[str, Any]) -> str:
-    """The run's figures as Markdown tables: what the README's performance section quotes
+    """The run's figures as Markdown tables: what docs/performance.md's first section quotes
     (only the sections the run has figures for)."""
     lines = [
         f"Command: `{doc.get('command', 'python -m harness bench')}`  ",

@@ -20,7 +20,7 @@ Measured in this order, each on a queue prepared for it:
 
 Leases are long (nothing lapses mid-run). The results
 go to ``bench.json`` with the targets checked as ratios of figures from this run, a plot
-``bench.png``, Markdown tables ``bench.md`` (what the README's performance section quotes) and a
+``bench.png``, Markdown tables ``bench.md`` (what docs/performance.md's first section quotes) and a
 printed table. The queue's tables are emptied and dropped between
 measurements: never point ``--urls`` at a cluster whose queue you want to keep.
 """

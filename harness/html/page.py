@@ -21,7 +21,7 @@ from typing import Any
 from .. import divergence
 from ..checker import ANOMALIES as ANOMALY_KINDS
 from ..explanations import explain
-from ..history import HistoryFormatError, gc_paused
+from ..history import HistoryFormatError, gc_paused, read_history
 from ..report import PLOTS, REPORT_EXAMPLES, ReportParts, anomaly_count, report_parts
 from ..store import REPORT_HTML
 from ..verdict import ANOMALIES, INCONCLUSIVE, VALID
@@ -112,7 +112,7 @@ def _events(parts: ReportParts) -> list[dict] | None:
         return None
     try:
         with gc_paused():
-            return parts.store.events()
+            return read_history(parts.store.history)
     except (OSError, HistoryFormatError):
         return None
 

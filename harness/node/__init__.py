@@ -18,6 +18,7 @@ Modules, one job each:
 - :mod:`.database`   the SQLite state machine and rqlite's result shapes
 - :mod:`.dump`       the SQL dump of ``/db/backup?fmt=sql``
 - :mod:`.raft`       the PySyncObj state machine, snapshots, waiting for outcomes
+- :mod:`.pysyncobj_pin` the one PySyncObj release the node is built for (it uses its internals)
 - :mod:`.rules`      what the followed version decides before a request runs (rewriting
   per endpoint, the read path per level, refused PRAGMAs, freshness)
 - :mod:`.forward`    forwarding requests from a follower to the leader over HTTP

@@ -40,11 +40,13 @@ from .election import PreVote
 from .journal import install as _install_guarded_journal
 from .journal import is_disk_full
 from .membership import MemberNode
+from .pysyncobj_pin import require as _require_pysyncobj
 from .raft_transport import LinkTransport
 from .rules import is_stale_read
 from .statements import Statement
 
 log = logging.getLogger(__name__)
+_require_pysyncobj()  # before any of its internals is touched
 _install_guarded_journal()
 
 #: entry kinds (LOAD: one statement whose only argument is a SQLite image to load)

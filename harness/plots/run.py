@@ -10,8 +10,9 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from ..errors import EXIT_HARNESS, EXIT_OK
-from ..history import HistoryFormatError, fault_intervals, gc_paused
-from ..store import ANOMALY_TIMELINE, LATENCY, THROUGHPUT, RunStore, judge
+from ..history import HistoryFormatError, fault_intervals, gc_paused, read_history
+from ..judgement import failure_of, judge
+from ..store import ANOMALY_TIMELINE, LATENCY, THROUGHPUT, RunStore
 from .latency import latency_figure
 from .layout import DPI
 from .throughput import throughput_figure
@@ -29,9 +30,9 @@ def plot_run(run_dir: str | Path, run: dict[str, Any] | None = None) -> list[Pat
     store = RunStore.holding(run_dir)
     run = store.run_info() if run is None else run
     with gc_paused():
-        events = store.events()
+        events = read_history(store.history)
         # a failed run's anomalies that need a finished run are not drawn (not judged)
-        result = judge(events, result=store.stored_check(), failed=store.failure(run)).result
+        result = judge(events, result=store.stored_check(), failed=failure_of(store, run)).result
         result = result or {}
     faults = fault_intervals(events)
     end = events[-1]["time"] if events else 1.0

@@ -87,7 +87,7 @@ def test_throughput_and_latency_plots(sample_run: Path) -> None:
     # the claims line (tab:blue) and the shaded faults (their kind's colour, at alpha 0.45
     # on white: harness.colours, as report.html has them)
     assert _has_colour(throughput, (31, 119, 180)) > 500
-    kinds = {f.kind for f in fault_intervals(RunStore(sample_run).events())}
+    kinds = {f.kind for f in fault_intervals(read_history(RunStore(sample_run).history))}
     shaded = sum(_has_colour(throughput, _on_white(fault_colour(k), 0.45)) for k in kinds)
     assert shaded > 2000
     latency = _pixels(sample_run / "latency.png")

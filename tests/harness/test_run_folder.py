@@ -1,4 +1,5 @@
-"""The run folder's one owner (issue 33): its names, reading its files, and judge()."""
+"""The run folder's one owner (issue 33): its names and reading its files; and judging the run
+it holds (harness.judgement, issue 42)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,17 @@ import harness
 from harness import store
 from harness.check_cli import main_check
 from harness.history import HistoryFormatError, read_history
+from harness.judgement import NEVER_FINISHED, Plan, failure_of, judge, judge_run, plan_of
 from harness.plots.run import plot_run
 from harness.report import write_report
 from harness.scenario import load_scenario
 from harness.store import (
     CHECK,
     HISTORY,
-    NEVER_FINISHED,
     REPLICAS,
     RUN,
     SCENARIO,
-    Plan,
     RunStore,
-    judge,
 )
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -48,9 +47,9 @@ def _folder(root: Path, history: str = "valid-basic.jsonl", run: dict | None = N
     return root
 
 
-#: where another module may spell one: the replicas' format names its file, and a
-#: scenario read from JSON without a path names the file it usually comes from
-SPELLED_ELSEWHERE = [("divergence.py", REPLICAS), ("scenario.py", "scenario.json")]
+#: where another module may spell one: a scenario read from JSON without a path names
+#: the file it usually comes from
+SPELLED_ELSEWHERE = [("scenario.py", "scenario.json")]
 
 
 def test_no_module_but_the_store_spells_a_run_folder_file_name() -> None:
@@ -141,21 +140,21 @@ def test_only_a_check_result_is_a_stored_check(tmp_path: Path) -> None:
 
 def test_a_folder_without_run_json_never_finished(tmp_path: Path) -> None:
     folder = RunStore(_folder(tmp_path / "run"))
-    judged = folder.judge()
+    judged = judge_run(folder)
     assert judged.verdict.reasons == (NEVER_FINISHED,)
-    assert RunStore(tmp_path).failure() is None  # no scenario.json: no run, a history
+    assert failure_of(RunStore(tmp_path)) is None  # no scenario.json: no run, a history
     # the record in memory is taken over run.json (the runner's, before it is written)
-    assert folder.judge({"exit": 0}).verdict.label == "INCONCLUSIVE"
+    assert judge_run(folder, {"exit": 0}).verdict.label == "INCONCLUSIVE"
 
 
 def test_the_plan_reads_the_scenario_and_the_nemesis_errors(tmp_path: Path) -> None:
     folder = RunStore(_folder(tmp_path / "run", run={"nemesis_errors": ["kill: no leader"]}))
-    plan = folder.plan()
+    plan = plan_of(folder)
     assert plan is not None and plan.scenario == load_scenario("steady").scaled(30)
     assert plan.errors == ("kill: no leader",)
-    assert folder.plan({"nemesis_errors": []}).errors == ()
+    assert plan_of(folder, {"nemesis_errors": []}).errors == ()
     (folder.path(SCENARIO)).write_text("{")
-    unknown = folder.plan()
+    unknown = plan_of(folder)
     assert unknown is not None and unknown.scenario is None
     assert unknown.unknown.startswith(f"{folder.path(SCENARIO)}: cannot read: ")
 
@@ -164,9 +163,9 @@ def test_a_stored_check_with_coverage_is_judged_without_the_history(tmp_path: Pa
     folder = RunStore(_folder(tmp_path / "run", run={"exit": 0}))
     folder.history.write_text("not a history\n")
     stored = {"valid": True, "anomalies": {}, "coverage": {"reasons": []}}
-    assert folder.judge(result=stored).verdict.label == "valid"
+    assert judge_run(folder, result=stored).verdict.label == "valid"
     with pytest.raises(HistoryFormatError):
-        folder.judge(result={"valid": True, "anomalies": {}})  # its coverage is missing
+        judge_run(folder, result={"valid": True, "anomalies": {}})  # its coverage is missing
 
 
 def test_the_report_and_the_plots_take_the_runs_record_in_memory(tmp_path, monkeypatch):
@@ -188,3 +187,48 @@ def test_check_writes_its_result_in_the_checkers_order(tmp_path: Path) -> None:
     assert list(json.loads((root / CHECK).read_text())) == [
         "valid", "anomalies", "stats", "coverage",
     ]  # fmt: skip
+
+
+def test_the_store_imports_nothing_of_the_harness() -> None:
+    """It knows paths and formats; judging a run is harness.judgement's (issue 42)."""
+    tree = ast.parse((PACKAGE / "store.py").read_text(encoding="utf-8"))
+    imported = [
+        node.module or "." * node.level
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.level or (node.module or "").startswith("harness"))
+    ]
+    imported += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith(("harness", "rqueue"))
+    ]
+    assert imported == []
+
+
+def test_results_latest_links_the_newest_run_made_there(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    latest = tmp_path / "results" / store.LATEST
+    first = RunStore.create("steady")
+    assert latest.is_symlink() and latest.resolve() == first.root.resolve()
+    second = RunStore.create("steady")
+    assert latest.readlink() == Path(second.root.name)  # relative: the folder can move
+    RunStore.create("steady", out=tmp_path / "elsewhere")  # --out leaves it
+    assert latest.resolve() == second.root.resolve()
+    second.remove(folder=True)  # a refused run: its folder and the link to it go
+    assert not latest.is_symlink() and first.root.is_dir()
+    assert not list((tmp_path / "results").glob(".latest*"))
+    elsewhere = tmp_path / "mine"
+    elsewhere.mkdir()
+    (elsewhere / store.LATEST).symlink_to("gone")  # someone's own link beside an --out
+    RunStore.create("steady", out=elsewhere / "run").remove(folder=True)
+    assert (elsewhere / store.LATEST).is_symlink()
+
+
+def test_results_latest_leaves_a_folder_of_that_name_alone(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / store.LATEST).mkdir(parents=True)
+    RunStore.create("steady")
+    assert not (tmp_path / "results" / store.LATEST).is_symlink()
