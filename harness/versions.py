@@ -31,7 +31,7 @@ def versions(engine: str, engine_version: str | None) -> dict[str, Any]:
         rq = None
     return {
         "rqueue": rq,
-        "git": _git_commit(),
+        "git": git_commit(),
         "engine": engine,
         "engine_version": engine_version,
         "python": sys.version.split()[0],
@@ -49,7 +49,7 @@ def _source_version() -> str | None:
         return None
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     """The checkout's commit (with ``+dirty`` when it has local changes), if any."""
     try:
         head = _git("rev-parse", "--short", "HEAD")

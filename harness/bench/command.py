@@ -274,11 +274,11 @@ def _bench_on_cluster(
 
 def _keep_in_ledger(doc: Doc, path: Path) -> dict[str, Any]:
     """Compare the run with the ledger's earlier runs on this machine, then record it."""
-    from ..store import _git_commit
+    from ..versions import git_commit
     from . import ledger
 
     earlier = ledger.read(path)
-    run = ledger.entry(doc, _git_commit(), ledger.machine())
+    run = ledger.entry(doc, git_commit(), ledger.machine())
     compared = [e for e in earlier if ledger.comparable(run, e)][-ledger.EARLIER :]
     found = ledger.regressions(run, earlier)
     ledger.append(path, run)
