@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster: Cluster = ExternalCluster([u.strip() for u in a.urls.split(",")])
             engine = "external"
         else:
-            from harness.cluster.local import LocalCluster
+            from harness.cluster.local.cluster import LocalCluster
 
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="node-bench-")))
             engine = "rqlited" if a.rqlited else "embedded"

@@ -233,7 +233,7 @@ def _fault_kind_rows() -> list[tuple[str, str, list[str]]]:
     """(kind, what it needs, the backends that can run it), kinds and needs padded."""
     from .cluster.docker.cluster import DockerCluster
     from .cluster.external import ExternalCluster
-    from .cluster.local import LocalCluster
+    from .cluster.local.cluster import LocalCluster
     from .cluster.ssh.cluster import SshCluster
     from .faults.capabilities import kinds_table
 

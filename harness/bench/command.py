@@ -224,7 +224,7 @@ def _bench_on_cluster(
         cluster = ExternalCluster([u.strip() for u in args.urls.split(",")])
         engine = "external"
     else:
-        from ..cluster.local import LocalCluster
+        from ..cluster.local.cluster import LocalCluster
 
         progress(f"starting a {args.nodes}-node {engine} cluster in {out / 'cluster'}")
         cluster = LocalCluster.start(

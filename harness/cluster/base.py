@@ -357,8 +357,17 @@ class NodeStatus:
 
 def http_get(url: str, timeout: float) -> tuple[int, bytes]:
     """GET ``url`` without proxies; return (status, body), HTTP errors included."""
+    return http_request("GET", url, None, timeout)
+
+
+def http_request(method: str, url: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
+    """``method`` on ``url`` without proxies, ``body`` sent as JSON when given; return
+    (status, body), HTTP errors included (a failed connection raises :class:`OSError`)."""
+    req = urllib.request.Request(url, data=body, method=method)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
     try:
-        with _OPENER.open(url, timeout=timeout) as resp:
+        with _OPENER.open(req, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.engines import ENGINES
 from harness.cluster.factory import BACKENDS, make_cluster
-from harness.cluster.local import STATE_FILE, LocalCluster
-from harness.cluster.processes import node_processes, reap, reap_disks
+from harness.cluster.local.cluster import STATE_FILE, LocalCluster
+from harness.cluster.local.processes import node_processes, reap, reap_disks
 from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
 from harness.wording import plural
 from rqueue._stdout import quiet_when_stdout_closes

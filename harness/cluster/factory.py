@@ -5,7 +5,7 @@
     from harness.cluster.factory import make_cluster
     cluster = make_cluster("local", engine="embedded", nodes=3, directory=run_dir / "cluster")
 
-``backend="local"`` → :class:`harness.cluster.local.LocalCluster` (engine ``embedded`` or
+``backend="local"`` → :class:`harness.cluster.local.cluster.LocalCluster` (engine ``embedded`` or
 ``rqlited``, optionally ``netns``); ``backend="docker"`` → the Docker backend's
 ``start_docker_cluster`` (imported only when asked for, so Docker stays optional): the
 image ``image`` (else ``$RQLITE_IMAGE``, else the pinned official one), whatever
@@ -47,7 +47,7 @@ def make_cluster(
     if backend == "local":
         if image is not None:
             raise ClusterError("--image names a Docker image: it needs --backend docker")
-        from harness.cluster.local import LocalCluster
+        from harness.cluster.local.cluster import LocalCluster
 
         return LocalCluster.start(
             nodes=nodes or 3,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness import zonefile
-from harness.cluster import local
 from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.external import ExternalCluster
-from harness.cluster.local import LocalCluster
-from harness.cluster.processes import our_processes, process_environ
+from harness.cluster.local import cluster as local
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.local.processes import our_processes, process_environ
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.base import probe_node
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.local.processes import our_processes
 from harness.cluster.netns import NetnsNetwork, _list_links, _list_netns
 from harness.cluster.partition import CHAIN
-from harness.cluster.processes import our_processes
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = [

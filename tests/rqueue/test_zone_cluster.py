@@ -26,7 +26,7 @@ import pytest
 
 from harness import zonefile
 from harness.cluster.external import URLS_ENV
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.subjects.mutants import ZoneBlindStatements
 from rqueue import AsyncRqliteTransport, RqliteTransport, ZoneRefused
 

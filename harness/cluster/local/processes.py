@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cluster.base import ClusterError
-from harness.cluster.netns import REAP_TAG_ENV, NetnsNetwork, reap_networks
-from harness.cluster.owners import OWNER_ENV, describe_owner, owner_gone
+from harness.cluster.netns import NetnsNetwork, reap_networks
+from harness.cluster.owners import OWNER_ENV, REAP_TAG_ENV, describe_owner, owner_gone
 
 log = logging.getLogger(__name__)
 

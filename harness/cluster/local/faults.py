@@ -1,4 +1,4 @@
-"""The faults a :class:`harness.cluster.local.LocalCluster` makes on its own nodes besides
+"""The faults a :class:`harness.cluster.local.cluster.LocalCluster` makes on its own nodes besides
 killing and pausing them: partitions (iptables rules in the nodes' namespaces), degraded
 links (:mod:`harness.cluster.links`), full disks (:mod:`harness.cluster.disk`), skewed
 clocks (the node's clock-offset file, or libfaketime's for rqlited) and time zones (a
@@ -22,7 +22,7 @@ from harness.cluster.base import ClusterError, probe_node
 from harness.cluster.engines import NodeSpec, faketime_offset, is_dynamic_executable
 from harness.cluster.forward_loss import ForwardLoss
 from harness.cluster.links import LinkFaults, addresses_except
-from harness.cluster.processes import POLL, send_signal
+from harness.cluster.local.processes import POLL, send_signal
 
 
 class LocalFaults:
