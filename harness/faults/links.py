@@ -10,15 +10,13 @@ is :mod:`harness.cluster.links`.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..cluster.base import LINKS, Cluster, ClusterError
+from ..cluster.base import LINKS, Cluster
 from ..cluster.links import LOSS_MECHANISM, Shape, rate_bits
 from .base import NODE_TARGETS, RECOVERY, Action, FaultKind, ParamReader, Stage
-
-log = logging.getLogger(__name__)
+from .nodes import on_every_node, start_each
 
 
 def _per_node(
@@ -31,30 +29,13 @@ def _per_node(
     """``apply`` to every node (restoring those done when one fails), ``restore`` every
     node at the end (all of them, also after one fails; then raise)."""
 
+    def restore_all(which: Sequence[str]) -> None:
+        on_every_node("restore the links of", which, restore)
+
     def act() -> None:
-        for i, n in enumerate(nodes):
-            try:
-                apply(n)
-            except Exception:
-                # a failed start is never undone: restore what it did do
-                for done in nodes[:i]:
-                    try:
-                        restore(done)
-                    except ClusterError:
-                        log.exception("after a failed %s of %s", f, n)
-                raise
+        start_each(f, nodes, apply, restore_all)
 
-    def undo() -> None:
-        failed = []
-        for n in nodes:
-            try:
-                restore(n)
-            except Exception as e:
-                failed.append(f"{n}: {e}")
-        if failed:
-            raise ClusterError(f"could not restore the links of {'; '.join(failed)}")
-
-    return Action(f, "link-restore", value, act, undo)
+    return Action(f, "link-restore", value, act, lambda: restore_all(nodes))
 
 
 class LossyLink(FaultKind):

@@ -19,14 +19,12 @@ The value names the ``nodes`` (:mod:`harness.cluster.membership` for the local b
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..cluster.base import MEMBERSHIP, Cluster, ClusterError
 from .base import RECOVERY, Action, FaultKind, ParamReader, Stage
-
-log = logging.getLogger(__name__)
+from .nodes import on_every_node, start_each
 
 #: which member ``remove-node`` removes
 REMOVE_TARGETS = ("follower", "leader", "random")
@@ -39,31 +37,16 @@ def _count(r: ParamReader, key: str, default: int, minimum: int) -> int:
     return int(value)
 
 
-def _all(what: str, nodes: Sequence[str], step: Callable[[str], object]) -> None:
-    """``step`` on every node, also after one fails; then raise naming them."""
-    failed = []
-    for n in nodes:
-        try:
-            step(n)
-        except Exception as e:
-            failed.append(f"{n}: {e}")
-    if failed:
-        raise ClusterError(f"could not {what} {'; '.join(failed)}")
-
-
 def _one_by_one(c: Cluster, nodes: Sequence[str], step: Callable[[str], object], undo: str) -> None:
     """``step`` on each node in turn; when one fails, the ones done are undone
     (``undo``: ``"add"`` or ``"remove"``), as the window will not be, then it raises."""
-    for i, n in enumerate(nodes):
-        try:
-            step(n)
-        except Exception:
-            back = c.add_node if undo == "add" else c.remove_node
-            try:
-                _all(f"{undo} back", nodes[:i], back)
-            except ClusterError:
-                log.exception("after a failed membership change of %s", n)
-            raise
+    back = c.add_node if undo == "add" else c.remove_node
+    start_each(
+        "membership change",
+        nodes,
+        step,
+        lambda done: on_every_node(f"{undo} back", done, back),
+    )
 
 
 class Membership(FaultKind):
@@ -91,7 +74,7 @@ class RemoveNode(Membership):
             "rejoin",
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.remove_node, "add"),
-            lambda: _all("add back", nodes, c.add_node),
+            lambda: on_every_node("add back", nodes, c.add_node),
         )
 
 
@@ -117,7 +100,7 @@ class Grow(Membership):
             "remove",
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.add_node, "remove"),
-            lambda: _all("remove", nodes, c.remove_node),
+            lambda: on_every_node("remove", nodes, c.remove_node),
         )
 
 
@@ -144,5 +127,5 @@ class Shrink(Membership):
             "rejoin",
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.remove_node, "add"),
-            lambda: _all("add back", nodes, c.add_node),
+            lambda: on_every_node("add back", nodes, c.add_node),
         )

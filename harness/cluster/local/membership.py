@@ -16,32 +16,23 @@ from __future__ import annotations
 
 import shutil
 import signal
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from ..base import ClusterError
 from ..engines import NodeSpec
-from ..membership import (
-    CHANGE_TIMEOUT,
-    MembershipError,
-    leader_members,
-    remove_through,
-    wait_until_member,
-)
+from ..membership import MembershipChanges, MembershipError
 from ..netns import NETNS_HTTP_PORT, NETNS_RAFT_PORT
 from ..ports import free_ports
 from .processes import send_signal
 
 
-class LocalMembership:
+class LocalMembership(MembershipChanges):
     """:meth:`remove_node`, :meth:`add_node` and :meth:`members` of a local cluster."""
 
     directory: Path
     engine: str
     _specs: dict[str, NodeSpec]
-    _lock: threading.RLock
     _network: Any
 
     # LocalCluster provides _spec, _alive, _wait_gone, _launch, _save, _write_clock and
@@ -53,31 +44,21 @@ class LocalMembership:
             return f"the {self.engine} engine's local cluster cannot add or remove a member"
         return None
 
-    def members(self, timeout: float = 5.0) -> list[str]:
-        """The ids of the members as the leader's ``/status`` lists them, sorted."""
-        return leader_members(self.wait_for_leader(timeout, all_ready=False), timeout)
+    def _removal_via(self, node_id: str) -> list[tuple[str, str]]:
+        spec = self._spec(node_id)
+        if spec.state != "running" or not self._alive(spec):
+            raise MembershipError(f"cannot remove node {node_id}: it is {spec.state}")
+        others = [s for s in self._specs.values() if s.state == "running" and s is not spec]
+        return [(s.id, s.url) for s in others or [spec]]
 
-    def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
-        """Remove a running member through ``/remove``, stop it and wipe its data."""
-        problem = self.membership_problem()
-        if problem:
-            raise MembershipError(problem)
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            spec = self._spec(node_id)
-            if spec.state != "running" or not self._alive(spec):
-                raise MembershipError(f"cannot remove node {node_id}: it is {spec.state}")
-            others = [s for s in self._specs.values() if s.state == "running" and s is not spec]
-        via = others or [spec]
-        remove_through([(s.id, s.url) for s in via], node_id, self.members, deadline, timeout)
-        with self._lock:
-            _stop(self, spec)
-            shutil.rmtree(spec.data_dir, ignore_errors=True)
-            spec.state, spec.pid = "removed", None
-            self._save()
-        self.wait_for_leader(max(1.0, deadline - time.monotonic()))
+    def _retire_member(self, node_id: str) -> None:
+        spec = self._spec(node_id)
+        _stop(self, spec)
+        shutil.rmtree(spec.data_dir, ignore_errors=True)
+        spec.state, spec.pid = "removed", None
+        self._save()
 
-    def add_node(self, node_id: str | None = None, timeout: float = CHANGE_TIMEOUT) -> str:
+    def add_node(self, node_id: str | None = None, timeout: float | None = None) -> str:
         """Start a node that joins the running cluster (a removed one's id, or ``node_id``,
         or a new ``nK``) and wait until it is a member and every running node is ready;
         its id."""
@@ -109,7 +90,7 @@ class LocalMembership:
             self._discard_joiner(node_id)
             return last
 
-        return wait_until_member(node_id, timeout, self.wait_for_leader, self.members, give_up)
+        return self._await_joiner(node_id, timeout, give_up)
 
     def _new_spec(self, node_id: str) -> NodeSpec:
         """Where a node new to the cluster listens: free loopback ports, or, in a
@@ -130,11 +111,7 @@ class LocalMembership:
             self.remove_node(node_id, timeout=15.0)
         except ClusterError:
             with self._lock:
-                spec = self._spec(node_id)
-                _stop(self, spec)
-                shutil.rmtree(spec.data_dir, ignore_errors=True)
-                spec.state, spec.pid = "removed", None
-                self._save()
+                self._retire_member(node_id)
 
 
 def _next_id(specs: dict[str, NodeSpec]) -> str:
