@@ -19,6 +19,7 @@ from .nodes import on_every_node, start_each
 
 class DiskFull(FaultKind):
     name = "disk-full"
+    f_start, f_end = "disk-full", "disk-free"
     params: ClassVar[Mapping[str, Any]] = {"target": "leader"}
     #: a full leader steps down at its next write: the cluster elects another
     recovery = RECOVERY
@@ -38,4 +39,4 @@ class DiskFull(FaultKind):
         def act() -> None:
             start_each("fill", nodes, c.fill_disk, free, undo_failed=True)
 
-        return Action("disk-full", "disk-free", {"nodes": nodes}, act, lambda: free(nodes))
+        return cls.action({"nodes": nodes}, act, lambda: free(nodes))

@@ -14,6 +14,7 @@ from .nodes import on_every_node, start_each
 class Kill(FaultKind):
     """Kill the nodes :meth:`nodes` picks; restart them at the window's end."""
 
+    f_start, f_end = "kill", "restart"
     recovery = RECOVERY
     needs = frozenset({KILL})
 
@@ -30,9 +31,7 @@ class Kill(FaultKind):
             # the nodes a failed kill did kill would stay down for the rest of the run
             on_every_node("restart", which, c.restart)
 
-        return Action(
-            "kill",
-            "restart",
+        return cls.action(
             {"nodes": nodes},
             lambda: start_each("kill", nodes, c.kill, restart),
             lambda: restart(nodes),

@@ -20,7 +20,7 @@ from .nodes import on_every_node, start_each
 
 
 def _per_node(
-    f: str,
+    kind: type[FaultKind],
     value: dict[str, Any],
     nodes: list[str],
     apply: Callable[[str], None],
@@ -33,13 +33,14 @@ def _per_node(
         on_every_node("restore the links of", which, restore)
 
     def act() -> None:
-        start_each(f, nodes, apply, restore_all)
+        start_each(kind.f_start, nodes, apply, restore_all)
 
-    return Action(f, "link-restore", value, act, lambda: restore_all(nodes))
+    return kind.action(value, act, lambda: restore_all(nodes))
 
 
 class LossyLink(FaultKind):
     name = "lossy-link"
+    f_start, f_end = "link-loss", "link-restore"
     #: ``rate``: the probability that a packet between the node and a peer is dropped
     params: ClassVar[Mapping[str, Any]] = {"rate": 0.3, "target": "leader"}
     #: heavy loss on the leader's links costs elections (Raft's heartbeats lost)
@@ -64,7 +65,7 @@ class LossyLink(FaultKind):
             "detail": f"{rate * 100:g}%",
         }
         return _per_node(
-            "link-loss",
+            cls,
             value,
             nodes,
             lambda n: c.set_link_loss(n, rate),
@@ -74,6 +75,7 @@ class LossyLink(FaultKind):
 
 class SlowLink(FaultKind):
     name = "slow-link"
+    f_start, f_end = "link-slow", "link-restore"
     #: ``rate``: what the node may send, as tc writes it (``"256kbit"``); ``delay`` and
     #: ``jitter``: milliseconds added to each packet it sends (netem: refused before the
     #: run on a kernel without it)
@@ -121,7 +123,7 @@ class SlowLink(FaultKind):
             value.update(delay=shape.delay, jitter=shape.jitter)
         value.update(mechanism=shape.mechanism, detail=detail)
         return _per_node(
-            "link-slow",
+            cls,
             value,
             nodes,
             lambda n: c.set_link_shape(n, shape.rate, shape.delay, shape.jitter),

@@ -58,6 +58,7 @@ class Membership(FaultKind):
 
 class RemoveNode(Membership):
     name = "remove-node"
+    f_start, f_end = "remove", "rejoin"
     params: ClassVar[Mapping[str, Any]] = {"target": "follower"}
     min_nodes = 3
 
@@ -69,9 +70,7 @@ class RemoveNode(Membership):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes = stage.targets(params.get("target", "follower"))[:1]
         c = stage.cluster
-        return Action(
-            "remove",
-            "rejoin",
+        return cls.action(
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.remove_node, "add"),
             lambda: on_every_node("add back", nodes, c.add_node),
@@ -80,6 +79,7 @@ class RemoveNode(Membership):
 
 class Grow(Membership):
     name = "grow"
+    f_start, f_end = "join", "remove"
     params: ClassVar[Mapping[str, Any]] = {"nodes": 2}
     min_nodes = 1
 
@@ -95,9 +95,7 @@ class Grow(Membership):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         c = stage.cluster
         nodes = c.new_node_ids(stage.ids(), int(params.get("nodes", 2)))
-        return Action(
-            "join",
-            "remove",
+        return cls.action(
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.add_node, "remove"),
             lambda: on_every_node("remove", nodes, c.remove_node),
@@ -106,6 +104,7 @@ class Grow(Membership):
 
 class Shrink(Membership):
     name = "shrink"
+    f_start, f_end = "remove", "rejoin"
     params: ClassVar[Mapping[str, Any]] = {"size": 0}
     min_nodes = 3
 
@@ -122,9 +121,7 @@ class Shrink(Membership):
         leader = stage.leader()
         nodes = stage.rng.sample(sorted(n for n in ids if n != leader), len(ids) - size)
         c = stage.cluster
-        return Action(
-            "remove",
-            "rejoin",
+        return cls.action(
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.remove_node, "add"),
             lambda: on_every_node("add back", nodes, c.add_node),

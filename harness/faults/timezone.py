@@ -31,6 +31,7 @@ ZONE_OFFSET_LIMIT = 89999
 
 class Timezone(FaultKind):
     name = "timezone"
+    f_start, f_end = "timezone", "timezone-reset"
     #: ``transition``: seconds into the window at which daylight saving moves the zone's
     #: offset by ``jump`` seconds (None: a fixed zone of ``offset`` seconds); ``jump``:
     #: with a transition, 3600 unless given
@@ -115,7 +116,7 @@ class Timezone(FaultKind):
             label = f"UTC{hhmm(offset)}, UTC{hhmm(offset + jump)}"
             value["zone"] = f"{label} from +{value['transition']:.1f} s"
         zones = _Zones(stage.cluster, nodes, at)
-        return Action("timezone", "timezone-reset", value, zones.setter(tzif), zones.setter(None))
+        return cls.action(value, zones.setter(tzif), zones.setter(None))
 
 
 class _Zones:
