@@ -344,6 +344,11 @@ class Cluster(abc.ABC):
     def stop(self) -> None:
         """Stop every node and remove every rule and namespace this cluster made."""
 
+    def close(self) -> None:
+        """Let go of what this process holds to reach the nodes (SSH: its sessions); the
+        nodes keep running (``cluster up`` and ``status`` close what they attached to)."""
+        return
+
     def describe(self) -> dict:
         """The JSON shape printed by ``python -m harness cluster up/status``."""
         lead = self.leader()

@@ -295,8 +295,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         try:
             _print(_describe(cluster, args.dir))
         finally:
-            if hasattr(cluster, "close"):
-                cluster.close()  # SSH: end the sessions; the nodes keep running
+            cluster.close()  # SSH: end the sessions; the nodes keep running
     except (ClusterError, OSError) as exc:
         _remove_if_made_empty(args.dir, existed)
         return _fail(exc)
@@ -318,8 +317,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             info = _describe(cluster, args.dir)
         finally:
-            if hasattr(cluster, "close"):
-                cluster.close()
+            cluster.close()
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     _print(info)
