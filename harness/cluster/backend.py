@@ -5,8 +5,9 @@ A backend (:class:`Backend`) is a class: its name, the state file its clusters l
 their directory, the options it takes beyond the common ones, and what the commands ask
 of it: start a cluster (:meth:`Backend.start`), attach to one from its directory, start
 a stopped one again, stop or halt one, reap what crashed runs left, check the machine
-before a run, read an engine of ``matrix``. Each hook imports the backend's modules only
-when called, so an entry is cheap to list and Docker stays optional.
+before a run, read an engine of ``matrix``. An entry lives in its backend's folder
+(``local/backend.py``, ``docker/backend.py``, ``ssh/backend.py``); the Docker SDK is
+imported only when a Docker cluster is reached, so Docker stays optional.
 """
 
 from __future__ import annotations
