@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     concurrency = [int(x) for x in a.clients.split(",")]
     with ExitStack() as stack:
         if a.urls:
-            from harness.cluster.external import ExternalCluster
+            from harness.cluster.external.cluster import ExternalCluster
 
             cluster: Cluster = ExternalCluster([u.strip() for u in a.urls.split(",")])
             engine = "external"

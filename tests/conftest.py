@@ -48,7 +48,7 @@ import pytest
 
 from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.engines import resolve_rqlited, rqlited_version
-from harness.cluster.external import URLS_ENV, ExternalCluster
+from harness.cluster.external.cluster import URLS_ENV, ExternalCluster
 from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.local.processes import reap
 from harness.cluster.owners import REAP_TAG_ENV

@@ -219,7 +219,7 @@ def _bench_on_cluster(
 
     cluster: Cluster
     if args.urls:
-        from ..cluster.external import ExternalCluster
+        from ..cluster.external.cluster import ExternalCluster
 
         cluster = ExternalCluster([u.strip() for u in args.urls.split(",")])
         engine = "external"

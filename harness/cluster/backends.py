@@ -9,7 +9,7 @@ from pathlib import Path
 from .backend import Backend
 from .base import ClusterError
 from .docker.backend import Docker
-from .external import External
+from .external.backend import External
 from .local.backend import Local
 from .ssh.backend import Ssh
 

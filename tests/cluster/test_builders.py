@@ -18,7 +18,7 @@ from harness.cluster.engines import (
     parse_rqlited_version,
     rqlited_argv,
 )
-from harness.cluster.external import ExternalCluster, parse_urls
+from harness.cluster.external.cluster import ExternalCluster, parse_urls
 from harness.cluster.local import cluster as local
 from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.ports import PORT_FLOOR, ephemeral_port_range, free_ports

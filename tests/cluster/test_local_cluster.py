@@ -10,7 +10,7 @@ import pytest
 
 from harness import zonefile
 from harness.cluster.base import ClusterError, probe_node
-from harness.cluster.external import ExternalCluster
+from harness.cluster.external.cluster import ExternalCluster
 from harness.cluster.local import cluster as local
 from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.local.processes import our_processes, process_environ

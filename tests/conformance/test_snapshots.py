@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster.external import URLS_ENV
+from harness.cluster.external.cluster import URLS_ENV
 from harness.cluster.local.processes import MARKER_ENV
 from harness.cluster.ports import free_ports
 from tests.cluster.helpers import wait_until

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from harness.cluster.external import URLS_ENV
+from harness.cluster.external.cluster import URLS_ENV
 from harness.cluster.local.cluster import LocalCluster
 from harness.runner import RunOptions, RunResult, run
 from harness.scenario import load_scenario

@@ -4,9 +4,9 @@
 
     RQLITE_URLS=http://10.0.0.5:4001,http://10.0.0.6:4001 python -m pytest
 
-The backend ``external`` of the registry (:class:`External`): ``harness list`` shows
-what its clusters can do (nothing), but no command starts one (``--backend`` does not
-offer it): ``bench --urls`` and the tests under ``RQLITE_URLS`` reach one by its URLs.
+The backend ``external`` of the registry (:mod:`.backend`): ``harness list`` shows what
+its clusters can do (nothing), but no command starts one (``--backend`` does not offer
+it): ``bench --urls`` and the tests under ``RQLITE_URLS`` reach one by its URLs.
 
 Leadership comes from each node's ``/status`` like for local clusters. Every fault
 (kill, restart, pause, resume, partition, clock skew) raises :class:`ClusterError`
@@ -19,7 +19,6 @@ import os
 import urllib.parse
 from collections.abc import Iterable, Sequence
 
-from harness.cluster.backend import Backend
 from harness.cluster.base import (
     Cluster,
     ClusterError,
@@ -101,16 +100,3 @@ class ExternalCluster(Cluster):
     def stop(self) -> None:
         """Nothing to stop: the cluster belongs to someone else."""
         return
-
-
-class External(Backend):
-    """A cluster someone else runs, reached by its URLs; nothing starts or stops it."""
-
-    name = "external"
-    summary = "a cluster someone else runs, named by its URLs (bench --urls, RQLITE_URLS)"
-    title = "external"
-    startable = False
-
-    @classmethod
-    def cluster_class(cls) -> type[Cluster]:
-        return ExternalCluster
