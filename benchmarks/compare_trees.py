@@ -34,7 +34,7 @@ import http.client, json, sys, tempfile, threading, time
 tree, node_tree, engine, binary, clients, groups, seconds = sys.argv[1:8]
 clients, groups, seconds = int(clients), int(groups), float(seconds)
 sys.path.insert(0, node_tree)
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.bench.opcodes import Opcodes, rqueue_schema
 from harness.bench.store import Http, drop_queue
 if "rqueue" in sys.modules:

@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.cluster.base import ClusterError, agreed_leader, probe_nodes
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 
 POLL = 0.02  # seconds between two probes of every node while waiting for a leader
 PROBE_TIMEOUT = 0.5

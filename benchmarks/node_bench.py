@@ -48,12 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     concurrency = [int(x) for x in a.clients.split(",")]
     with ExitStack() as stack:
         if a.urls:
-            from harness.cluster.external import ExternalCluster
+            from harness.cluster.external.cluster import ExternalCluster
 
             cluster: Cluster = ExternalCluster([u.strip() for u in a.urls.split(",")])
             engine = "external"
         else:
-            from harness.cluster.local import LocalCluster
+            from harness.cluster.local.cluster import LocalCluster
 
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="node-bench-")))
             engine = "rqlited" if a.rqlited else "embedded"

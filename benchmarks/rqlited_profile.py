@@ -32,7 +32,7 @@ from harness.bench import queue  # noqa: E402
 from harness.bench.load import Load, run_threads  # noqa: E402
 from harness.bench.pprof import RQLITED_COMPONENTS, Profile, read_profile  # noqa: E402
 from harness.bench.store import Http, create_insert_table, drop_queue, insert_step  # noqa: E402
-from harness.cluster.local import LocalCluster  # noqa: E402
+from harness.cluster.local.cluster import LocalCluster  # noqa: E402
 from harness.subjects import get_subject  # noqa: E402
 
 

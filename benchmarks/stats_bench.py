@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.bench.queue import fill  # noqa: E402
 from harness.bench.store import Http  # noqa: E402
-from harness.cluster.local import LocalCluster  # noqa: E402
+from harness.cluster.local.cluster import LocalCluster  # noqa: E402
 from harness.subjects import get_subject  # noqa: E402
 from rqueue import RqliteTransport, _cli, _stats  # noqa: E402
 

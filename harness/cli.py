@@ -50,8 +50,8 @@ exit status: 0 valid, 1 anomalies found, 2 the harness failed (the reason on std
 
 
 def _register_run(sub: argparse._SubParsersAction) -> None:
+    from .cluster.backends import BACKENDS, DEFAULT, STARTABLE
     from .cluster.cli import add_engine_arguments, add_image_argument, add_inventory_argument
-    from .cluster.factory import BACKENDS
     from .subjects import SUBJECT_NAMES
 
     p = sub.add_parser(
@@ -110,12 +110,9 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
     add_engine_arguments(p)
     p.add_argument(
         "--backend",
-        default="local",
-        choices=BACKENDS,
-        help=(
-            "local: processes on this machine (default); docker: containers of an "
-            "rqlite image (--image; whatever --engine says); ssh: the hosts of --inventory"
-        ),
+        default=DEFAULT,
+        choices=STARTABLE,
+        help="; ".join(f"{n}: {BACKENDS[n].summary}" for n in STARTABLE),
     )
     add_image_argument(p)
     add_inventory_argument(p)
@@ -148,20 +145,17 @@ def _positive(text: str) -> float:
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from .cluster.backend import ClusterOptions
+    from .cluster.backends import backend_of
+    from .cluster.base import ClusterError
     from .progress import summary_table
     from .runner import RunOptions, run
 
-    if args.image is not None and args.backend != "docker":
-        print(
-            "harness: error: --image names a Docker image: it needs --backend docker",
-            file=sys.stderr,
-        )
-        return EXIT_HARNESS
-    if (args.inventory is not None) != (args.backend == "ssh"):
-        print(
-            "harness: error: --backend ssh and --inventory FILE go together (docs/ssh.md)",
-            file=sys.stderr,
-        )
+    asked = ClusterOptions(image=args.image, inventory=args.inventory, rqlited=args.rqlited)
+    try:
+        backend_of(args.backend).check(asked)
+    except ClusterError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
         return EXIT_HARNESS
     opts = RunOptions(
         scenario=args.scenario,
@@ -231,19 +225,10 @@ def _list(args: argparse.Namespace) -> int:
 
 def _fault_kind_rows() -> list[tuple[str, str, list[str]]]:
     """(kind, what it needs, the backends that can run it), kinds and needs padded."""
-    from .cluster.docker.cluster import DockerCluster
-    from .cluster.external import ExternalCluster
-    from .cluster.local import LocalCluster
-    from .cluster.ssh.cluster import SshCluster
+    from .cluster.backends import capabilities
     from .faults.capabilities import kinds_table
 
-    backends = {
-        "local": LocalCluster.CAPABILITIES,
-        "docker": DockerCluster.CAPABILITIES,
-        "external": ExternalCluster.CAPABILITIES,
-        "ssh": SshCluster.CAPABILITIES,
-    }
-    rows = kinds_table(backends)
+    rows = kinds_table(capabilities())
     kw = max(len(k) for k, _, _ in rows)
     nw = max(len(n) for _, n, _ in rows)
     return [(k.ljust(kw), n.ljust(nw), b) for k, n, b in rows]

@@ -20,7 +20,7 @@ and held against the classes by ``tests/harness/test_errors.py``::
     HarnessError (errors): the harness could not do its job
     ├── ClusterError (cluster.base): a cluster cannot be started, reached or controlled
     │   ├── QueryRefused (cluster.base): a node refused a read (HTTP 4xx, a statement's error)
-    │   ├── NodeDied (cluster.local): a local node's process exited on its own
+    │   ├── NodeDied (cluster.local.cluster): a local node's process exited on its own
     │   ├── DockerUnreachable (cluster.docker.specs): the Docker engine cannot be reached
     │   ├── PortTaken (cluster.docker.specs): a host port was taken before Docker bound it
     │   ├── ImageMissing (cluster.docker.engine): an image is not here and cannot be pulled

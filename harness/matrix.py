@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .cluster.backends import matrix_engine, matrix_forms
 from .errors import (
     EXIT_ANOMALIES,
     EXIT_HARNESS,
@@ -44,7 +43,7 @@ VERDICTS = {
 }
 
 
-ENGINE_FORMS = "'embedded', 'rqlited:PATH', 'docker:IMAGE' or 'ssh:INVENTORY'"
+ENGINE_FORMS = matrix_forms()
 
 
 @dataclass(frozen=True)
@@ -58,23 +57,10 @@ class Engine:
     def parse(cls, spec: str) -> Engine:
         """``embedded``, ``rqlited:PATH`` (the label is the binary's file name),
         ``docker:IMAGE`` (the Docker backend with that image) or ``ssh:INVENTORY`` (the
-        SSH backend on that inventory's hosts; the label is ``ssh``)."""
-        if spec == "embedded":
-            return cls("embedded", ("--engine", "embedded"))
-        if spec.startswith("docker:") and spec[7:]:
-            label = "docker-" + re.sub(r"[^A-Za-z0-9._-]+", "_", spec[7:])  # a folder name
-            return cls(label, ("--backend", "docker", "--image", spec[7:]))
-        if spec.startswith("ssh:") and spec[4:]:
-            inventory = Path(spec[4:])
-            if not inventory.is_file():
-                raise ValueError(f"engine {spec!r}: no inventory file {inventory}")
-            return cls("ssh", ("--backend", "ssh", "--inventory", str(inventory.resolve())))
-        kind, _, path = spec.partition(":")
-        if kind != "rqlited" or not path:
-            raise ValueError(f"engine {spec!r}: expected {ENGINE_FORMS}")
-        if not os.access(path, os.X_OK):
-            raise ValueError(f"engine {spec!r}: {path} is not an executable file")
-        return cls(Path(path).name, ("--engine", "rqlited", "--rqlited", path))
+        SSH backend on that inventory's hosts; the label is ``ssh``): each backend reads
+        its own forms (:func:`harness.cluster.backends.matrix_engine`)."""
+        label, args = matrix_engine(spec)
+        return cls(label, args)
 
 
 @dataclass

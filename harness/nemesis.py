@@ -4,29 +4,11 @@ Each fault window of the scenario becomes two nemesis operations in the history,
 its start and one at its end, each written as an ``invoke`` before acting and an
 ``info`` after (``fail``, with ``error`` in the value, when the action raised: the
 history's fault intervals then ignore it). Every value carries
-``"fault"`` (the scenario's kind) and ``"phase"`` (``"start"`` or ``"end"``):
-
-=====================  ===================  ===================
-fault kind             start ``f``          end ``f``
-=====================  ===================  ===================
-kill-leader/-random    ``kill``             ``restart``
-kill-all               ``kill``             ``restart``
-pause-leader           ``pause``            ``resume``
-partition-*            ``partition``        ``heal``
-clock-skew-node        ``clock-skew``       ``clock-reset``
-clock-skew-worker      ``clock-skew``       ``clock-reset``
-lease-expiry           ``start-stall``      ``stop-stall``
-timezone               ``timezone``         ``timezone-reset``
-disk-full              ``disk-full``        ``disk-free``
-clock-strobe-*         ``clock-strobe``     ``clock-reset``
-clock-jump-back-*      ``clock-jump``       ``clock-reset``
-lossy-link             ``link-loss``        ``link-restore``
-slow-link              ``link-slow``        ``link-restore``
-reply-loss             ``reply-loss``       ``reply-restore``
-forward-reply-loss     ``forward-loss``     ``forward-restore``
-remove-node, shrink    ``remove``           ``rejoin``
-grow                   ``join``             ``remove``
-=====================  ===================  ===================
+``"fault"`` (the scenario's kind) and ``"phase"`` (``"start"`` or ``"end"``). Each
+kind declares the ``f`` of its start and of its end (``FaultKind.f_start`` and
+``f_end``: ``kill-leader`` is recorded as ``kill`` then ``restart``);
+docs/history-format.md ("Fault events") lists them, checked against the registry by
+tests/harness/test_fault_names.py.
 
 What each kind does and undoes lives in its module of :mod:`harness.faults`; the nemesis
 finds it in the registry (:data:`harness.faults.KINDS`) and records it.

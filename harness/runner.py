@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -29,7 +28,7 @@ from harness.wording import plural
 
 from . import divergence
 from .cluster.base import DISK
-from .cluster.disk import DISK_MB, disk_problem
+from .cluster.disk import DISK_MB
 from .errors import EXIT_HARNESS, EXIT_INCONCLUSIVE, HarnessError
 from .history import read_history
 from .interrupts import Terminated, sigterm_unwinds
@@ -103,24 +102,12 @@ def resolve(opts: RunOptions) -> Scenario:
 
 
 def preflight(scenario: Scenario, opts: RunOptions) -> bool:
-    """Check that this machine can run the scenario; returns whether to use netns."""
-    local_disks = opts.backend != "ssh"  # over SSH the hosts make them (preflight there)
-    if DISK in scenario.needs and local_disks and (problem := disk_problem()) is not None:
-        raise HarnessError(f"scenario {scenario.name!r} fills nodes' disks: {problem}")
-    if opts.backend != "local":
-        return False
-    if not scenario.needs_netns:
-        return False
+    """Check that this machine can run the scenario on the backend (its entry's
+    :meth:`~harness.cluster.backend.Backend.preflight`); returns whether to use netns."""
+    from .cluster.backends import backend_of
+
     chaos_all = scenario.chaos is not None and scenario.chaos.pool is None
-    if os.geteuid() != 0 and chaos_all:  # "all" the cluster can do: partitions are not
-        return False
-    if os.geteuid() != 0:
-        what = "partitions the network" if scenario.needs_partitions else "degrades links"
-        raise HarnessError(
-            f"scenario {scenario.name!r} {what}: on the local backend that needs root "
-            "(network namespaces + iptables); run as root or use --backend docker"
-        )
-    return True
+    return backend_of(opts.backend).preflight(scenario.name, scenario.needs, chaos_all)
 
 
 def run(opts: RunOptions) -> RunResult:

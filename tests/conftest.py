@@ -28,7 +28,7 @@
   holds it alone: no other network-namespace test runs meanwhile.
 - Safety net: the session sets ``RQUEUE_REAP_TAG`` to a fresh value that every node it
   starts inherits (also through ``python -m harness ...`` subprocesses); at session end
-  :func:`harness.cluster.processes.reap` kills whatever still carries that tag and removes
+  :func:`harness.cluster.local.processes.reap` kills whatever still carries that tag and removes
   its network namespaces, and says so on the terminal.
 """
 
@@ -48,10 +48,10 @@ import pytest
 
 from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.engines import resolve_rqlited, rqlited_version
-from harness.cluster.external import URLS_ENV, ExternalCluster
-from harness.cluster.local import LocalCluster
-from harness.cluster.netns import REAP_TAG_ENV
-from harness.cluster.processes import reap
+from harness.cluster.external.cluster import URLS_ENV, ExternalCluster
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.local.processes import reap
+from harness.cluster.owners import REAP_TAG_ENV
 from harness.node import VERSION as EMBEDDED_VERSION
 from rqueue._version import parse_version, version_from_status
 from tests.locks import held

@@ -236,12 +236,12 @@ def _bench_on_cluster(
 
     cluster: Cluster
     if args.urls:
-        from ..cluster.external import ExternalCluster
+        from ..cluster.external.cluster import ExternalCluster
 
         cluster = ExternalCluster([u.strip() for u in args.urls.split(",")])
         engine = "external"
     else:
-        from ..cluster.local import LocalCluster
+        from ..cluster.local.cluster import LocalCluster
 
         progress(f"starting a {args.nodes}-node {engine} cluster in {out / 'cluster'}")
         cluster = LocalCluster.start(

@@ -37,7 +37,7 @@ def run_on_cluster(
         out.mkdir(parents=True, exist_ok=True)
         if args.urls:
             return measure([u.strip() for u in args.urls.split(",")], {})
-        from ..cluster.local import LocalCluster
+        from ..cluster.local.cluster import LocalCluster
 
         say(f"starting a {args.nodes}-node {args.engine} cluster in {out / 'cluster'}")
         with LocalCluster.start(

@@ -94,7 +94,12 @@ class Cluster(abc.ABC):
         return self._leader_round(timeout)[0]
 
     def wait_for_leader(
-        self, timeout: float, *, all_ready: bool = True, exclude: Iterable[str] = ()
+        self,
+        timeout: float,
+        *,
+        all_ready: bool = True,
+        exclude: Iterable[str] = (),
+        check_dead: bool = True,
     ) -> NodeInfo:
         """Wait until a leader is elected and every live node is ready.
 
@@ -103,7 +108,8 @@ class Cluster(abc.ABC):
         after a fault the others may still name the old leader for a moment).
         Raises :class:`ClusterError` naming what it waited for when ``timeout`` passes
         (:meth:`_leader_wait_error`), or earlier when :meth:`_raise_if_dead`, asked after
-        each round that did not end the wait, finds a node dead.
+        each round that did not end the wait, finds a node dead (``check_dead=False``:
+        over HTTP only, for polls a slow check would hold up).
         """
         exclude = set(exclude)
         deadline = time.monotonic() + timeout
@@ -118,7 +124,8 @@ class Cluster(abc.ABC):
             # only while it has to wait: over SSH the check costs a round trip per host,
             # seconds on a loaded machine, which made the faults that look for the leader
             # start late
-            self._raise_if_dead()
+            if check_dead:
+                self._raise_if_dead()
             if time.monotonic() >= deadline:
                 what = "an agreed leader" + (f" other than {sorted(exclude)}" if exclude else "")
                 what += self.ready_phrase if all_ready else ""
@@ -140,6 +147,11 @@ class Cluster(abc.ABC):
 
     def _raise_if_dead(self) -> None:
         """Raise :class:`ClusterError` if a node died on its own (checked every probe)."""
+        return
+
+    def _raise_if_exited(self) -> None:
+        """Raise :class:`ClusterError` naming a node that exited on its own, with its log's
+        end: asked once a wait for a node gave up (a check too slow for every probe)."""
         return
 
     def _leader_wait_error(
@@ -188,12 +200,52 @@ class Cluster(abc.ABC):
         """Make the node's wall clock read ``seconds`` ahead (negative: behind)."""
         raise ClusterError(f"the {self.engine} backend cannot skew a node's clock")
 
-    def set_time_zone(self, node_id: str, tzif: bytes | None) -> None:
+    #: seconds :meth:`set_time_zone` waits for the restarted node by default
+    zone_timeout: float = 30.0
+
+    def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float | None = None) -> None:
         """Give the node the local time zone in ``tzif`` (a TZif file's bytes, e.g. from
         :mod:`harness.zonefile`; None: back to UTC) and restart it so that it reads it,
-        waiting until it answers again. rqlite and the embedded node rewrite ``'now'`` in
-        their local time (docs/embedded-node.md). Optional: see ``supports_time_zones``."""
-        raise ClusterError(f"the {self.engine} backend cannot set a node's time zone")
+        waiting (``timeout``, else :attr:`zone_timeout`) until it answers ``/readyz``
+        again. rqlite and the embedded node rewrite ``'now'`` in their local time
+        (docs/embedded-node.md). A paused node comes back running; a killed one keeps the
+        zone for its :meth:`restart`. Capability ``time-zones``: a backend gives the node
+        its zone in :meth:`_apply_time_zone`."""
+        problem = self.time_zone_problem()
+        if problem is not None:
+            raise ClusterError(problem)
+        if tzif is not None and (not isinstance(tzif, bytes) or tzif[:4] != b"TZif"):
+            raise ClusterError(
+                f"a time zone is a TZif file's bytes (b'TZif...'), got {repr(tzif)[:40]}"
+            )
+        restarted = self._apply_time_zone(node_id, tzif)
+        if restarted is not None:
+            url, zone = restarted
+            wait = self.zone_timeout if timeout is None else timeout
+            self.wait_node_ready(node_id, url, wait, f"its restart with {zone}")
+
+    def _apply_time_zone(self, node_id: str, tzif: bytes | None) -> tuple[str, str] | None:
+        """Give node ``node_id`` the zone ``tzif`` (checked) and restart it: the URL to wait
+        on and the zone in words, or None when it stays down (killed)."""
+        raise ClusterError(f"the {self.engine} backend cannot {_CANNOT[TIME_ZONES]}")
+
+    def wait_node_ready(self, node_id: str, url: str, timeout: float, after: str) -> None:
+        """Wait up to ``timeout`` seconds until node ``node_id`` (at ``url``) answers
+        ``/readyz`` after ``after`` (words for the error), asking :meth:`_raise_if_dead`
+        between probes and :meth:`_raise_if_exited` when the time is up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_if_dead()
+            status = probe_node(url, timeout=1.0)
+            if status.error is None and status.ready:
+                return
+            if time.monotonic() >= deadline:
+                self._raise_if_exited()
+                raise ClusterError(
+                    f"waited {timeout:.1f}s for node {node_id} to answer /readyz after "
+                    f"{after}; it said: {status.summary()}"
+                )
+            time.sleep(self.leader_poll)
 
     def fill_disk(self, node_id: str) -> None:
         """Fill the filesystem of the node's data directory (writes there fail: ENOSPC)."""
@@ -267,22 +319,9 @@ class Cluster(abc.ABC):
             return None
         return f"the {self.engine} backend cannot {_CANNOT.get(capability, capability)}"
 
-    @property
-    def supports_partitions(self) -> bool:
-        return PARTITIONS in self.capabilities
-
-    @property
-    def supports_clock_skew(self) -> bool:
-        return CLOCK_SKEW in self.capabilities
-
-    @property
-    def supports_time_zones(self) -> bool:
-        """Whether :meth:`set_time_zone` works on this cluster."""
-        return TIME_ZONES in self.capabilities
-
     def time_zone_problem(self) -> str | None:
         """Why :meth:`set_time_zone` cannot work here (None: it can), in one line."""
-        if self.supports_time_zones:
+        if TIME_ZONES in self.capabilities:
             return None
         return f"the {self.engine} backend cannot {_CANNOT[TIME_ZONES]}"
 
@@ -304,6 +343,11 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def stop(self) -> None:
         """Stop every node and remove every rule and namespace this cluster made."""
+
+    def close(self) -> None:
+        """Let go of what this process holds to reach the nodes (SSH: its sessions); the
+        nodes keep running (``cluster up`` and ``status`` close what they attached to)."""
+        return
 
     def describe(self) -> dict:
         """The JSON shape printed by ``python -m harness cluster up/status``."""
@@ -357,8 +401,17 @@ class NodeStatus:
 
 def http_get(url: str, timeout: float) -> tuple[int, bytes]:
     """GET ``url`` without proxies; return (status, body), HTTP errors included."""
+    return http_request("GET", url, None, timeout)
+
+
+def http_request(method: str, url: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
+    """``method`` on ``url`` without proxies, ``body`` sent as JSON when given; return
+    (status, body), HTTP errors included (a failed connection raises :class:`OSError`)."""
+    req = urllib.request.Request(url, data=body, method=method)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
     try:
-        with _OPENER.open(url, timeout=timeout) as resp:
+        with _OPENER.open(req, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

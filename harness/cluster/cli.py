@@ -42,21 +42,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from harness.cluster.backend import Backend, ClusterOptions
+from harness.cluster.backends import BACKENDS, DEFAULT, STARTABLE, backend_of, busy, held_in
 from harness.cluster.base import Cluster, ClusterError
 from harness.cluster.engines import ENGINES
-from harness.cluster.factory import BACKENDS, make_cluster
-from harness.cluster.local import STATE_FILE, LocalCluster
-from harness.cluster.processes import node_processes, reap, reap_disks
 from harness.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_NO_LEADER, EXIT_OK
-from harness.wording import plural
 from rqueue._stdout import quiet_when_stdout_closes
 
-DOCKER_STATE_FILE = "docker-cluster.json"
-SSH_STATE_FILE = "ssh-cluster.json"  # harness.cluster.ssh.cluster.STATE_FILE
-#: what a Docker cluster leaves in its directory when ``down --purge`` removed it
-DOCKER_IMAGE_FILE = "docker-image.json"
 EXAMPLES = """examples:
   python -m harness cluster up --nodes 3 --dir /tmp/c      # prints {"dir", "leader", "urls", ...}
   python -m harness cluster up --dir /tmp/q --base-port 4001   # nodes on :4001, :4011, :4021
@@ -158,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     up.add_argument("--netns", action="store_true", help="one network namespace per node (root)")
     up.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=STARTABLE,
         help="local (default for a new cluster) or docker; a stopped cluster's folder "
         "says which it is",
     )
@@ -169,12 +162,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="print a running cluster as JSON")
     status.add_argument("--dir", type=Path, required=True)
-    status.add_argument("--backend", choices=BACKENDS, default=None)
+    status.add_argument("--backend", choices=STARTABLE, default=None)
     status.set_defaults(handler=cmd_status)
 
     urls = sub.add_parser("urls", help="print the nodes' URLs, joined by commas")
     urls.add_argument("--dir", type=Path, help="the cluster's directory")
-    urls.add_argument("--backend", choices=BACKENDS, default=None)
+    urls.add_argument("--backend", choices=STARTABLE, default=None)
     add_inventory_argument(urls)
     urls.set_defaults(handler=cmd_urls)
 
@@ -207,7 +200,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="reap every cluster of this project whose owner process is gone; lists the "
         "live ones it leaves",
     )
-    down.add_argument("--backend", choices=BACKENDS, default=None)
+    down.add_argument("--backend", choices=STARTABLE, default=None)
     down.add_argument("--tag", help="with --all: only clusters started with RQUEUE_REAP_TAG=TAG")
     down.add_argument(
         "--yes-kill-live",
@@ -235,37 +228,17 @@ def _fail(exc: Exception) -> int:
     return EXIT_HARNESS
 
 
-def _held(directory: Path) -> str | None:
-    """What ``directory`` holds: ``local`` or ``docker`` (a cluster's state),
-    ``docker-purged`` (a Docker cluster's folder after ``down --purge``), or None."""
-    if (directory / STATE_FILE).exists():
-        return "local"
-    if (directory / DOCKER_STATE_FILE).exists():
-        return "docker"
-    if (directory / DOCKER_IMAGE_FILE).exists():
-        return "docker-purged"
-    if (directory / SSH_STATE_FILE).exists():
-        return "ssh"
-    return None
-
-
-def _backend_of(directory: Path, backend: str | None) -> str:
+def _backend_of(directory: Path | None, backend: str | None) -> type[Backend]:
+    """The backend ``--backend`` names, else the one whose cluster ``directory`` holds,
+    else the default."""
     if backend:
-        return backend
-    held = _held(directory)
-    return held if held in ("docker", "ssh") else "local"
+        return backend_of(backend)
+    held = held_in(directory) if directory is not None else None
+    return held[0] if held and not held[1] else BACKENDS[DEFAULT]
 
 
 def _attach(directory: Path, backend: str | None) -> Cluster:
-    if _backend_of(directory, backend) == "docker":
-        from harness.cluster.docker.lifecycle import attach_docker_cluster
-
-        return attach_docker_cluster(directory)
-    if _backend_of(directory, backend) == "ssh":
-        from harness.cluster.ssh.cluster import SshCluster
-
-        return SshCluster.attach(directory)
-    return LocalCluster.attach(directory)
+    return _backend_of(directory, backend).attach(directory)
 
 
 def _describe(cluster: Cluster, directory: Path) -> dict:
@@ -275,131 +248,44 @@ def _describe(cluster: Cluster, directory: Path) -> dict:
     return info
 
 
-def _start(args: argparse.Namespace) -> Cluster:
-    """A new cluster as the options say, or the stopped one in ``--dir`` started again."""
-    held = _held(args.dir)
-    if held == "ssh":
-        raise ClusterError(
-            f"{args.dir.resolve()} holds a running SSH cluster: `cluster down --dir` it first"
-        )
-    if held in ("local", "docker") and args.backend not in (None, held):
-        raise ClusterError(
-            f"{args.dir.resolve()} holds a {held} cluster, not a {args.backend} one: `up "
-            "--dir` without --backend starts it again; give a new directory for a "
-            f"{args.backend} cluster"
-        )
-    if held == "local":
-        return _restart(args)
-    if held == "docker":
-        return _restart_docker(args)
-    if held == "docker-purged" and args.backend is None:
-        raise ClusterError(
-            f"{args.dir.resolve()} held a Docker cluster that `down --purge` removed: "
-            "give --backend docker for a new Docker cluster there, or --backend local"
-        )
-    backend = args.backend or "local"
-    if args.base_port is not None:
-        if backend != "local":
-            raise ClusterError("--base-port is for --backend local (Docker picks free ports)")
-        return LocalCluster.start(
-            nodes=args.nodes or 3,
-            directory=args.dir,
-            engine=args.engine or "embedded",
-            rqlited=args.rqlited,
-            netns=args.netns,
-            timeout=args.timeout,
-            base_port=args.base_port,
-            detached=True,
-        )
-    return make_cluster(
-        backend=backend,
-        engine=args.engine or "embedded",
-        nodes=args.nodes or (None if backend == "ssh" else 3),
+def _options(args: argparse.Namespace) -> ClusterOptions:
+    """What ``cluster up`` was asked for."""
+    return ClusterOptions(
+        engine=args.engine,
+        nodes=args.nodes,
         directory=args.dir,
         rqlited=args.rqlited,
         netns=args.netns,
         timeout=args.timeout,
         image=args.image,
-        inventory=args.inventory,
         detached=True,  # it outlives this command: only `down --dir` stops it
+        inventory=args.inventory,
+        base_port=args.base_port,
     )
 
 
-def _restart_docker(args: argparse.Namespace) -> Cluster:
-    """Start the Docker cluster that ``down`` stopped in ``--dir`` again, on its data."""
-    from harness.cluster.docker.lifecycle import attach_docker_cluster, restart_docker_cluster
-
-    old = attach_docker_cluster(args.dir)
-    specs = list(old._specs.values())
-    differs = []
-    if args.nodes is not None and args.nodes != len(specs):
-        differs.append(f"{len(specs)} nodes, not {args.nodes}")
-    if args.image is not None and args.image != specs[0].image:
-        differs.append(f"image {specs[0].image}, not {args.image}")
-    if args.base_port is not None:
-        differs.append(f"host ports {', '.join(str(s.host_port) for s in specs)}")
-    if args.rqlited is not None or args.netns:
-        differs.append("containers (leave --rqlited and --netns out)")
-    if differs:
+def _start(args: argparse.Namespace) -> Cluster:
+    """A new cluster as the options say, or the stopped one in ``--dir`` started again."""
+    options = _options(args)
+    held = held_in(args.dir)
+    if held is not None and not held[1]:
+        backend = held[0]
+        if args.backend not in (None, backend.name):
+            raise ClusterError(
+                f"{args.dir.resolve()} holds a {backend.name} cluster, not a {args.backend} "
+                "one: `up --dir` without --backend starts it again; give a new directory "
+                f"for a {args.backend} cluster"
+            )
+        return backend.start_again(args.dir, options)
+    if held is not None and args.backend is None:
         raise ClusterError(
-            f"{args.dir.resolve()} holds a stopped Docker cluster with {'; '.join(differs)}: "
-            "`up --dir` starts it again as it was; give a new directory for a different cluster"
+            f"{args.dir.resolve()} held a {held[0].title} cluster that `down --purge` "
+            f"removed: give --backend {held[0].name} for a new {held[0].title} cluster "
+            f"there, or --backend {DEFAULT}"
         )
-    cluster = restart_docker_cluster(args.dir, args.timeout)
-    print(
-        f"started the stopped Docker cluster in {args.dir.resolve()} again on its volumes",
-        file=sys.stderr,
-    )
-    return cluster
-
-
-def _restart(args: argparse.Namespace) -> Cluster:
-    """Start the stopped cluster in ``--dir`` again, if the options agree with it; in a
-    running one, start again the nodes whose process is gone."""
-    old = LocalCluster.attach(args.dir)
-    nodes = old.nodes()
-    port = urlsplit(nodes[0].url).port
-    differs = []
-    if args.nodes is not None and args.nodes != len(nodes):
-        differs.append(f"{len(nodes)} nodes, not {args.nodes}")
-    if args.engine is not None and args.engine != old.engine:
-        differs.append(f"engine {old.engine}, not {args.engine}")
-    if args.base_port is not None and args.base_port != port:
-        differs.append(f"base port {port}, not {args.base_port}")
-    if args.rqlited is not None:
-        differs.append("the rqlited binary it was started with (leave --rqlited out)")
-    running = any(old._alive(s) for s in old._specs.values() if s.state != "removed")
-    if args.netns and not old.supports_partitions:
-        differs.append("no network namespaces (leave --netns out)")
-    if differs:
-        raise ClusterError(
-            f"{old.directory} holds a {'running' if running else 'stopped'} cluster with "
-            f"{'; '.join(differs)}: `up --dir` starts "
-            f"{'its dead nodes' if running else 'it'} again as it was; give a new "
-            "directory for a different cluster"
-        )
-    if running:
-        return _revive(old.directory, args.timeout)
-    cluster = LocalCluster.restart_stopped(args.dir, args.timeout, detached=True)
-    print(f"started the stopped cluster in {old.directory} again on its data", file=sys.stderr)
-    return cluster
-
-
-def _revive(directory: Path, timeout: float) -> Cluster:
-    """The running cluster in ``directory``, its dead nodes started again (and named)."""
-    cluster, started = LocalCluster.revive_dead(directory, timeout)
-    if not started:
-        raise ClusterError(
-            f"a cluster is already running in {directory}, every node alive; stop it "
-            f"first (python -m harness cluster down --dir {directory})"
-        )
-    print(
-        f"started {plural(len(started), 'dead node')} of the running cluster in "
-        f"{directory} again on {'its' if len(started) == 1 else 'their'} data: "
-        + ", ".join(started),
-        file=sys.stderr,
-    )
-    return cluster
+    backend = backend_of(args.backend or DEFAULT)
+    backend.check(options)
+    return backend.start(options)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -409,8 +295,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         try:
             _print(_describe(cluster, args.dir))
         finally:
-            if hasattr(cluster, "close"):
-                cluster.close()  # SSH: end the sessions; the nodes keep running
+            cluster.close()  # SSH: end the sessions; the nodes keep running
     except (ClusterError, OSError) as exc:
         _remove_if_made_empty(args.dir, existed)
         return _fail(exc)
@@ -432,54 +317,52 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             info = _describe(cluster, args.dir)
         finally:
-            if hasattr(cluster, "close"):
-                cluster.close()
+            cluster.close()
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     _print(info)
     return EXIT_OK if info.get("leader") else EXIT_NO_LEADER
 
 
+def _takers(option: str) -> str:
+    """The backends that take ``option``, as ``--backend NAME`` (or ...)."""
+    return " or ".join(f"--backend {n}" for n, b in BACKENDS.items() if option in b.options)
+
+
+def _with_inventory(args: argparse.Namespace, refusal: str) -> type[Backend]:
+    """The backend of ``--inventory``: the one ``--backend`` names, if it takes one;
+    else :class:`ClusterError` saying ``refusal``."""
+    backend = BACKENDS.get(args.backend or "")
+    if backend is None or "inventory" not in backend.options:
+        raise ClusterError(refusal)
+    return backend
+
+
 def cmd_urls(args: argparse.Namespace) -> int:
     try:
         if args.inventory is not None:
-            if args.backend != "ssh" or args.dir is not None:
-                raise ClusterError("--inventory goes with --backend ssh (and no --dir)")
-            from harness.cluster.ssh.inventory import load_inventory
-
-            urls = [h.url for h in load_inventory(args.inventory).hosts]
+            refusal = f"--inventory goes with {_takers('inventory')} (and no --dir)"
+            if args.dir is not None:
+                raise ClusterError(refusal)
+            urls = _with_inventory(args, refusal).urls_of(args.inventory)
         elif args.dir is None:
-            raise ClusterError("give --dir DIR (or --backend ssh --inventory FILE)")
-        elif _backend_of(args.dir, args.backend) == "ssh":
-            urls = _ssh_urls(args.dir)
+            raise ClusterError(f"give --dir DIR (or {_takers('inventory')} --inventory FILE)")
         else:
-            urls = [n.url for n in _attach(args.dir, args.backend).nodes()]
+            urls = _backend_of(args.dir, args.backend).urls(args.dir)
     except (ClusterError, OSError) as exc:
         return _fail(exc)
     sys.stdout.write(",".join(urls) + "\n")
     return EXIT_OK
 
 
-def _ssh_urls(directory: Path) -> list[str]:
-    """The URLs of the SSH cluster in ``directory``, from its state (no host contacted)."""
-    from harness.cluster.ssh.inventory import load_inventory
-
-    try:
-        state = json.loads((directory / SSH_STATE_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise ClusterError(f"{directory.resolve()} holds no SSH cluster: {exc}") from None
-    hosts = load_inventory(state["inventory"]).hosts
-    return [h.url for h in hosts if h.name in state["hosts"]]
-
-
 def cmd_down(args: argparse.Namespace) -> int:
     try:
         if args.inventory is not None:
-            if args.backend != "ssh" or args.purge or args.tag or args.yes_kill_live:
-                raise ClusterError("down --inventory FILE goes with --backend ssh alone")
-            from harness.cluster.ssh.cluster import sweep_inventory
-
-            _print({"inventory": str(args.inventory), "removed": sweep_inventory(args.inventory)})
+            refusal = f"down --inventory FILE goes with {_takers('inventory')} alone"
+            if args.purge or args.tag or args.yes_kill_live:
+                raise ClusterError(refusal)
+            removed = _with_inventory(args, refusal).sweep(args.inventory)
+            _print({"inventory": str(args.inventory), "removed": removed})
             return EXIT_OK
         if args.all:
             if args.purge:
@@ -488,18 +371,15 @@ def cmd_down(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.yes_kill_live or args.tag:
             raise ClusterError("--tag and --yes-kill-live are for `down --all`")
-        cluster = _attach(args.dir, args.backend)
-        if args.purge:
-            if _backend_of(args.dir, args.backend) != "docker":
-                raise ClusterError(
-                    "--purge is for Docker clusters: a local cluster's data is in its "
-                    "directory; delete that after `down --dir`"
-                )
-            cluster.stop()
-        elif hasattr(cluster, "halt"):
-            cluster.halt()  # Docker: the containers and volumes stay for `up --dir`
-        else:
-            cluster.stop()
+        backend = _backend_of(args.dir, args.backend)
+        cluster = backend.attach(args.dir)
+        if args.purge and not backend.purgeable:
+            purgeable = " and ".join(b.title for b in BACKENDS.values() if b.purgeable)
+            raise ClusterError(
+                f"--purge is for {purgeable} clusters: a {backend.name} cluster's data is in "
+                "its directory; delete that after `down --dir`"
+            )
+        backend.down(cluster, args.purge)
         _print({"dir": str(args.dir.resolve()), "stopped": True, "purged": args.purge})
     except (ClusterError, OSError, ImportError) as exc:
         return _fail(exc)
@@ -508,28 +388,12 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def _reap_all(args: argparse.Namespace) -> dict:
     """``down --all``: the abandoned clusters reaped (live ones too with
-    ``--yes-kill-live``), and the ones left alone, also named on stderr."""
-    if (args.backend or "local") == "docker":
-        from harness.cluster.docker.engine import docker_clusters, reap_docker
-
-        removed = reap_docker(tag=args.tag, live_too=args.yes_kill_live)
-        busy = {p.directory for p in node_processes()}  # local clusters' disks stay
-        disks = reap_disks(set(), busy, args.tag is None, args.yes_kill_live)
-        left = docker_clusters(tag=args.tag)
-        for c in left:
-            print(f"left Docker cluster {c['cluster']}: {c['why']}", file=sys.stderr)
-        return {"reaped": {"docker": removed, "disks": disks}, "left": left}
-    result = reap(args.tag, live_too=args.yes_kill_live)
-    for c in result["left"]:
-        print(f"left the cluster in {c['dir']}: {c['why']}", file=sys.stderr)
-    if result["left"]:
-        print(
-            "(`cluster down --dir DIR` stops one of yours; --yes-kill-live would kill them "
-            "all, whoever uses them)",
-            file=sys.stderr,
-        )
-    left = result.pop("left")
-    return {"reaped": result, "left": left}
+    ``--yes-kill-live``), and the ones left alone, also named on stderr; a backend that
+    reaps nothing of its own (SSH: ``down --inventory``) reaps the default backend's."""
+    backend = backend_of(args.backend or DEFAULT)
+    if not backend.reaps:
+        backend = BACKENDS[DEFAULT]
+    return backend.reap(args.tag, args.yes_kill_live, busy())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

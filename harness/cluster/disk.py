@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import ClusterError
+from .base import DISK, ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,13 @@ def disk_problem() -> str | None:
         if shutil.which(tool) is None:
             return f"making a node's filesystem needs {tool}, which is not on PATH"
     return None
+
+
+def preflight(scenario: str, needs: frozenset[str]) -> None:
+    """Refuse scenario ``scenario``, whose faults need ``needs``, when it fills nodes'
+    disks and this machine cannot make their filesystems."""
+    if DISK in needs and (problem := disk_problem()) is not None:
+        raise ClusterError(f"scenario {scenario!r} fills nodes' disks: {problem}")
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -308,4 +315,18 @@ def reap_abandoned(busy: set[str], live_too: bool = False) -> list[str]:
             removed += release(directory)
         except ClusterError as exc:
             log.warning("%s", exc)
+    return removed
+
+
+def reap(reaped: set[str], busy: set[str], abandoned: bool, live_too: bool) -> list[str]:
+    """Release the filesystems of the ``reaped`` clusters' directories, and with
+    ``abandoned`` those of every directory nobody uses (not ``busy``)."""
+    removed: list[str] = []
+    for directory in sorted(reaped - busy):
+        try:
+            removed += release(Path(directory))
+        except ClusterError as exc:
+            log.warning("%s", exc)
+    if abandoned:
+        removed += reap_abandoned(busy, live_too)
     return removed

@@ -1,151 +1,100 @@
-"""Members removed from and added to a running local cluster (capability ``membership``).
+"""What every backend's membership changes share (capability ``membership``): asking a
+member to remove a node (rqlite's ``DELETE /remove``), reading the members from the
+leader's ``/status``, waiting for a joiner to be listed, and the steps of a removal
+(:class:`MembershipChanges`).
 
-A mixin of :class:`harness.cluster.local.LocalCluster` (embedded engine, loopback):
-
-- :meth:`remove_node`: ``DELETE /remove {"id": ID}`` sent to a running member other than
-  the node (a follower forwards it to the leader; a leader removing itself steps down once the
-  removal commits: :mod:`harness.node.membership`), waited for until the leader's ``/status`` no
-  longer lists it; then the node's process is stopped and its data directory wiped. Its
-  state is ``removed``: :meth:`nodes` no longer lists it.
-- :meth:`add_node`: a node started empty with ``--join`` (every running member's HTTP
-  address), waited for until the leader lists it and every running node is ready. A
-  removed node's id comes back on its old ports; a new id gets new ones.
+Each backend's mixin subclasses :class:`MembershipChanges`:
+:mod:`harness.cluster.local.membership`, :mod:`harness.cluster.docker.membership`,
+:mod:`harness.cluster.ssh.membership`.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from .base import ClusterError
-from .engines import NodeSpec
-from .netns import NETNS_HTTP_PORT, NETNS_RAFT_PORT
-from .ports import free_ports
-from .processes import POLL, send_signal
+from .base import ClusterError, NodeInfo, http_request
 
 #: how long a membership change waits for the cluster (a leader, the change committed)
 CHANGE_TIMEOUT = 30.0
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+#: seconds between two looks at the members while a joiner is awaited
+POLL = 0.05
 
 
 class MembershipError(ClusterError):
     """A member could not be removed or added; the message says which and why."""
 
 
-class LocalMembership:
-    """:meth:`remove_node`, :meth:`add_node` and :meth:`members` of a local cluster."""
+class MembershipChanges:
+    """:meth:`members`, :meth:`remove_node` and the wait of an ``add_node``, as every
+    backend does them; a backend's mixin gives :meth:`_removal_via`,
+    :meth:`_retire_member`, ``add_node`` and, when some clusters of it cannot change
+    members, :meth:`membership_problem`. The cluster gives ``wait_for_leader``."""
 
-    directory: Path
-    engine: str
-    _specs: dict[str, NodeSpec]
+    #: how long a change waits for the cluster by default
+    change_timeout: float = CHANGE_TIMEOUT
+    #: seconds between two looks at the members while a joiner is awaited
+    change_poll: float = POLL
+    #: whether a change's waits ask the cluster for dead nodes between probes (SSH: no,
+    #: a round trip per host, seconds on a loaded machine, held each change up)
+    change_checks_dead: bool = True
     _lock: threading.RLock
-    _network: Any
-
-    # LocalCluster provides _spec, _alive, _wait_gone, _launch, _save, _write_clock and
-    # wait_for_leader (no stubs here: they would come first in its method order)
 
     def membership_problem(self) -> str | None:
         """Why members cannot be added or removed here (None: they can)."""
-        if self.engine != "embedded":
-            return f"the {self.engine} engine's local cluster cannot add or remove a member"
         return None
 
     def members(self, timeout: float = 5.0) -> list[str]:
         """The ids of the members as the leader's ``/status`` lists them, sorted."""
-        return leader_members(self.wait_for_leader(timeout, all_ready=False), timeout)
+        return leader_members(self._change_leader(timeout, all_ready=False), timeout)
 
-    def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
-        """Remove a running member through ``/remove``, stop it and wipe its data."""
+    def _change_leader(self, timeout: float, all_ready: bool = True) -> NodeInfo:
+        """The leader, waited for as a change waits (:attr:`change_checks_dead`)."""
+        wait = self.wait_for_leader  # type: ignore[attr-defined]
+        return wait(timeout, all_ready=all_ready, check_dead=self.change_checks_dead)
+
+    def remove_node(self, node_id: str, timeout: float | None = None) -> None:
+        """Remove a running member through ``/remove`` (asking the others, else itself),
+        then stop it and wipe its data (:meth:`_retire_member`); wait for a leader."""
         problem = self.membership_problem()
         if problem:
             raise MembershipError(problem)
+        timeout = self.change_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         with self._lock:
-            spec = self._spec(node_id)
-            if spec.state != "running" or not self._alive(spec):
-                raise MembershipError(f"cannot remove node {node_id}: it is {spec.state}")
-            others = [s for s in self._specs.values() if s.state == "running" and s is not spec]
-        via = others or [spec]
-        remove_through([(s.id, s.url) for s in via], node_id, self.members, deadline, timeout)
+            via = self._removal_via(node_id)
+        remove_through(via, node_id, self.members, deadline, timeout)
         with self._lock:
-            _stop(self, spec)
-            shutil.rmtree(spec.data_dir, ignore_errors=True)
-            spec.state, spec.pid = "removed", None
-            self._save()
-        self.wait_for_leader(max(1.0, deadline - time.monotonic()))
+            self._retire_member(node_id)
+        self._change_leader(max(1.0, deadline - time.monotonic()))
 
-    def add_node(self, node_id: str | None = None, timeout: float = CHANGE_TIMEOUT) -> str:
-        """Start a node that joins the running cluster (a removed one's id, or ``node_id``,
-        or a new ``nK``) and wait until it is a member and every running node is ready;
-        its id."""
-        problem = self.membership_problem()
-        if problem:
-            raise MembershipError(problem)
-        with self._lock:
-            running = [s for s in self._specs.values() if s.state == "running"]
-            if not running:
-                raise MembershipError("no running member to join through")
-            if node_id is None:
-                removed = sorted(i for i, s in self._specs.items() if s.state == "removed")
-                node_id = removed[0] if removed else _next_id(self._specs)
-            spec = self._specs.get(node_id)
-            if spec is None:
-                spec = self._new_spec(node_id)
-                spec.tz = running[0].tz
-                # a new dict, not one changed in place: nodes() iterates it unlocked
-                self._specs = {**self._specs, node_id: spec}
-            elif spec.state != "removed":
-                raise MembershipError(f"cannot add node {node_id}: it is {spec.state}")
-            spec.join = ",".join(s.http_addr for s in running)
-            shutil.rmtree(spec.data_dir, ignore_errors=True)
-            Path(spec.dir).mkdir(parents=True, exist_ok=True)
-            self._write_clock(spec, 0.0)
-            self._launch(spec)
+    def _removal_via(self, node_id: str) -> list[tuple[str, str]]:
+        """(id, URL) of the members to ask to remove ``node_id``, which must be running
+        (else :class:`MembershipError` saying what it is); under the lock."""
+        raise NotImplementedError
 
-        def give_up(last: str) -> str:
-            self._discard_joiner(node_id)
-            return last
+    def _retire_member(self, node_id: str) -> None:
+        """Stop the removed ``node_id`` and wipe its data; under the lock."""
+        raise NotImplementedError
 
-        return wait_until_member(node_id, timeout, self.wait_for_leader, self.members, give_up)
-
-    def _new_spec(self, node_id: str) -> NodeSpec:
-        """Where a node new to the cluster listens: free loopback ports, or, in a
-        ``--netns`` cluster, a namespace of its own on the bridge (saved at once, so stop
-        and the reaper remove it)."""
-        directory = str(self.directory / node_id)
-        if self._network is None:
-            http, raft = free_ports(2)
-            return NodeSpec(node_id, "127.0.0.1", http, raft, directory)
-        ip = self._network.add_member(node_id).ip
-        self._save()
-        return NodeSpec(node_id, ip, NETNS_HTTP_PORT, NETNS_RAFT_PORT, directory)
-
-    def _discard_joiner(self, node_id: str) -> None:
-        """A node that did not join in time: removed as a member would be (it may be one
-        already), else stopped and wiped all the same; it is ``removed`` either way."""
-        try:
-            self.remove_node(node_id, timeout=15.0)
-        except ClusterError:
-            with self._lock:
-                spec = self._spec(node_id)
-                _stop(self, spec)
-                shutil.rmtree(spec.data_dir, ignore_errors=True)
-                spec.state, spec.pid = "removed", None
-                self._save()
+    def _await_joiner(
+        self, node_id: str, timeout: float | None, give_up: Callable[[str], str]
+    ) -> str:
+        """Wait (``timeout``, else :attr:`change_timeout`) until ``node_id`` is a member
+        (:func:`wait_until_member`); its id."""
+        wait = self.change_timeout if timeout is None else timeout
+        return wait_until_member(
+            node_id, wait, self._change_leader, self.members, give_up, self.change_poll
+        )
 
 
 def leader_members(lead: Any, timeout: float) -> list[str]:
     """The ids of the members as the leader ``lead`` (a NodeInfo) lists them in
     ``/status``, sorted."""
-    code, body = _call("GET", f"{lead.url}/status", None, timeout)
+    code, body = http_request("GET", f"{lead.url}/status", None, timeout)
     if code != 200:
         raise MembershipError(f"{lead.id}: /status answered HTTP {code}")
     return sorted(n["id"] for n in json.loads(body)["store"]["nodes"])
@@ -194,7 +143,7 @@ def remove_through(
         code = 0
         for nid, url in via:
             try:
-                code, text = _call("DELETE", f"{url}/remove", body, 20.0)
+                code, text = http_request("DELETE", f"{url}/remove", body, 20.0)
             except OSError as exc:
                 code, text = 0, str(exc).encode()
             if code == 200:
@@ -210,31 +159,3 @@ def remove_through(
         if time.monotonic() >= deadline:
             raise MembershipError(f"could not remove node {node_id} in {timeout:g}s: {last}")
         time.sleep(0.5)
-
-
-def _next_id(specs: dict[str, NodeSpec]) -> str:
-    taken = {int(i[1:]) for i in specs if i[:1] == "n" and i[1:].isdigit()}
-    return f"n{max(taken, default=0) + 1}"
-
-
-def _stop(cluster: LocalMembership, spec: NodeSpec) -> None:
-    """SIGTERM the node (SIGKILL after 5 s) and wait for its process to be gone."""
-    if not cluster._alive(spec):
-        return
-    send_signal(spec.pid, signal.SIGTERM)
-    send_signal(spec.pid, signal.SIGCONT)
-    if not cluster._wait_gone(spec, 5.0):
-        send_signal(spec.pid, signal.SIGKILL)
-        if not cluster._wait_gone(spec, 5.0):
-            raise MembershipError(f"node {spec.id} (pid {spec.pid}) survived SIGKILL")
-
-
-def _call(method: str, url: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method=method)
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with _OPENER.open(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()

@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.cluster.base import ClusterError
-from harness.cluster.owners import identity
+from harness.cluster.owners import REAP_TAG_ENV, identity
 
 #: names of everything this module creates start with these
 NETNS_PREFIX = "rqueue-"
@@ -56,8 +56,6 @@ REGISTRY = Path("/run/rqueue-netns")
 #: the ports every node listens on, on its own namespace's address
 NETNS_HTTP_PORT = 4001
 NETNS_RAFT_PORT = 4002
-#: environment variable whose value tags what a test session or run started
-REAP_TAG_ENV = "RQUEUE_REAP_TAG"
 #: the comment that tags each network's rule in the host's FORWARD chain
 FORWARD_COMMENT_PREFIX = "rqueue-netns:"
 

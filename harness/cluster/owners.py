@@ -25,6 +25,9 @@ from pathlib import Path
 
 #: environment variable of a local cluster's node processes: their owner's identity
 OWNER_ENV = "RQUEUE_CLUSTER_OWNER"
+#: environment variable whose value tags what a test session or run started (every
+#: backend records it, and ``cluster down --all --tag TAG`` reaps by it)
+REAP_TAG_ENV = "RQUEUE_REAP_TAG"
 PROC = Path("/proc")
 
 

@@ -139,6 +139,10 @@ class FaultKind:
 
     #: the name a scenario's ``kind`` gives
     name: ClassVar[str]
+    #: the ``f`` of the history operations that start and end its window (the nemesis
+    #: records them; docs/history-format.md, "Fault events", lists every kind's)
+    f_start: ClassVar[str]
+    f_end: ClassVar[str]
     #: parameters beyond start/duration/every, with their defaults, in the order a
     #: resolved scenario lists them
     params: ClassVar[Mapping[str, Any]] = {}
@@ -173,8 +177,19 @@ class FaultKind:
 
     @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
-        """What to do for one window with ``params``, and how to undo it."""
+        """What to do for one window with ``params``, and how to undo it (:meth:`action`)."""
         raise NotImplementedError(f"fault kind {cls.name} does nothing")
+
+    @classmethod
+    def action(
+        cls,
+        value: dict[str, Any],
+        act: Callable[[], None],
+        undo: Callable[[], None],
+        background: bool = False,
+    ) -> Action:
+        """One window's :class:`Action`, recorded under the kind's ``f_start`` and ``f_end``."""
+        return Action(cls.f_start, cls.f_end, value, act, undo, background)
 
     @classmethod
     def cluster_problem(cls, cluster: Cluster, params: Mapping[str, Any]) -> str | None:

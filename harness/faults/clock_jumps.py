@@ -89,13 +89,17 @@ class Strobe:
         log.info("clock strobe on %s: %d flips", ",".join(self.who), self.flips)
 
 
-def _strobe_action(set_one: SetOne, who: list[str], params: Mapping[str, Any], value: dict):
+def _strobe_action(
+    kind: type[FaultKind], set_one: SetOne, who: list[str], params: Mapping[str, Any], value: dict
+) -> Action:
     strobe = Strobe(set_one, who, params["offset"], params["period"])
     value = {**value, "offset": params["offset"], "period": params["period"]}
-    return Action("clock-strobe", "clock-reset", value, strobe.start, strobe.stop, background=True)
+    return kind.action(value, strobe.start, strobe.stop, background=True)
 
 
-def _jump_action(set_one: SetOne, who: list[str], back: float, value: dict) -> Action:
+def _jump_action(
+    kind: type[FaultKind], set_one: SetOne, who: list[str], back: float, value: dict
+) -> Action:
     def set_all(seconds: float) -> Callable[[], None]:
         def act() -> None:
             for n in who:
@@ -104,7 +108,7 @@ def _jump_action(set_one: SetOne, who: list[str], back: float, value: dict) -> A
         return act
 
     value = {**value, "offset": -back}
-    return Action("clock-jump", "clock-reset", value, set_all(-back), set_all(0.0))
+    return kind.action(value, set_all(-back), set_all(0.0))
 
 
 def _read_strobe(r: ParamReader, offset: float) -> dict[str, Any]:
@@ -133,6 +137,7 @@ def _worker_offset(rng: random.Random) -> float:
 
 class ClockStrobeNode(FaultKind):
     name = "clock-strobe-node"
+    f_start, f_end = "clock-strobe", "clock-reset"
     #: ``offset``: seconds the clock flips ahead (negative: behind) and back; ``period``:
     #: seconds between two flips
     params: ClassVar[Mapping[str, Any]] = {"offset": 0.2, "period": 0.3, "target": "leader"}
@@ -154,11 +159,12 @@ class ClockStrobeNode(FaultKind):
     @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes, c = stage.targets(params["target"]), stage.cluster
-        return _strobe_action(c.set_clock_offset, nodes, params, {"nodes": nodes})
+        return _strobe_action(cls, c.set_clock_offset, nodes, params, {"nodes": nodes})
 
 
 class ClockStrobeWorker(FaultKind):
     name = "clock-strobe-worker"
+    f_start, f_end = "clock-strobe", "clock-reset"
     params: ClassVar[Mapping[str, Any]] = {"offset": 8.0, "period": 0.3, "fraction": 0.5}
 
     @classmethod
@@ -178,11 +184,12 @@ class ClockStrobeWorker(FaultKind):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         workers = pick_workers(stage, params["fraction"])
         w = stage.workload
-        return _strobe_action(w.set_clock_offset, workers, params, {"targets": workers})
+        return _strobe_action(cls, w.set_clock_offset, workers, params, {"targets": workers})
 
 
 class ClockJumpBackNode(FaultKind):
     name = "clock-jump-back-node"
+    f_start, f_end = "clock-jump", "clock-reset"
     #: ``offset``: seconds the clock jumps back (> 0)
     params: ClassVar[Mapping[str, Any]] = {"offset": 0.2, "target": "leader"}
     needs = frozenset({CLOCK_SKEW})
@@ -198,11 +205,12 @@ class ClockJumpBackNode(FaultKind):
     @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes, c = stage.targets(params["target"]), stage.cluster
-        return _jump_action(c.set_clock_offset, nodes, params["offset"], {"nodes": nodes})
+        return _jump_action(cls, c.set_clock_offset, nodes, params["offset"], {"nodes": nodes})
 
 
 class ClockJumpBackWorker(FaultKind):
     name = "clock-jump-back-worker"
+    f_start, f_end = "clock-jump", "clock-reset"
     params: ClassVar[Mapping[str, Any]] = {"offset": 8.0, "fraction": 0.5}
 
     @classmethod
@@ -221,4 +229,6 @@ class ClockJumpBackWorker(FaultKind):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         workers = pick_workers(stage, params["fraction"])
         w = stage.workload
-        return _jump_action(w.set_clock_offset, workers, params["offset"], {"targets": workers})
+        return _jump_action(
+            cls, w.set_clock_offset, workers, params["offset"], {"targets": workers}
+        )

@@ -32,7 +32,11 @@ def pick_workers(stage: Stage, fraction: float) -> list[str]:
 
 
 def _offsets(
-    set_one: Callable[[str, float], None], who: list[str], offset: float, value: dict[str, Any]
+    kind: type[FaultKind],
+    set_one: Callable[[str, float], None],
+    who: list[str],
+    offset: float,
+    value: dict[str, Any],
 ) -> Action:
     """Set every clock in ``who`` ``offset`` ahead, and back to 0 at the end."""
 
@@ -43,11 +47,12 @@ def _offsets(
 
         return act
 
-    return Action("clock-skew", "clock-reset", value, set_all(offset), set_all(0.0))
+    return kind.action(value, set_all(offset), set_all(0.0))
 
 
 class ClockSkewNode(FaultKind):
     name = "clock-skew-node"
+    f_start, f_end = "clock-skew", "clock-reset"
     params: ClassVar[Mapping[str, Any]] = {"offset": 0.0, "target": "leader"}
     needs = frozenset({CLOCK_SKEW})
 
@@ -67,11 +72,12 @@ class ClockSkewNode(FaultKind):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes, offset, c = stage.targets(params["target"]), params["offset"], stage.cluster
         value = {"nodes": nodes, "offset": offset}
-        return _offsets(lambda n, s: c.set_clock_offset(n, s), nodes, offset, value)
+        return _offsets(cls, lambda n, s: c.set_clock_offset(n, s), nodes, offset, value)
 
 
 class ClockSkewWorker(FaultKind):
     name = "clock-skew-worker"
+    f_start, f_end = "clock-skew", "clock-reset"
     params: ClassVar[Mapping[str, Any]] = {"offset": 0.0, "fraction": 0.5}
 
     @classmethod
@@ -102,4 +108,4 @@ class ClockSkewWorker(FaultKind):
         workers = pick_workers(stage, params["fraction"])
         w, offset = stage.workload, params["offset"]
         value = {"targets": workers, "offset": offset}
-        return _offsets(lambda n, s: w.set_clock_offset(n, s), workers, offset, value)
+        return _offsets(cls, lambda n, s: w.set_clock_offset(n, s), workers, offset, value)

@@ -9,30 +9,17 @@ store entries does not acknowledge them (docs/faults-disk.md).
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..cluster.base import DISK, Cluster, ClusterError
+from ..cluster.base import DISK
 from .base import NODE_TARGETS, RECOVERY, Action, FaultKind, ParamReader, Stage
-
-log = logging.getLogger(__name__)
-
-
-def _free_all(c: Cluster, nodes: list[str]) -> None:
-    """Free every node's disk, also after one fails; then raise."""
-    failed = []
-    for n in nodes:
-        try:
-            c.free_disk(n)
-        except Exception as e:
-            failed.append(f"{n}: {e}")
-    if failed:
-        raise ClusterError(f"could not free the disk of {'; '.join(failed)}")
+from .nodes import on_every_node, start_each
 
 
 class DiskFull(FaultKind):
     name = "disk-full"
+    f_start, f_end = "disk-full", "disk-free"
     params: ClassVar[Mapping[str, Any]] = {"target": "leader"}
     #: a full leader steps down at its next write: the cluster elects another
     recovery = RECOVERY
@@ -46,16 +33,10 @@ class DiskFull(FaultKind):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes, c = stage.targets(params["target"]), stage.cluster
 
-        def act() -> None:
-            for i, n in enumerate(nodes):
-                try:
-                    c.fill_disk(n)
-                except Exception:
-                    # recorded as failed and never undone: free what was filled
-                    try:
-                        _free_all(c, nodes[: i + 1])
-                    except ClusterError:
-                        log.exception("after a failed fill of %s", n)
-                    raise
+        def free(which: Sequence[str]) -> None:
+            on_every_node("free the disk of", which, c.free_disk)
 
-        return Action("disk-full", "disk-free", {"nodes": nodes}, act, lambda: _free_all(c, nodes))
+        def act() -> None:
+            start_each("fill", nodes, c.fill_disk, free, undo_failed=True)
+
+        return cls.action({"nodes": nodes}, act, lambda: free(nodes))

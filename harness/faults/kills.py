@@ -3,19 +3,18 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..cluster.base import KILL, Cluster, ClusterError
+from ..cluster.base import KILL
 from .base import RECOVERY, Action, FaultKind, Stage
-
-log = logging.getLogger(__name__)
+from .nodes import on_every_node, start_each
 
 
 class Kill(FaultKind):
     """Kill the nodes :meth:`nodes` picks; restart them at the window's end."""
 
+    f_start, f_end = "kill", "restart"
     recovery = RECOVERY
     needs = frozenset({KILL})
 
@@ -28,32 +27,15 @@ class Kill(FaultKind):
         nodes = cls.nodes(stage)
         c = stage.cluster
 
-        def act() -> None:
-            for i, n in enumerate(nodes):
-                try:
-                    c.kill(n)
-                except Exception:
-                    # the fault is recorded as failed and will not be undone: restart the
-                    # nodes it did kill, or they would stay down for the rest of the run
-                    try:
-                        _restart(c, nodes[:i])
-                    except ClusterError:
-                        log.exception("after a failed kill of %s", n)
-                    raise
+        def restart(which: Sequence[str]) -> None:
+            # the nodes a failed kill did kill would stay down for the rest of the run
+            on_every_node("restart", which, c.restart)
 
-        return Action("kill", "restart", {"nodes": nodes}, act, lambda: _restart(c, nodes))
-
-
-def _restart(c: Cluster, which: list[str]) -> None:
-    """Restart every node in ``which``, also after one fails; then raise."""
-    failed = []
-    for n in which:
-        try:
-            c.restart(n)
-        except Exception as e:
-            failed.append(f"{n}: {e}")
-    if failed:
-        raise ClusterError(f"could not restart {'; '.join(failed)}")
+        return cls.action(
+            {"nodes": nodes},
+            lambda: start_each("kill", nodes, c.kill, restart),
+            lambda: restart(nodes),
+        )
 
 
 class KillLeader(Kill):

@@ -11,6 +11,7 @@ from .base import Action, FaultKind, ParamReader, Stage
 
 class LeaseExpiry(FaultKind):
     name = "lease-expiry"
+    f_start, f_end = "start-stall", "stop-stall"
     params: ClassVar[Mapping[str, Any]] = {"probability": 0.6}
 
     @classmethod
@@ -20,9 +21,7 @@ class LeaseExpiry(FaultKind):
     @classmethod
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         w, p = stage.workload, params["probability"]
-        return Action(
-            "start-stall",
-            "stop-stall",
+        return cls.action(
             {"probability": p},
             lambda: w.set_stall_probability(p),
             lambda: w.set_stall_probability(None),

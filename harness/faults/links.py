@@ -10,19 +10,17 @@ is :mod:`harness.cluster.links`.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..cluster.base import LINKS, Cluster, ClusterError
+from ..cluster.base import LINKS, Cluster
 from ..cluster.links import LOSS_MECHANISM, Shape, rate_bits
 from .base import NODE_TARGETS, RECOVERY, Action, FaultKind, ParamReader, Stage
-
-log = logging.getLogger(__name__)
+from .nodes import on_every_node, start_each
 
 
 def _per_node(
-    f: str,
+    kind: type[FaultKind],
     value: dict[str, Any],
     nodes: list[str],
     apply: Callable[[str], None],
@@ -31,34 +29,18 @@ def _per_node(
     """``apply`` to every node (restoring those done when one fails), ``restore`` every
     node at the end (all of them, also after one fails; then raise)."""
 
+    def restore_all(which: Sequence[str]) -> None:
+        on_every_node("restore the links of", which, restore)
+
     def act() -> None:
-        for i, n in enumerate(nodes):
-            try:
-                apply(n)
-            except Exception:
-                # a failed start is never undone: restore what it did do
-                for done in nodes[:i]:
-                    try:
-                        restore(done)
-                    except ClusterError:
-                        log.exception("after a failed %s of %s", f, n)
-                raise
+        start_each(kind.f_start, nodes, apply, restore_all)
 
-    def undo() -> None:
-        failed = []
-        for n in nodes:
-            try:
-                restore(n)
-            except Exception as e:
-                failed.append(f"{n}: {e}")
-        if failed:
-            raise ClusterError(f"could not restore the links of {'; '.join(failed)}")
-
-    return Action(f, "link-restore", value, act, undo)
+    return kind.action(value, act, lambda: restore_all(nodes))
 
 
 class LossyLink(FaultKind):
     name = "lossy-link"
+    f_start, f_end = "link-loss", "link-restore"
     #: ``rate``: the probability that a packet between the node and a peer is dropped
     params: ClassVar[Mapping[str, Any]] = {"rate": 0.3, "target": "leader"}
     #: heavy loss on the leader's links costs elections (Raft's heartbeats lost)
@@ -83,7 +65,7 @@ class LossyLink(FaultKind):
             "detail": f"{rate * 100:g}%",
         }
         return _per_node(
-            "link-loss",
+            cls,
             value,
             nodes,
             lambda n: c.set_link_loss(n, rate),
@@ -93,6 +75,7 @@ class LossyLink(FaultKind):
 
 class SlowLink(FaultKind):
     name = "slow-link"
+    f_start, f_end = "link-slow", "link-restore"
     #: ``rate``: what the node may send, as tc writes it (``"256kbit"``); ``delay`` and
     #: ``jitter``: milliseconds added to each packet it sends (netem: refused before the
     #: run on a kernel without it)
@@ -140,7 +123,7 @@ class SlowLink(FaultKind):
             value.update(delay=shape.delay, jitter=shape.jitter)
         value.update(mechanism=shape.mechanism, detail=detail)
         return _per_node(
-            "link-slow",
+            cls,
             value,
             nodes,
             lambda n: c.set_link_shape(n, shape.rate, shape.delay, shape.jitter),

@@ -19,14 +19,12 @@ The value names the ``nodes`` (:mod:`harness.cluster.membership` for the local b
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..cluster.base import MEMBERSHIP, Cluster, ClusterError
 from .base import RECOVERY, Action, FaultKind, ParamReader, Stage
-
-log = logging.getLogger(__name__)
+from .nodes import on_every_node, start_each
 
 #: which member ``remove-node`` removes
 REMOVE_TARGETS = ("follower", "leader", "random")
@@ -39,31 +37,16 @@ def _count(r: ParamReader, key: str, default: int, minimum: int) -> int:
     return int(value)
 
 
-def _all(what: str, nodes: Sequence[str], step: Callable[[str], object]) -> None:
-    """``step`` on every node, also after one fails; then raise naming them."""
-    failed = []
-    for n in nodes:
-        try:
-            step(n)
-        except Exception as e:
-            failed.append(f"{n}: {e}")
-    if failed:
-        raise ClusterError(f"could not {what} {'; '.join(failed)}")
-
-
 def _one_by_one(c: Cluster, nodes: Sequence[str], step: Callable[[str], object], undo: str) -> None:
     """``step`` on each node in turn; when one fails, the ones done are undone
     (``undo``: ``"add"`` or ``"remove"``), as the window will not be, then it raises."""
-    for i, n in enumerate(nodes):
-        try:
-            step(n)
-        except Exception:
-            back = c.add_node if undo == "add" else c.remove_node
-            try:
-                _all(f"{undo} back", nodes[:i], back)
-            except ClusterError:
-                log.exception("after a failed membership change of %s", n)
-            raise
+    back = c.add_node if undo == "add" else c.remove_node
+    start_each(
+        "membership change",
+        nodes,
+        step,
+        lambda done: on_every_node(f"{undo} back", done, back),
+    )
 
 
 class Membership(FaultKind):
@@ -75,6 +58,7 @@ class Membership(FaultKind):
 
 class RemoveNode(Membership):
     name = "remove-node"
+    f_start, f_end = "remove", "rejoin"
     params: ClassVar[Mapping[str, Any]] = {"target": "follower"}
     min_nodes = 3
 
@@ -86,17 +70,16 @@ class RemoveNode(Membership):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         nodes = stage.targets(params.get("target", "follower"))[:1]
         c = stage.cluster
-        return Action(
-            "remove",
-            "rejoin",
+        return cls.action(
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.remove_node, "add"),
-            lambda: _all("add back", nodes, c.add_node),
+            lambda: on_every_node("add back", nodes, c.add_node),
         )
 
 
 class Grow(Membership):
     name = "grow"
+    f_start, f_end = "join", "remove"
     params: ClassVar[Mapping[str, Any]] = {"nodes": 2}
     min_nodes = 1
 
@@ -112,17 +95,16 @@ class Grow(Membership):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         c = stage.cluster
         nodes = c.new_node_ids(stage.ids(), int(params.get("nodes", 2)))
-        return Action(
-            "join",
-            "remove",
+        return cls.action(
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.add_node, "remove"),
-            lambda: _all("remove", nodes, c.remove_node),
+            lambda: on_every_node("remove", nodes, c.remove_node),
         )
 
 
 class Shrink(Membership):
     name = "shrink"
+    f_start, f_end = "remove", "rejoin"
     params: ClassVar[Mapping[str, Any]] = {"size": 0}
     min_nodes = 3
 
@@ -139,10 +121,8 @@ class Shrink(Membership):
         leader = stage.leader()
         nodes = stage.rng.sample(sorted(n for n in ids if n != leader), len(ids) - size)
         c = stage.cluster
-        return Action(
-            "remove",
-            "rejoin",
+        return cls.action(
             {"nodes": nodes},
             lambda: _one_by_one(c, nodes, c.remove_node, "add"),
-            lambda: _all("add back", nodes, c.add_node),
+            lambda: on_every_node("add back", nodes, c.add_node),
         )

@@ -37,6 +37,7 @@ def one_way_cuts(side: list[str], others: list[str], direction: str) -> list[lis
 class OneWay(FaultKind):
     """Drop one direction of the packets between :meth:`side` and the other nodes."""
 
+    f_start, f_end = "one-way", "heal"
     params: ClassVar[Mapping[str, Any]] = {"direction": "either"}
     #: a leader that cannot send loses its followers; one that cannot hear steps down
     recovery = RECOVERY
@@ -66,7 +67,7 @@ class OneWay(FaultKind):
             "detail": DETAILS[direction],
         }
         c = stage.cluster
-        return Action("one-way", "heal", value, lambda: c.partition_one_way(cuts), c.heal)
+        return cls.action(value, lambda: c.partition_one_way(cuts), c.heal)
 
 
 class OneWayLeader(OneWay):

@@ -15,6 +15,7 @@ from .base import RECOVERY, Action, FaultKind, Stage
 class Partition(FaultKind):
     """Partition the cluster into :meth:`components`; heal at the window's end."""
 
+    f_start, f_end = "partition", "heal"
     recovery = RECOVERY
     needs = frozenset({PARTITIONS})
 
@@ -26,9 +27,7 @@ class Partition(FaultKind):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         components = cls.components(stage)
         c = stage.cluster
-        return Action(
-            "partition",
-            "heal",
+        return cls.action(
             {"components": components},
             lambda: c.partition(components),
             c.heal,

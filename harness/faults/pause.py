@@ -12,6 +12,7 @@ from .base import RECOVERY, Action, FaultKind, Stage
 
 class PauseLeader(FaultKind):
     name = "pause-leader"
+    f_start, f_end = "pause", "resume"
     recovery = RECOVERY
     needs = frozenset({PAUSE})
 
@@ -19,6 +20,4 @@ class PauseLeader(FaultKind):
     def begin(cls, stage: Stage, params: Mapping[str, Any]) -> Action:
         node = stage.leader()
         c = stage.cluster
-        return Action(
-            "pause", "resume", {"nodes": [node]}, lambda: c.pause(node), lambda: c.resume(node)
-        )
+        return cls.action({"nodes": [node]}, lambda: c.pause(node), lambda: c.resume(node))

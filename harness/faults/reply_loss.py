@@ -47,6 +47,7 @@ def _proxies(stage: Stage) -> ReplyProxies:
 
 class ReplyLoss(FaultKind):
     name = "reply-loss"
+    f_start, f_end = "reply-loss", "reply-restore"
     #: ``rate``: the share of ``/db/`` replies lost in a window; ``close``, ``reset``,
     #: ``hold``: the weights of each way to lose one; ``hold``'s reply waits until the
     #: client closes, at most ``hold_max`` seconds
@@ -85,13 +86,12 @@ class ReplyLoss(FaultKind):
         def undo() -> None:
             lost.update(_proxies(stage).clear_loss())
 
-        return Action(
-            "reply-loss", "reply-restore", value, lambda: _proxies(stage).set_loss(loss), undo
-        )
+        return cls.action(value, lambda: _proxies(stage).set_loss(loss), undo)
 
 
 class ForwardReplyLoss(FaultKind):
     name = "forward-reply-loss"
+    f_start, f_end = "forward-loss", "forward-restore"
     #: ``target``: the followers whose forwarded replies are dropped (``follower``: one,
     #: ``followers``: every one); ``timeout``: the forwarding deadline the proxy sets on
     #: each ``/db/`` request in the window, as Go writes a duration
@@ -154,4 +154,4 @@ class ForwardReplyLoss(FaultKind):
             if failed:
                 raise ClusterError(f"could not restore forwarding of {'; '.join(failed)}")
 
-        return Action("forward-loss", "forward-restore", value, act, undo)
+        return cls.action(value, act, undo)

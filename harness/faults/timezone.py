@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -21,6 +20,7 @@ from typing import Any, ClassVar
 from .. import zonefile
 from ..cluster.base import TIME_ZONES, Cluster, ClusterError
 from .base import NODE_TARGETS, RECOVERY, Action, FaultKind, ParamReader, Stage
+from .nodes import on_every_node
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ ZONE_OFFSET_LIMIT = 89999
 
 class Timezone(FaultKind):
     name = "timezone"
+    f_start, f_end = "timezone", "timezone-reset"
     #: ``transition``: seconds into the window at which daylight saving moves the zone's
     #: offset by ``jump`` seconds (None: a fixed zone of ``offset`` seconds); ``jump``:
     #: with a transition, 3600 unless given
@@ -115,7 +116,7 @@ class Timezone(FaultKind):
             label = f"UTC{hhmm(offset)}, UTC{hhmm(offset + jump)}"
             value["zone"] = f"{label} from +{value['transition']:.1f} s"
         zones = _Zones(stage.cluster, nodes, at)
-        return Action("timezone", "timezone-reset", value, zones.setter(tzif), zones.setter(None))
+        return cls.action(value, zones.setter(tzif), zones.setter(None))
 
 
 class _Zones:
@@ -129,28 +130,22 @@ class _Zones:
 
     def set(self, zone: bytes | None) -> None:
         """Every node in ``zone`` at once (one restart's time, so that the transition
-        finds them running), also after one fails; then raise."""
-        failed: list[str] = []
-
-        def one(n: str) -> None:
-            try:
-                self.cluster.set_time_zone(n, zone)
-            except Exception as e:
-                failed.append(f"{n}: {e}")
-
-        threads = [threading.Thread(target=one, args=(n,)) for n in self.nodes]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()  # set_time_zone itself waits, bounded, for the node to answer
-        failed.sort()
-        if failed:
+        finds them running), also after one fails; then raise (set_time_zone itself
+        waits, bounded, for each node to answer)."""
+        try:
+            on_every_node(
+                "set the time zone of",
+                self.nodes,
+                lambda n: self.cluster.set_time_zone(n, zone),
+                together=True,
+            )
+        except ClusterError:
             if zone is not None:  # a failed start is not undone later: UTC now
                 try:
                     self.set(None)
                 except ClusterError:
                     log.exception("after a failed time zone change")
-            raise ClusterError(f"could not set the time zone of {'; '.join(failed)}")
+            raise
         if zone is not None and time.time() > self.at:
             log.warning(
                 "timezone: the transition came %.1f s before %s ran in the zone: "

@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.wording import plural
 
+from ..cluster.backends import DEFAULT
 from ..errors import EXIT_HARNESS, EXIT_NOT_REPRODUCED, EXIT_OK, HarnessError
 from ..interrupts import Terminated, sigterm_unwinds
 from ..store import RUN, SCENARIO, RunStore
@@ -101,8 +102,11 @@ def engine_args(opts: dict[str, Any]) -> tuple[str, ...]:
     args: list[str] = ["--engine", opts.get("engine") or "embedded"]
     if opts.get("rqlited"):
         args += ["--rqlited", str(opts["rqlited"])]
-    if opts.get("backend") and opts["backend"] != "local":
+    if opts.get("backend") and opts["backend"] != DEFAULT:
         args += ["--backend", opts["backend"]]
+    for option in ("image", "inventory"):  # the backend's own (docker, ssh)
+        if opts.get(option):
+            args += [f"--{option}", str(opts[option])]
     return tuple(args)
 
 

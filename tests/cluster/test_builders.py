@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import local, netns
+from harness.cluster import netns
 from harness.cluster.base import ClusterError, NodeStatus, agreed_leader
 from harness.cluster.engines import (
     NodeSpec,
@@ -18,8 +18,9 @@ from harness.cluster.engines import (
     parse_rqlited_version,
     rqlited_argv,
 )
-from harness.cluster.external import ExternalCluster, parse_urls
-from harness.cluster.local import LocalCluster
+from harness.cluster.external.cluster import ExternalCluster, parse_urls
+from harness.cluster.local import cluster as local
+from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.ports import PORT_FLOOR, ephemeral_port_range, free_ports
 
 

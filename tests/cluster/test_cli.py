@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.base import ClusterError
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.local.processes import process_environ
 from harness.cluster.ports import busy_ports, fixed_ports
-from harness.cluster.processes import process_environ
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -78,7 +78,7 @@ def test_up_status_down(tmp_path: Path) -> None:
 
 #: a program that starts a cluster and dies without stopping it (its owner is gone)
 ABANDON = (
-    "import os, sys; from harness.cluster.local import LocalCluster; "
+    "import os, sys; from harness.cluster.local.cluster import LocalCluster; "
     "c = LocalCluster.start(nodes=1, directory=sys.argv[1], timeout=60); "
     "print(c.nodes()[0].pid, flush=True); os._exit(0)"
 )

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.cluster import disk
-from harness.cluster.local import LocalCluster
-from harness.cluster.netns import REAP_TAG_ENV
-from harness.cluster.processes import reap
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.local.processes import reap
+from harness.cluster.owners import REAP_TAG_ENV
 from harness.node.journal import DiskFull, GuardedJournal, PositionalFile
 from tests.cluster.helpers import full_leader_loses_no_ack, wait_until
 
@@ -120,9 +120,9 @@ def test_a_full_leader_steps_down_without_acknowledging_and_catches_up(tmp_path)
 
 CRASHING_OWNER = """
 import os, signal, sys
-from harness.cluster.local import LocalCluster
-from harness.cluster.netns import REAP_TAG_ENV
-from harness.cluster.processes import reap
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.owners import REAP_TAG_ENV
+from harness.cluster.local.processes import reap
 c = LocalCluster.start(3, sys.argv[1], disk_mb=16, timeout=60)
 print("up", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

@@ -12,7 +12,7 @@ import pytest
 
 from harness.cluster.base import ClusterError
 from harness.cluster.forward_loss import COMMENT_PREFIX
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from tests.cluster.helpers import execute, outcome, rows, wait_until
 
 pytestmark = [

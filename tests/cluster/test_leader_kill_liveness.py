@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness.cluster.base import http_get
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 
 #: PySyncObj calls a link dead when nothing was read from it for this long (s)
 RECEIVE_TIMEOUT = 3.5

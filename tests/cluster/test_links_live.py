@@ -12,7 +12,7 @@ import pytest
 
 from harness.cluster.base import ClusterError
 from harness.cluster.links import CHAIN, HANDLE, netem_problem
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.netns import _list_netns
 from harness.cluster.partition import CHAIN as PARTITION_CHAIN
 from tests.cluster.helpers import wait_until

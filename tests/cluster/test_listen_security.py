@@ -28,7 +28,7 @@ import pytest
 
 import harness
 from harness.cluster.base import probe_node
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.netns import NetnsNetwork
 from harness.cluster.ports import free_ports
 from tests.cluster.helpers import execute, post, rows, wait_until

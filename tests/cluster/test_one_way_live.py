@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from harness.cluster.base import probe_node
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.cluster.partition import CHAIN
 from tests.cluster.helpers import execute, rows, wait_until
 

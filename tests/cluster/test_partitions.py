@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.base import probe_node
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
+from harness.cluster.local.processes import our_processes
 from harness.cluster.netns import NetnsNetwork, _list_links, _list_netns
 from harness.cluster.partition import CHAIN
-from harness.cluster.processes import our_processes
 from tests.cluster.helpers import execute, rows, wait_until
 
 pytestmark = [
@@ -45,7 +45,7 @@ def chains(c: LocalCluster, node: str) -> str:
 
 def test_isolated_leader_steps_down_majority_elects_heal_restores(make_cluster) -> None:
     c = make_cluster(3, netns=True)
-    assert c.supports_partitions
+    assert "partitions" in c.capabilities
     old = c.leader()
     others = [n.id for n in c.nodes() if n.id != old.id]
     execute(old.url, [["CREATE TABLE t (x INTEGER)"]])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import local
 from harness.cluster.base import ClusterError
 from harness.cluster.engines import NodeSpec, rqlited_argv, rqlited_version
-from harness.cluster.local import LocalCluster
+from harness.cluster.local import cluster as local
+from harness.cluster.local.cluster import LocalCluster
 
 TAIL = "(commit 1a2b3c, branch master, compiler gc)"
 #: ``rqlited -version`` of each version: v6/v7 print it on stdout, v8 and later on stderr

@@ -15,8 +15,8 @@ from harness.cluster.base import Cluster, ClusterError, NodeInfo, NodeStatus
 from harness.cluster.docker.cluster import DockerCluster
 from harness.cluster.docker.specs import container_specs, node_ids
 from harness.cluster.engines import NodeSpec
-from harness.cluster.external import ExternalCluster
-from harness.cluster.local import LocalCluster, NodeDied
+from harness.cluster.external.cluster import ExternalCluster
+from harness.cluster.local.cluster import LocalCluster, NodeDied
 from harness.cluster.ports import free_ports
 
 

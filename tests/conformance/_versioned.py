@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import harness
+from harness.cluster.local.processes import MARKER_ENV
 from harness.cluster.ports import free_ports
-from harness.cluster.processes import MARKER_ENV
 from tests.cluster.helpers import wait_until
 
 from ._http import call

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from harness.cluster.base import Cluster
-from harness.cluster.external import URLS_ENV
+from harness.cluster.external.cluster import URLS_ENV
 from harness.node import versions
 from tests.conftest import ENGINE_ENV, engine_under_test
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import harness
+from harness.cluster.local.processes import MARKER_ENV
 from harness.cluster.ports import free_ports
-from harness.cluster.processes import MARKER_ENV
 from harness.node import versions
 from harness.node.config import parse_args
 from tests.cluster.helpers import wait_until

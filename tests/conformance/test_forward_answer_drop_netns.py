@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness.cluster.local import NETNS_HTTP_PORT
+from harness.cluster.local.cluster import NETNS_HTTP_PORT
 from tests.cluster.helpers import execute, rows
 
 from ._http import call

@@ -18,8 +18,8 @@ import pytest
 
 import harness
 from harness import zonefile
+from harness.cluster.local.processes import MARKER_ENV
 from harness.cluster.ports import free_ports
-from harness.cluster.processes import MARKER_ENV
 from tests.cluster.helpers import wait_until
 
 from ._http import call, execute, request

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.node.sql.rewrite import RewriteError, rqlite_process
 
 from ._http import call

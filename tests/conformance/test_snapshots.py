@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster.external import URLS_ENV
+from harness.cluster.external.cluster import URLS_ENV
+from harness.cluster.local.processes import MARKER_ENV
 from harness.cluster.ports import free_ports
-from harness.cluster.processes import MARKER_ENV
 from tests.cluster.helpers import wait_until
 
 from ._http import call, execute, query

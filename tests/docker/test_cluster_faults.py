@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import pytest
 
-from harness.cluster import partition
+from harness.cluster import base, partition
 from harness.cluster.base import ClusterError
 from harness.cluster.docker import cluster as db
 from harness.cluster.docker import lifecycle as lc
@@ -226,7 +226,7 @@ def test_bad_partitions_and_missing_privileges(
     monkeypatch.setattr(
         db.DockerCluster, "_partition_blockers", lambda self: ["the harness is not running as root"]
     )
-    assert not cluster.supports_partitions
+    assert "partitions" not in cluster.capabilities
     with pytest.raises(ClusterError, match="cannot partition: the harness is not running as root"):
         cluster.partition([["n1"], ["n2", "n3"]])
     assert ran == []
@@ -472,7 +472,7 @@ def test_the_node_image_clock_is_written_now_or_when_the_node_runs_again(
     )
     client = FakeClient(specs)
     cluster = db.DockerCluster(client, "t2", specs)
-    assert cluster.supports_clock_skew
+    assert "clock-skew" in cluster.capabilities
     n1, n2, n3 = (client.by_name[s.name] for s in specs)
     cluster.set_clock_offset("n1", 2.5)
     assert n1.calls == ["clock 2.5"]
@@ -531,8 +531,8 @@ def test_time_zone_rewrites_the_mounted_file_in_place_and_restarts_the_node(
         zonefile.write(s.zone_file, db.UTC_ZONE)
     client = FakeClient(specs)
     cluster = db.DockerCluster(client, "t1", specs, tmp_path)
-    monkeypatch.setattr(db, "probe_nodes", lambda urls: [NodeStatusReady()])
-    assert cluster.supports_time_zones and cluster.time_zone_problem() is None
+    monkeypatch.setattr(base, "probe_node", lambda url, timeout: NodeStatusReady())
+    assert "time-zones" in cluster.capabilities and cluster.time_zone_problem() is None
     path = Path(specs[1].zone_file)
     inode = path.stat().st_ino
     cluster.pause("n2")
@@ -548,14 +548,14 @@ def test_time_zone_rewrites_the_mounted_file_in_place_and_restarts_the_node(
     with pytest.raises(ClusterError, match="TZif file's bytes"):
         cluster.set_time_zone("n1", b"Europe/Berlin")
     cluster._image_tz = "Europe/Berlin"  # the image's TZ wins over /etc/localtime
-    assert not cluster.supports_time_zones
+    assert "time-zones" not in cluster.capabilities
     with pytest.raises(ClusterError, match="the image rqlite/rqlite:x sets TZ=Europe/Berlin"):
         cluster.set_time_zone("n1", zonefile.fixed(3600))
 
 
 def test_without_a_directory_there_is_no_zone_file_to_mount(setup: tuple) -> None:
     cluster, _, _ = setup
-    assert not cluster.supports_time_zones
+    assert "time-zones" not in cluster.capabilities
     assert "no zone file mounted" in (cluster.time_zone_problem() or "")
     with pytest.raises(ClusterError, match="--backend local"):
         cluster.set_time_zone("n1", None)
@@ -581,7 +581,7 @@ def test_capabilities_say_what_this_cluster_lacks_and_why(
     assert cluster.capability_problem("clock-skew") == db.clock_skew_message()
     assert "no zone file mounted" in (cluster.capability_problem("time-zones") or "")
     monkeypatch.setattr(db.DockerCluster, "_partition_blockers", lambda self: ["not root"])
-    assert "partitions" not in cluster.capabilities and not cluster.supports_partitions
+    assert "partitions" not in cluster.capabilities
     assert cluster.capability_problem("partitions") == (
         "the docker backend cannot partition the network"
     )

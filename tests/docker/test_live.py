@@ -137,7 +137,7 @@ def _netns_rules(cluster: db.DockerCluster, node_id: str) -> str:
 
 
 def test_partition_is_rules_in_the_containers_namespaces(cluster: db.DockerCluster) -> None:
-    if not cluster.supports_partitions:
+    if "partitions" not in cluster.capabilities:
         pytest.skip("partitions need root, nsenter and iptables on the Docker host")
     lead = cluster.wait_for_leader(30)
     others = [n.id for n in cluster.nodes() if n.id != lead.id]
@@ -159,7 +159,7 @@ def test_partition_is_rules_in_the_containers_namespaces(cluster: db.DockerClust
 
 
 def test_clock_skew_reaches_the_node(cluster: db.DockerCluster) -> None:
-    assert cluster.supports_clock_skew
+    assert "clock-skew" in cluster.capabilities
     node = cluster.nodes()[0]
 
     def offset() -> float:

@@ -28,7 +28,7 @@ def test_a_leader_that_cannot_hear_is_replaced_and_heal_clears(
     docker_cluster: db.DockerCluster,
 ) -> None:
     cluster = docker_cluster
-    if not cluster.supports_partitions:
+    if "partitions" not in cluster.capabilities:
         pytest.skip("partitions need root, nsenter and iptables on the Docker host")
     lead = cluster.wait_for_leader(60)
     others = [n.id for n in cluster.nodes() if n.id != lead.id]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.engines import parse_rqlited_version
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.node import VERSION
 from harness.node.discovery import NodeCard, decode, encode, reach_addr
 from harness.node.rqlited_flags import (

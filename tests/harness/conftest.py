@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import requests
 
-from harness.cluster.external import URLS_ENV
-from harness.cluster.local import LocalCluster
+from harness.cluster.external.cluster import URLS_ENV
+from harness.cluster.local.cluster import LocalCluster
 from harness.runner import RunOptions, RunResult, run
 from harness.scenario import load_scenario
 from harness.shrink.steps import to_toml

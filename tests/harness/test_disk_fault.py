@@ -8,7 +8,7 @@ import random
 import pytest
 
 from harness.cluster.base import DISK, ClusterError
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.faults import Stage, kind_of
 from harness.faults.capabilities import refusal
 from harness.history import fault_intervals

@@ -19,7 +19,7 @@ import requests
 from harness import divergence
 from harness.cluster.base import ClusterError
 from harness.cluster.engines import resolve_rqlited, rqlited_version
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.replicas import snapshot
 
 ENGINE = os.environ.get("RQUEUE_TEST_ENGINE", "embedded")

@@ -11,8 +11,8 @@ import pytest
 from harness.cli import main
 from harness.cluster.base import CAPABILITY_NAMES, Cluster, NodeInfo
 from harness.cluster.docker.cluster import DockerCluster
-from harness.cluster.external import ExternalCluster
-from harness.cluster.local import LocalCluster
+from harness.cluster.external.cluster import ExternalCluster
+from harness.cluster.local.cluster import LocalCluster
 from harness.faults import KINDS, Fault, FaultKind, Stage, UnknownFaultKind, kind_of
 from harness.faults.capabilities import REFUSALS, backends_for, refusal
 from harness.runner import RunOptions, run

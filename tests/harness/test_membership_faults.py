@@ -9,7 +9,7 @@ import pytest
 
 from harness.cluster.base import MEMBERSHIP, Cluster, ClusterError, NodeInfo
 from harness.cluster.docker.cluster import DockerCluster
-from harness.cluster.external import ExternalCluster
+from harness.cluster.external.cluster import ExternalCluster
 from harness.faults import Fault, Stage, kind_of
 from harness.faults.capabilities import refusal
 from harness.scenario import load_scenario, parse_scenario

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness.cluster.local import LocalCluster
+from harness.cluster.local.cluster import LocalCluster
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "repro_rqlite_now_subquery.py"
 RQLITED = os.environ.get("RQUEUE_TEST_RQLITED")

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from harness import zonefile
-from harness.cluster.external import URLS_ENV
-from harness.cluster.local import LocalCluster
+from harness.cluster.external.cluster import URLS_ENV
+from harness.cluster.local.cluster import LocalCluster
 from harness.subjects.mutants import ZoneBlindStatements
 from rqueue import AsyncRqliteTransport, RqliteTransport, ZoneRefused
 

@@ -42,8 +42,7 @@ from harness.cluster.docker.specs import (
     rqlite_image,
     zone_file,
 )
-from harness.cluster.netns import REAP_TAG_ENV
-from harness.cluster.owners import identity
+from harness.cluster.owners import REAP_TAG_ENV, identity
 from harness.cluster.ports import free_ports
 
 

@@ -1,7 +1,7 @@
 """Members removed from and added to a running Docker cluster (capability ``membership``).
 
-A mixin of :class:`harness.cluster.docker.cluster.DockerCluster`, as
-:mod:`harness.cluster.membership` is for local clusters:
+A mixin of :class:`harness.cluster.docker.cluster.DockerCluster` on the steps every
+backend shares (:mod:`harness.cluster.membership`):
 
 - :meth:`remove_node`: ``DELETE /remove {"id": ID}`` through another member's published
   port, waited for until the leader no longer lists the node; then its container and its
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,12 +36,7 @@ from harness.cluster.docker.specs import (
     disk_mount,
     zone_file,
 )
-from harness.cluster.membership import (
-    MembershipError,
-    leader_members,
-    remove_through,
-    wait_until_member,
-)
+from harness.cluster.membership import MembershipChanges, MembershipError
 from harness.cluster.ports import free_ports
 
 #: a node's local zone until set_time_zone: UTC
@@ -52,7 +45,7 @@ _UTC = zonefile.fixed(0, "UTC")
 CHANGE_TIMEOUT = 90.0
 
 
-class DockerMembership:
+class DockerMembership(MembershipChanges):
     """:meth:`remove_node`, :meth:`add_node` and :meth:`members` of a Docker cluster."""
 
     _client: Any
@@ -61,7 +54,8 @@ class DockerMembership:
     _directory: Path | None
     _down: set[str]
     _paused: set[str]
-    _lock: threading.RLock
+    change_timeout = CHANGE_TIMEOUT
+    change_poll = 0.25
 
     # DockerCluster provides _container, save and wait_for_leader (no stubs here: they
     # would come first in its method order)
@@ -72,36 +66,26 @@ class DockerMembership:
             return "only the project's node image joins a running cluster here"
         return None
 
-    def members(self, timeout: float = 5.0) -> list[str]:
-        """The ids of the members as the leader's ``/status`` lists them, sorted."""
-        lead = self.wait_for_leader(timeout, all_ready=False)  # type: ignore[attr-defined]
-        return leader_members(lead, timeout)
+    def _removal_via(self, node_id: str) -> list[tuple[str, str]]:
+        if node_id not in self._specs or node_id in self._down | self._paused:
+            raise MembershipError(f"cannot remove node {node_id}: it is not running")
+        via = [s for n, s in self._specs.items() if n != node_id and n not in self._down]
+        return [(s.node_id, s.url) for s in via]
 
-    def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
-        """Remove a running member through ``/remove``, then its container and volume."""
-        problem = self.membership_problem()
-        if problem:
-            raise MembershipError(problem)
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            if node_id not in self._specs or node_id in self._down | self._paused:
-                raise MembershipError(f"cannot remove node {node_id}: it is not running")
-            via = [s for n, s in self._specs.items() if n != node_id and n not in self._down]
-        remove_through([(s.node_id, s.url) for s in via], node_id, self.members, deadline, timeout)
-        with self._lock:
-            spec = self._specs[node_id]
-            c = self._container(node_id)  # type: ignore[attr-defined]
-            if self._directory is not None:
-                with contextlib.suppress(Exception):
-                    (self._directory / f"{node_id}.log").write_bytes(c.logs(tail=LOG_LINES))
-            c.remove(v=True, force=True)
-            _drop_data(self._client, spec.volume)
-            # a new dict, not one changed in place: stop() and nodes() iterate it unlocked
-            self._specs = {k: v for k, v in self._specs.items() if k != node_id}
-            self.save()  # type: ignore[attr-defined]
-        self.wait_for_leader(max(1.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
+    def _retire_member(self, node_id: str) -> None:
+        """Its container and volume removed (its log's end kept in the directory)."""
+        spec = self._specs[node_id]
+        c = self._container(node_id)  # type: ignore[attr-defined]
+        if self._directory is not None:
+            with contextlib.suppress(Exception):
+                (self._directory / f"{node_id}.log").write_bytes(c.logs(tail=LOG_LINES))
+        c.remove(v=True, force=True)
+        _drop_data(self._client, spec.volume)
+        # a new dict, not one changed in place: stop() and nodes() iterate it unlocked
+        self._specs = {k: v for k, v in self._specs.items() if k != node_id}
+        self.save()  # type: ignore[attr-defined]
 
-    def add_node(self, node_id: str | None = None, timeout: float = CHANGE_TIMEOUT) -> str:
+    def add_node(self, node_id: str | None = None, timeout: float | None = None) -> str:
         """Start a container that joins the running cluster (``node_id``, or a new ``nK``)
         and wait until it is a member and every live node is ready; its id."""
         problem = self.membership_problem()
@@ -132,8 +116,7 @@ class DockerMembership:
             self._discard_joiner(node_id)
             return last
 
-        wait_leader = self.wait_for_leader  # type: ignore[attr-defined]
-        return wait_until_member(node_id, timeout, wait_leader, self.members, give_up, 0.25)
+        return self._await_joiner(node_id, timeout, give_up)
 
     def _discard_joiner(self, node_id: str) -> None:
         """A node that did not join in time: removed as a member would be (it may be one

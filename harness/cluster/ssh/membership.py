@@ -1,8 +1,7 @@
 """Members removed from and added to a running SSH cluster (capability ``membership``).
 
-A mixin of :class:`harness.cluster.ssh.cluster.SshCluster`, as
-:mod:`harness.cluster.membership` is for local clusters. One node per host, its id the
-host's name:
+A mixin of :class:`harness.cluster.ssh.cluster.SshCluster` on the steps every backend
+shares (:mod:`harness.cluster.membership`). One node per host, its id the host's name:
 
 - :meth:`SshMembership.remove_node`: ``DELETE /remove {"id": ID}`` through another running
   member (:func:`~harness.cluster.membership.remove_through`), waited for until the leader
@@ -28,18 +27,12 @@ from __future__ import annotations
 import contextlib
 import shlex
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from harness.cluster.base import ClusterError, NodeInfo
-from harness.cluster.membership import (
-    MembershipError,
-    leader_members,
-    remove_through,
-    wait_until_member,
-)
+from harness.cluster.base import ClusterError
+from harness.cluster.membership import MembershipChanges, MembershipError
 from harness.cluster.ssh import remote
 from harness.cluster.ssh.inventory import Host, Inventory
 from harness.cluster.ssh.session import Sessions
@@ -71,8 +64,14 @@ def grow_refusal(total: int, used: int, count: int = 1) -> str:
     return f"grow needs {need}: the inventory has {plural(total, 'host')}, the cluster uses {used}"
 
 
-class SshMembership:
-    """:meth:`remove_node`, :meth:`add_node` and :meth:`members` of an SSH cluster."""
+class SshMembership(MembershipChanges):
+    """:meth:`remove_node`, :meth:`add_node` and :meth:`members` of an SSH cluster; its
+    waits probe over HTTP only (:attr:`change_checks_dead`): a joiner that died is named
+    when its wait ends (:meth:`_joiner_problem`)."""
+
+    change_timeout = CHANGE_TIMEOUT
+    change_poll = POLL
+    change_checks_dead = False
 
     inventory: Inventory
     sessions: Sessions
@@ -117,10 +116,6 @@ class SshMembership:
             return None
         return grow_refusal(len(self.all_hosts), len(self.all_hosts) - free, count)
 
-    def membership_problem(self) -> str | None:
-        """Why members cannot be added or removed here (None: they can)."""
-        return None
-
     # -- state ------------------------------------------------------------------------------
     def membership_state(self) -> dict[str, Any]:
         """What ``ssh-cluster.json`` keeps of membership: the spare hosts and the removed
@@ -151,40 +146,16 @@ class SshMembership:
         self._nodes, self._removed = nodes, removed
 
     # -- membership -------------------------------------------------------------------------
-    def members(self, timeout: float = 5.0) -> list[str]:
-        """The ids of the members as the leader's ``/status`` lists them, sorted."""
-        return leader_members(self._leader(timeout, all_ready=False), timeout)
+    def _removal_via(self, node_id: str) -> list[tuple[str, str]]:
+        node = self._nodes.get(node_id)
+        if node is None or node.state != "running":
+            state = node.state if node else "no member"
+            raise MembershipError(f"cannot remove node {node_id}: it is {state}")
+        via = [n for n in self._nodes.values() if n.state == "running" and n is not node]
+        return [(n.host.name, n.host.url) for n in via or [node]]
 
-    def _leader(self, timeout: float, all_ready: bool = True) -> NodeInfo:
-        """:meth:`wait_for_leader` over HTTP only, for the membership waits' polls: without
-        its check that every node still runs (an SSH round trip per host at most every
-        2 s, which takes seconds on a loaded machine and held each change up by as much);
-        a joiner that died is named when its wait ends (:meth:`_joiner_problem`)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            lead, statuses = self._leader_round(min(1.0, max(0.1, left)))  # type: ignore[attr-defined]
-            if lead is not None and (not all_ready or all(s.ready for s in statuses)):
-                return lead
-            if left <= 0:
-                what = "an agreed leader" + (self.ready_phrase if all_ready else "")  # type: ignore[attr-defined]
-                raise self._leader_wait_error(timeout, what, statuses)  # type: ignore[attr-defined]
-            time.sleep(POLL)
-
-    def remove_node(self, node_id: str, timeout: float = CHANGE_TIMEOUT) -> None:
-        """Remove a running member through ``/remove``, stop it and wipe its data."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            node = self._nodes.get(node_id)
-            if node is None or node.state != "running":
-                state = node.state if node else "no member"
-                raise MembershipError(f"cannot remove node {node_id}: it is {state}")
-            via = [n for n in self._nodes.values() if n.state == "running" and n is not node]
-        pairs = [(n.host.name, n.host.url) for n in via or [node]]
-        remove_through(pairs, node_id, self.members, deadline, timeout)
-        with self._lock:
-            self._retire(node)
-        self._leader(max(1.0, deadline - time.monotonic()))
+    def _retire_member(self, node_id: str) -> None:
+        self._retire(self._nodes[node_id])
 
     def _retire(self, node: RemoteNode) -> None:
         """Stop the node on its host, wipe its data; it is ``removed``."""
@@ -198,7 +169,7 @@ class SshMembership:
         self._removed = {**self._removed, node.host.name: node}
         self._save()  # type: ignore[attr-defined]
 
-    def add_node(self, node_id: str | None = None, timeout: float = CHANGE_TIMEOUT) -> str:
+    def add_node(self, node_id: str | None = None, timeout: float | None = None) -> str:
         """Start a node that joins the running cluster (a removed one, ``node_id``, or the
         next spare host) and wait until it is a member and every running node is ready;
         its id."""
@@ -227,7 +198,7 @@ class SshMembership:
             self._discard_joiner(node)
             return last
 
-        return wait_until_member(node_id, timeout, self._leader, self.members, give_up, POLL)
+        return self._await_joiner(node_id, timeout, give_up)
 
     def _joiner(self, node_id: str | None) -> RemoteNode:
         """The node to add: a removed one's, or a new one on a spare host."""

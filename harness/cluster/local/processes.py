@@ -11,7 +11,6 @@ still be a node of that cluster (:func:`is_ours`) before it is signalled.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import time
@@ -19,11 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cluster.base import ClusterError
-from harness.cluster.netns import REAP_TAG_ENV, NetnsNetwork, reap_networks
-from harness.cluster.owners import OWNER_ENV, describe_owner, owner_gone
-
-log = logging.getLogger(__name__)
+from harness.cluster import disk
+from harness.cluster.netns import NetnsNetwork, reap_networks
+from harness.cluster.owners import OWNER_ENV, REAP_TAG_ENV, describe_owner, owner_gone
 
 #: environment variable that marks a process as a node of the cluster in that directory
 MARKER_ENV = "RQUEUE_CLUSTER_DIR"
@@ -136,7 +133,7 @@ def reap(tag: str | None = None, timeout: float = 5.0, *, live_too: bool = False
     (:func:`harness.cluster.owners.owner_gone`), and netns networks whose maker is gone
     and whose cluster has no live node. ``live_too`` takes every cluster as well, live
     ones, ones ``cluster up`` started and other users' included. ``tag``: only what was
-    started under ``RQUEUE_REAP_TAG=tag``. Nodes' filesystems (:mod:`.disk`) go with
+    started under ``RQUEUE_REAP_TAG=tag``. Nodes' filesystems (:mod:`harness.cluster.disk`) go with
     their reaped nodes, and without ``tag`` those of every abandoned cluster directory.
     Returns ``{"processes": [pid, ...], "networks": [name, ...], "disks": [mount or
     device, ...], "left": [{"dir", "pids", "why"}, ...]}`` (``left``: the live clusters
@@ -157,26 +154,10 @@ def reap(tag: str | None = None, timeout: float = 5.0, *, live_too: bool = False
         return any(p.directory == net.owner for p in node_processes())
 
     networks = reap_networks(tag, keep=None if live_too else in_use)
-    disks = reap_disks({p.directory for p in doomed}, set(left), tag is None, live_too)
+    disks = disk.reap({p.directory for p in doomed}, set(left), tag is None, live_too)
     return {
         "processes": [p.pid for p in doomed],
         "networks": networks,
         "disks": disks,
         "left": [c.to_json() for c in left.values()],
     }
-
-
-def reap_disks(reaped: set[str], busy: set[str], abandoned: bool, live_too: bool) -> list[str]:
-    """Release the filesystems of the ``reaped`` clusters' directories, and with
-    ``abandoned`` those of every directory nobody uses (not ``busy``); see :mod:`.disk`."""
-    from harness.cluster import disk
-
-    removed: list[str] = []
-    for directory in sorted(reaped - busy):
-        try:
-            removed += disk.release(Path(directory))
-        except ClusterError as exc:
-            log.warning("%s", exc)
-    if abandoned:
-        removed += disk.reap_abandoned(busy, live_too)
-    return removed

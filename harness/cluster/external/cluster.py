@@ -4,6 +4,10 @@
 
     RQLITE_URLS=http://10.0.0.5:4001,http://10.0.0.6:4001 python -m pytest
 
+The backend ``external`` of the registry (:mod:`.backend`): ``harness list`` shows what
+its clusters can do (nothing), but no command starts one (``--backend`` does not offer
+it): ``bench --urls`` and the tests under ``RQLITE_URLS`` reach one by its URLs.
+
 Leadership comes from each node's ``/status`` like for local clusters. Every fault
 (kill, restart, pause, resume, partition, clock skew) raises :class:`ClusterError`
 "cannot control an external cluster"; :meth:`ExternalCluster.stop` does nothing.

@@ -2,13 +2,13 @@
 
 ::
 
-    from harness.cluster.local import LocalCluster
+    from harness.cluster.local.cluster import LocalCluster
     with LocalCluster.start(nodes=3, directory=Path("/tmp/c")) as c:
         c.leader(); c.kill("n1"); c.wait_for_leader(10); c.restart("n1")
 
 The engines (``"embedded"``, the default, and ``"rqlited"``) and their command lines are
 :mod:`harness.cluster.engines`; the node processes, as /proc shows them, and reaping
-what earlier runs left behind are :mod:`harness.cluster.processes`; the loopback ports
+what earlier runs left behind are :mod:`harness.cluster.local.processes`; the loopback ports
 are :mod:`harness.cluster.ports`.
 
 Processes run in their own session, so ``python -m harness cluster up`` can exit and
@@ -79,8 +79,17 @@ from harness.cluster.engines import (
 )
 from harness.cluster.forward_loss import ForwardLossControl
 from harness.cluster.links import LinkControl, LinkFaults
-from harness.cluster.local_faults import LocalFaults
-from harness.cluster.membership import LocalMembership
+from harness.cluster.local.faults import LocalFaults
+from harness.cluster.local.membership import LocalMembership
+from harness.cluster.local.processes import (
+    MARKER_ENV,
+    POLL,
+    is_ours,
+    kill_and_wait,
+    log_tail,
+    our_processes,
+    send_signal,
+)
 from harness.cluster.netns import (
     NETNS_HTTP_PORT,
     NETNS_RAFT_PORT,
@@ -90,15 +99,6 @@ from harness.cluster.netns import (
 )
 from harness.cluster.owners import OWNER_ENV, identity
 from harness.cluster.ports import fixed_ports, free_ports, require_free
-from harness.cluster.processes import (
-    MARKER_ENV,
-    POLL,
-    is_ours,
-    kill_and_wait,
-    log_tail,
-    our_processes,
-    send_signal,
-)
 
 STATE_FILE = "cluster.json"
 #: how often :meth:`LocalCluster.start` picks new ports when one was taken under it

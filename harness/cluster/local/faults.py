@@ -1,4 +1,4 @@
-"""The faults a :class:`harness.cluster.local.LocalCluster` makes on its own nodes besides
+"""The faults a :class:`harness.cluster.local.cluster.LocalCluster` makes on its own nodes besides
 killing and pausing them: partitions (iptables rules in the nodes' namespaces), degraded
 links (:mod:`harness.cluster.links`), full disks (:mod:`harness.cluster.disk`), skewed
 clocks (the node's clock-offset file, or libfaketime's for rqlited) and time zones (a
@@ -10,7 +10,6 @@ import math
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,11 @@ from typing import Any
 from harness import zonefile
 from harness.cluster import disk as disks
 from harness.cluster import partition as partition_rules
-from harness.cluster.base import ClusterError, probe_node
+from harness.cluster.base import ClusterError
 from harness.cluster.engines import NodeSpec, faketime_offset, is_dynamic_executable
 from harness.cluster.forward_loss import ForwardLoss
 from harness.cluster.links import LinkFaults, addresses_except
-from harness.cluster.processes import POLL, send_signal
+from harness.cluster.local.processes import send_signal
 
 
 class LocalFaults:
@@ -177,19 +176,11 @@ class LocalFaults:
         tmp.write_text(text + "\n")
         os.replace(tmp, spec.clock_file)
 
-    def set_time_zone(self, node_id: str, tzif: bytes | None, timeout: float = 30.0) -> None:
-        """Run the node in the zone of the TZif file ``tzif`` (None: ``TZ=UTC`` again).
-
-        The bytes go to ``DIR/<id>/zone.tzif`` (rewritten in place, see
+    def _apply_time_zone(self, node_id: str, tzif: bytes | None) -> tuple[str, str] | None:
+        """The bytes go to ``DIR/<id>/zone.tzif`` (rewritten in place, see
         :mod:`harness.zonefile`) and the node restarts with ``TZ=<that file>`` (both
-        engines read ``TZ`` once, at start): SIGTERM, SIGKILL after 5 s, start on its data,
-        then wait (``timeout``) until it answers ``/readyz`` again. A paused node comes back
-        running; a killed node keeps the zone for its :meth:`restart`.
-        """
-        if tzif is not None and (not isinstance(tzif, bytes) or tzif[:4] != b"TZif"):
-            raise ClusterError(
-                f"a time zone is a TZif file's bytes (b'TZif...'), got {repr(tzif)[:40]}"
-            )
+        engines read ``TZ`` once, at start): SIGTERM, SIGKILL after 5 s, start on its data
+        (:meth:`~harness.cluster.base.Cluster.set_time_zone` then waits for it)."""
         with self._lock:
             spec = self._spec(node_id)
             if spec.state in ("new", "stopped"):
@@ -199,7 +190,7 @@ class LocalFaults:
             spec.tz = "UTC" if tzif is None else str(spec.zone_file)
             self._save()
             if spec.state == "killed":
-                return
+                return None
             if self._alive(spec):
                 send_signal(spec.pid, signal.SIGTERM)
                 send_signal(spec.pid, signal.SIGCONT)  # a paused node must run to exit
@@ -208,16 +199,4 @@ class LocalFaults:
                     if not self._wait_gone(spec, 5.0):
                         raise ClusterError(f"node {node_id} (pid {spec.pid}) survived SIGKILL")
             self._launch(spec)
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:  # not while another node restarts (set_time_zone at once)
-                self._check_processes()
-            status = probe_node(spec.url, timeout=1.0)
-            if status.error is None and status.ready:
-                return
-            if time.monotonic() >= deadline:
-                raise ClusterError(
-                    f"waited {timeout:.1f}s for node {node_id} to answer /readyz after its "
-                    f"restart with TZ={spec.tz}; it said: {status.summary()}"
-                )
-            time.sleep(POLL)
+        return spec.url, f"TZ={spec.tz}"
