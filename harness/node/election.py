@@ -34,32 +34,61 @@ PRE_VOTE = "pre_vote"
 PRE_VOTE_ANSWER = "pre_vote_response"
 #: PySyncObj's ``_RAFT_STATE``
 LEADER = 2
+#: PySyncObj's election deadline during a tick that must not start an election
+INF = float("inf")
 
 
 class PreVote:
-    """Mixed into the node's ``SyncObj``: call :meth:`_pre_vote_tick` before each of
-    PySyncObj's ticks and :meth:`_election_message` with each message it receives."""
+    """Mixed into the node's ``SyncObj``: wrap each of PySyncObj's ticks in
+    :meth:`_pre_vote_tick` and :meth:`_after_tick`, and give it each received message
+    through :meth:`_election_message` first.
+
+    PySyncObj starts an election wherever its ``__raftElectionDeadline`` has passed, at
+    a check early in its tick. So during a tick that deadline is infinite (the real one
+    is kept in :attr:`_election_due`), or zero when a pre-vote round was won: PySyncObj
+    never starts an election on its own, not even when the deadline runs out between
+    this check and its own (seen on a loaded host: a node became a candidate without a
+    round, at a term no one would follow, and stayed out of the cluster)."""
 
     #: the term the running pre-vote round asks for (0: none), and who granted it
     _pre_vote_term: int = 0
     _pre_votes: frozenset[Any] = frozenset()
     #: a round won: PySyncObj runs its election at the next tick
     _pre_vote_won: bool = False
+    #: when the election timer runs out (monotonic), as PySyncObj last set it
+    _election_due: float = 0.0
 
     def _pre_vote_tick(self) -> None:
-        """Where PySyncObj would start an election at this tick, a pre-vote round
-        instead, unless one was just won."""
+        """Before a PySyncObj tick: where the election timer ran out, a pre-vote round;
+        PySyncObj's own deadline set so that it runs an election only after a won one."""
+        s: Any = self
+        deadline = s._SyncObj__raftElectionDeadline
+        if deadline != INF:  # PySyncObj set it: its start, a leader's message, a vote
+            self._election_due = deadline
+        if not self._pre_vote_won and self._timer_ran_out():
+            self._ask_for_pre_votes()
+        won, self._pre_vote_won = self._pre_vote_won, False
+        s._SyncObj__raftElectionDeadline = 0.0 if won else INF
+
+    def _after_tick(self) -> None:
+        """After a PySyncObj tick: a deadline it set stands; else the real one is back."""
+        s: Any = self
+        deadline = s._SyncObj__raftElectionDeadline
+        if deadline == INF:
+            s._SyncObj__raftElectionDeadline = self._election_due
+        else:
+            self._election_due = deadline
+
+    def _timer_ran_out(self) -> bool:
         s: Any = self
         if s._SyncObj__raftState == LEADER or s._SyncObj__selfNode is None:
-            return
-        now = monotonic()
-        if s._SyncObj__raftElectionDeadline >= now or not s._SyncObj__connectedToAnyone():
-            return
-        if self._pre_vote_won:
-            self._pre_vote_won = False  # PySyncObj's election runs in this tick
-            return
+            return False
+        return self._election_due < monotonic() and s._SyncObj__connectedToAnyone()
+
+    def _ask_for_pre_votes(self) -> None:
+        s: Any = self
         # hashicorp: the heartbeat timeout forgets the leader, then the node asks
-        s._SyncObj__raftElectionDeadline = now + s._SyncObj__generateRaftTimeout()
+        self._election_due = monotonic() + s._SyncObj__generateRaftTimeout()
         s._SyncObj__raftLeader = None
         self._pre_vote_term = s.raftCurrentTerm + 1
         log.info("election timeout: asking for pre-votes for term %d", self._pre_vote_term)
@@ -113,5 +142,4 @@ class PreVote:
             return  # a stale round: the term moved on meanwhile
         if len(self._pre_votes) > (len(s._SyncObj__otherNodes) + 1) / 2:
             self._pre_vote_term, self._pre_votes = 0, frozenset()
-            self._pre_vote_won = True
-            s._SyncObj__raftElectionDeadline = 0.0
+            self._pre_vote_won = True  # the next tick runs the election

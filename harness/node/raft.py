@@ -334,8 +334,11 @@ class RaftStore(PreVote, SyncObj):
         entries it could not store (the leader sends them again), a candidate or voter
         whose term could not be saved sends nothing."""
         try:
-            self._pre_vote_tick()  # before PySyncObj's own election check (election.py)
-            super()._onTick(timeToWait)
+            self._pre_vote_tick()  # PySyncObj elects only after a won pre-vote (election.py)
+            try:
+                super()._onTick(timeToWait)
+            finally:
+                self._after_tick()
         except OSError as exc:
             if not is_disk_full(exc):
                 raise
