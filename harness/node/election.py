@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 
 PRE_VOTE = "pre_vote"
 PRE_VOTE_ANSWER = "pre_vote_response"
+#: what a node answers a leader of an older term with (Raft's reply carrying its term)
+NEWER_TERM = "newer_term"
 #: PySyncObj's ``_RAFT_STATE``
-LEADER = 2
+FOLLOWER, LEADER = 0, 2
 #: PySyncObj's election deadline during a tick that must not start an election
 INF = float("inf")
 
@@ -53,8 +55,9 @@ class PreVote:
     #: the term the running pre-vote round asks for (0: none), and who granted it
     _pre_vote_term: int = 0
     _pre_votes: frozenset[Any] = frozenset()
-    #: a round won: PySyncObj runs its election at the next tick
+    #: a round won, and for which term: PySyncObj runs its election at the next tick
     _pre_vote_won: bool = False
+    _won_term: int = 0
     #: when the election timer runs out (monotonic), as PySyncObj last set it
     _election_due: float = 0.0
 
@@ -68,6 +71,10 @@ class PreVote:
         if not self._pre_vote_won and self._timer_ran_out():
             self._ask_for_pre_votes()
         won, self._pre_vote_won = self._pre_vote_won, False
+        # a round is won for one term: not when the node has since taken a newer term
+        # (a vote it granted) or heard from a leader, where an election would run at a
+        # term above every member's and no member would follow it
+        won = won and self._won_term == s.raftCurrentTerm + 1 and s._SyncObj__raftLeader is None
         s._SyncObj__raftElectionDeadline = 0.0 if won else INF
 
     def _after_tick(self) -> None:
@@ -118,7 +125,28 @@ class PreVote:
         if kind == "request_vote" and self._knows_another_leader(node):
             log.info("rejecting vote request from %s since we have a leader", node)
             return True  # hashicorp answers "not granted"; PySyncObj's candidates wait alike
+        s: Any = self
+        if kind == "append_entries" and message.get("term", 0) < s.raftCurrentTerm:
+            # Raft answers an older leader with its term (PySyncObj says nothing, and a
+            # node ahead of the leader's term would never hear from it again)
+            s._SyncObj__transport.send(node, {"type": NEWER_TERM, "term": s.raftCurrentTerm})
+            return False
+        if kind == NEWER_TERM:
+            self._take_newer_term(node, message["term"])
+            return True
         return False
+
+    def _take_newer_term(self, node: Any, term: int) -> None:
+        """A member is at a newer term than this node: as Raft's leader that sees one in
+        an answer, step down and take it (hashicorp/raft ``replication.go``
+        ``handleStaleTerm``); the next election runs among the members."""
+        s: Any = self
+        if term <= s.raftCurrentTerm:
+            return
+        log.info("%s is at term %d, above ours (%d): following it", node, term, s.raftCurrentTerm)
+        s._SyncObj__setCurrentTerm(term, None)
+        s._SyncObj__raftLeader = None
+        s._SyncObj__setState(FOLLOWER)
 
     def _knows_another_leader(self, candidate: Any) -> bool:
         leader = getattr(self, "_SyncObj__raftLeader", None)
@@ -141,5 +169,6 @@ class PreVote:
         if self._pre_vote_term != s.raftCurrentTerm + 1 or s._SyncObj__raftState == LEADER:
             return  # a stale round: the term moved on meanwhile
         if len(self._pre_votes) > (len(s._SyncObj__otherNodes) + 1) / 2:
+            self._won_term = self._pre_vote_term
             self._pre_vote_term, self._pre_votes = 0, frozenset()
             self._pre_vote_won = True  # the next tick runs the election

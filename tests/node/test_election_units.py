@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pysyncobj.monotonic import monotonic
 
-from harness.node.election import PRE_VOTE, PRE_VOTE_ANSWER, PreVote
+from harness.node.election import NEWER_TERM, PRE_VOTE, PRE_VOTE_ANSWER, PreVote
 
 FOLLOWER, CANDIDATE = 0, 1
 LATE = 1.0  # how much later than the pre-vote's check the stand-in's own check comes
@@ -50,6 +50,12 @@ class StandIn(PreVote):
 
     def _SyncObj__getCurrentLogTerm(self) -> int:
         return 1
+
+    def _SyncObj__setCurrentTerm(self, term: int, voted_for: str | None) -> None:
+        self.raftCurrentTerm = term
+
+    def _SyncObj__setState(self, state: int) -> None:
+        self._SyncObj__raftState = state
 
     def tick(self) -> None:
         self._pre_vote_tick()
@@ -103,3 +109,26 @@ def test_a_node_with_a_leader_refuses_pre_votes_and_votes() -> None:
     node._election_message("b", behind)
     assert node._SyncObj__transport.sent[-1][1]["granted"] is False, "a shorter log"
     assert not node._election_message("b", {"type": "request_vote", "term": 2})
+
+
+def test_a_round_won_for_a_term_the_node_has_passed_starts_no_election() -> None:
+    node = StandIn(due_in=-0.1)
+    node.tick()  # asks for term 2
+    node._election_message("a", {"type": PRE_VOTE_ANSWER, "term": 2, "granted": True})
+    node.raftCurrentTerm = 2  # meanwhile it granted another candidate's vote at term 2
+    node.tick()
+    assert node.elections == 0, "an election at term 3, above every member's"
+
+
+def test_a_node_ahead_of_the_leaders_term_tells_it_and_the_leader_steps_down() -> None:
+    ahead = StandIn(due_in=5.0)
+    ahead.raftCurrentTerm = 3
+    assert not ahead._election_message("a", {"type": "append_entries", "term": 2})
+    assert ahead._SyncObj__transport.sent[-1] == ("a", {"type": NEWER_TERM, "term": 3})
+    leader = StandIn(due_in=5.0)
+    leader._SyncObj__raftState, leader._SyncObj__raftLeader, leader.raftCurrentTerm = 2, "me", 2
+    assert leader._election_message("b", {"type": NEWER_TERM, "term": 3})
+    assert (leader.raftCurrentTerm, leader._SyncObj__raftState) == (3, FOLLOWER)
+    assert leader._SyncObj__raftLeader is None
+    leader._election_message("b", {"type": NEWER_TERM, "term": 2})  # not newer: nothing
+    assert leader.raftCurrentTerm == 3
