@@ -1,0 +1,222 @@
+"""rqueue's own core, driven over the simulated network.
+
+A :class:`SimClient` has the methods the workload calls (the transports' names and
+arguments, checked by rqueue's own :mod:`rqueue._validate`); each returns a task that
+runs the core's operation generator (:class:`rqueue._core.QueueCore`,
+:mod:`rqueue._many`: the very generators the sync and async transports drive) and sends
+every call it yields as the transports' ``_send_alone`` does, through rqueue's
+:class:`~rqueue._attempts.Attempts` (failover, probes, the time zone check, backoff)
+on the virtual clock. Not modelled: group commit (every call is sent alone) and long
+polling (the long pollers claim as the others do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from rqueue import _many, _validate
+from rqueue._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError
+from rqueue._config import Settings, check_lease
+from rqueue._core import QueueCore
+from rqueue._exceptions import RqueueError
+from rqueue._models import HttpCall, Lease, Op, Result
+from rqueue._statements import Statements
+from rqueue._version import ServerInfo
+
+from ..subjects import note_dead_letter
+from .loop import Future, Task
+from .net import CLIENT
+from .node import Request, SimNode
+
+#: the rqlite version the simulated nodes follow and the clients detect
+VERSION = "10.2.7"
+
+
+class World:
+    """What a client needs of the simulation: its clock, network and nodes by URL."""
+
+    loop: Any
+    net: Any
+    by_url: dict[str, SimNode]
+
+
+def http(
+    world: World, url: str, method: str, path: str, body: bytes | None, timeout: float
+) -> Task:
+    """One exchange with the node at ``url``: its :class:`Reply`, or :class:`SendError`
+    (``sent`` False when the request certainly did not reach the node)."""
+    node = world.by_url[url]
+    if not node.up:  # nothing listens: refused at once
+        yield world.net.rng.uniform(0.0002, 0.001)
+        raise SendError("ConnectionRefusedError: connection refused", sent=False)
+    if not world.net.reachable(CLIENT, node.id):
+        yield min(CONNECT_TIMEOUT, timeout)
+        raise SendError("ConnectTimeoutError: connect timed out", sent=False)
+    reply = Future()
+
+    def answered(status: int, text: str) -> None:
+        if status < 0:
+            reply.settle(error=SendError(f"ConnectionError: {text}", sent=True))
+        else:
+            reply.settle(Reply(status, text, {}))
+
+    req = Request(method, path.partition("?")[0], path.partition("?")[2], body or b"")
+    world.net.deliver(CLIENT, node.id, node.from_client, req, answered)
+    world.loop.timeout(reply, timeout, lambda: SendError("ReadTimeout: read timed out", sent=True))
+    return (yield reply)
+
+
+class SimClient:
+    """One transport's worth of rqueue: its core, its endpoints, its options."""
+
+    def __init__(
+        self,
+        world: World,
+        urls: list[str],
+        statements_class: type[Statements],
+        request_timeout: float,
+        max_deliveries: int | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "request_timeout": request_timeout,
+            "timeout": 2 * request_timeout,
+        }
+        if max_deliveries:
+            options.update(max_deliveries=max_deliveries, on_dead_letter=note_dead_letter)
+        self.world = world
+        self.settings = Settings.build(urls, **options)
+        self.endpoints = self.settings.endpoints()
+        self.core: QueueCore = self.settings.core(
+            ServerInfo.from_version(VERSION), statements_class
+        )
+        if self.core.zone is not None:
+            self.core.zone.monotonic = world.loop.clock
+
+    # -- the operations the workload calls --------------------------------------------------
+    def open(self) -> Task:
+        return self._drive(self.core.open(create=True))
+
+    def publish(self, group_id: str, event: Any, priority: int = 0, delay: float = 0) -> Task:
+        text = _validate.event(event)
+        group_id, priority, dedup_id, delay = _validate.publish_args(
+            group_id, priority, None, delay
+        )
+        return self._drive(self.core.publish(group_id, text, priority, dedup_id, delay))
+
+    def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Task:
+        args = _validate.claim_args(worker_id, visibility, min_priority)
+        return self._drive(self.core.claim(*args))
+
+    def claim_many(
+        self, worker_id: str, visibility: float, max_messages: int = 10, min_priority: int = 0
+    ) -> Task:
+        worker_id, visibility, min_priority = _validate.claim_args(
+            worker_id, visibility, min_priority
+        )
+        return self._drive(
+            _many.claim_many(self.core, worker_id, visibility, min_priority, max_messages)
+        )
+
+    def ack(self, lease: Lease) -> Task:
+        return self._drive(self.core.ack(check_lease(lease, self.core)))
+
+    def ack_many(self, leases: list[Lease]) -> Task:
+        checked = [check_lease(x, self.core) for x in leases]
+        outcomes = yield from self._drive(_many.ack_many(self.core, checked))
+        first = outcomes[0] if outcomes else None
+        if first is not None and all(o is first for o in outcomes):
+            raise first  # one definite failure of the request, as the transports raise it
+        return outcomes
+
+    def ack_and_claim(
+        self, lease: Lease, worker_id: str, visibility: float, min_priority: int = 0
+    ) -> Task:
+        lease = check_lease(lease, self.core)
+        args = _validate.claim_args(worker_id, visibility, min_priority)
+        return self._drive(self.core.ack_and_claim(lease, *args))
+
+    def nack(self, lease: Lease, delay: float = 0, error: str | None = None) -> Task:
+        lease = check_lease(lease, self.core)
+        delay = _validate.seconds("delay", delay, allow_zero=True)
+        return self._drive(self.core.nack(lease, delay, _validate.error_text(error)))
+
+    def extend(self, lease: Lease, visibility: float) -> Task:
+        lease = check_lease(lease, self.core)
+        visibility = _validate.seconds("visibility", visibility, allow_zero=False)
+        return self._drive(self.core.extend(lease, visibility))
+
+    def close(self) -> None:
+        pass
+
+    # -- driving the core (the transports' loop, on the virtual clock) ----------------------
+    def _drive(self, op: Op[Any]) -> Generator[Any, Any, Any]:
+        deadline = self.world.loop.now + self.settings.options.timeout
+        try:
+            call = next(op)
+            while True:
+                try:
+                    results = yield from self._send_alone(call, deadline)
+                except RqueueError as exc:
+                    call = op.throw(exc)
+                else:
+                    call = op.send(call.for_caller(results))
+        except StopIteration as stop:
+            return stop.value
+
+    def _send_alone(
+        self, call: HttpCall, deadline: float
+    ) -> Generator[Any, Any, tuple[Result, ...]]:
+        o = self.settings.options
+        attempts = Attempts(
+            call,
+            self.endpoints,
+            deadline,
+            o.request_timeout,
+            monotonic=self.world.loop.clock,
+            limit=o.timeout,
+            zone=self.core.zone,
+        )
+        while True:
+            url, timeout = attempts.next()
+            probe = attempts.probe(url)
+            if probe is not None and not (yield from self._probe(attempts, url, probe)):
+                yield attempts.pause()
+                continue
+            if attempts.zone_check_due(url) and not (
+                yield from self._check_zone(attempts, url, timeout)
+            ):
+                yield attempts.pause()
+                continue
+            path, body = attempts.target()
+            try:
+                reply = yield from http(self.world, url, "POST", path, body, timeout)
+            except SendError as exc:
+                if exc.sent:
+                    attempts.maybe_sent(url, str(exc))
+                else:
+                    attempts.not_sent(url, str(exc))
+            else:
+                results = attempts.answered(url, reply.status, reply.text)
+                if results is not None:
+                    return results
+            yield attempts.pause()
+
+    def _probe(self, attempts: Attempts, url: str, timeout: float) -> Generator[Any, Any, bool]:
+        try:
+            reply = yield from http(self.world, url, "GET", "/readyz", None, timeout)
+        except SendError as exc:
+            attempts.not_sent(url, f"not ready (GET /readyz: {exc})")
+            return False
+        return attempts.probe_answered(url, reply.status, reply.text)
+
+    def _check_zone(
+        self, attempts: Attempts, url: str, timeout: float
+    ) -> Generator[Any, Any, bool]:
+        path, body = attempts.zone_check()
+        try:
+            reply = yield from http(self.world, url, "POST", path, body, timeout)
+        except SendError as exc:
+            attempts.not_sent(url, f"time zone check: {exc}")
+            return False
+        return attempts.zone_answered(url, reply.status, reply.text)
