@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import apsw
+
 from ..node.body import parse as parse_body
 from ..node.database import Database, render
 from ..node.localzone import LocalZone
@@ -39,7 +41,7 @@ from ..node.values import json_default
 from ..node.versions import get as get_version
 from .loop import Loop
 from .net import CLIENT, Net
-from .raft import EXECUTE, QUERY, REQUEST, Entry, RaftNode
+from .raft import EXECUTE, LEADER, QUERY, REQUEST, Entry, RaftNode
 
 #: the epoch second the simulation's time 0 stands for (2026-01-01T00:00:00Z)
 EPOCH = 1767225600.0
@@ -48,6 +50,8 @@ FORWARD_TIMEOUT = 30.0
 LEADER_NOT_FOUND = "leader not found"
 NOT_LEADER = "not leader"
 
+#: (statement text, explain) -> whether SQLite counts it a read (the schema decides)
+_READ_ONLY: dict[tuple[str, bool], bool] = {}
 #: (status, body text) -> None: how a node answers one request
 Answer = Callable[[int, str], None]
 
@@ -63,6 +67,15 @@ class Request:
     stmts: list[Statement] | None = None
     #: how the answer gets back (set by whoever sends it)
     answer: Answer = field(default=lambda status, text: None, repr=False)
+
+
+class CachedDatabase(Database):
+    """The node's database with SQLite's prepared statements cached: the embedded node
+    prepares every statement afresh to cost what rqlite costs; the simulation keeps the
+    results and saves the time."""
+
+    def _open(self) -> apsw.Connection:
+        return apsw.Connection(":memory:", vfs=self._vfs.name, statementcachesize=256)
 
 
 class SimNode(RaftNode):
@@ -94,18 +107,25 @@ class SimNode(RaftNode):
         #: answers owed to clients, failed at once when the node crashes
         self.open: dict[int, Answer] = {}
         self._ids = 0
+        #: committed entries this follower has not applied yet, each with its commit time
+        self._behind: list[tuple[Entry, float]] = []
+        self._pinned: float | None = None
         super().__init__(node_id, peers, loop, net, rng, nodes)
         self.db = self._new_db()
 
     # -- the node's clock and database ---------------------------------------------------
     def wall(self) -> float:
-        """The node's wall clock: epoch seconds, skew included."""
+        """The node's wall clock: epoch seconds, skew included (while a follower catches
+        up, the time the entry being applied was committed)."""
+        if self._pinned is not None:
+            return self._pinned
         return EPOCH + self.loop.now + self.skew
 
     def _new_db(self) -> Database:
-        return Database(now=self.wall, api=self.api)
+        return CachedDatabase(now=self.wall, api=self.api)
 
     def restarted(self) -> None:
+        self._behind = []
         self.db = self._new_db()
 
     def crash(self) -> None:
@@ -115,6 +135,26 @@ class SimNode(RaftNode):
             owed[k](-1, "connection reset by peer")
 
     def apply(self, entry: Entry) -> Any:
+        """Apply a committed entry: at once on the leader (its results answer the
+        client); on a follower when its database is next needed, at the wall-clock time
+        of this moment (:meth:`catch_up`), which gives the same database for less work."""
+        if self.role != LEADER:
+            self._behind.append((entry, self.wall()))
+            return None
+        self.catch_up()
+        return self._run_entry(entry)
+
+    def catch_up(self) -> None:
+        """Apply the entries this follower put off, each at the time it was committed."""
+        behind, self._behind = self._behind, []
+        for entry, at in behind:
+            self._pinned = at
+            try:
+                self._run_entry(entry)
+            finally:
+                self._pinned = None
+
+    def _run_entry(self, entry: Entry) -> Any:
         stmts = [Statement.from_wire(w) for w in entry.wire]
         if entry.kind == EXECUTE:
             return self.db.execute(stmts, entry.tx, False)
@@ -123,6 +163,16 @@ class SimNode(RaftNode):
         if entry.kind == QUERY and entry.origin == self.id:
             return self.db.query(stmts, False)
         return None
+
+    def read_only(self, stmt: Statement) -> bool:
+        """Whether rqlite counts ``stmt`` as a read (SQLite's own test, which depends on
+        the schema only: remembered by its text once the node caught up)."""
+        key = (stmt.sql, stmt.explain)
+        known = _READ_ONLY.get(key)
+        if known is None:
+            self.catch_up()
+            known = _READ_ONLY[key] = self.db.is_read_only(stmt)
+        return known
 
     # -- HTTP ----------------------------------------------------------------------------
     def receive(self, req: Request, forwarded: bool = False) -> None:
@@ -166,7 +216,7 @@ class SimNode(RaftNode):
             return
         counts = endpoint != AT_QUERY
         if endpoint == AT_EXECUTE or (
-            endpoint == AT_REQUEST and not all(self.db.is_read_only(s) for s in stmts)
+            endpoint == AT_REQUEST and not all(self.read_only(s) for s in stmts)
         ):
             kind = EXECUTE if endpoint == AT_EXECUTE else REQUEST
             self._through_log(req, kind, stmts, params, counts, forwarded)
@@ -182,6 +232,7 @@ class SimNode(RaftNode):
             else:
                 req.answer(200, _text(self.db.query(stmts, False), counts))
         else:
+            self.catch_up()
             req.answer(200, _text(self.db.query(stmts, False), counts))
 
     def _process(self, stmts: list[Statement], params: QueryParams, endpoint: str) -> None:

@@ -88,7 +88,9 @@ class _Readable:
             for s in statements
         ]
         out = []
-        for r in self.world.nodes[node_id].db.query(stmts, False):
+        node = self.world.nodes[node_id]
+        node.catch_up()
+        for r in node.db.query(stmts, False):
             out.append({"columns": r.get("columns", []), "values": r.get("values", [])})
         return out
 
@@ -199,6 +201,7 @@ def _drain(world: World, wl: SimWorkload, bound: float, info: dict[str, Any]) ->
         lead = world.cluster.leader_now()
         if lead is None:
             return False
+        world.nodes[lead].catch_up()
         rows = world.nodes[lead].db.query([_count()], False)[0].get("values") or [[None]]
         return rows[0][0] == 0
 
@@ -221,26 +224,33 @@ def _failed(info: dict[str, Any]) -> Any:
 
 
 def _replicas(world: World) -> dict[str, Any]:
+    """Every node's tables once all applied the whole log (``replicas.json``); a node
+    whose database image is byte for byte another's has that one's tables."""
     if not world.settled():
-        return {
-            "version": REPLICAS_VERSION,
-            "error": "the nodes did not settle on one log",
-            "nodes": [],
-        }
+        error = "the nodes did not settle on one log"
+        return {"version": REPLICAS_VERSION, "error": error, "nodes": []}
     readable = _Readable(world)
-    return {
-        "version": REPLICAS_VERSION,
-        "error": None,
-        "waited_for": "every simulated node applied the whole log",
-        "waited": 0.0,
-        "nodes": [
+    seen: dict[bytes, dict[str, Any]] = {}
+    nodes = []
+    for url, n in world.by_url.items():
+        n.catch_up()
+        image = n.db.serialize()
+        tables = seen.get(image)
+        if tables is None:
+            tables = seen[image] = read_tables(readable, n.id, 1.0)
+        nodes.append(
             {
                 "id": n.id,
                 "url": url,
                 "applied_index": n.applied,
                 "fsm_index": n.applied,
-                "tables": read_tables(readable, n.id, 1.0),
+                "tables": tables,
             }
-            for url, n in world.by_url.items()
-        ],
+        )
+    return {
+        "version": REPLICAS_VERSION,
+        "error": None,
+        "waited_for": "every simulated node applied the whole log",
+        "waited": 0.0,
+        "nodes": nodes,
     }
