@@ -1,0 +1,45 @@
+"""``python -m harness sim``: the run folder, the checker's verdict, mutants caught."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.sim.run import SimOptions, simulate
+from harness.subjects import SubjectError
+
+
+def test_cli_writes_a_run_folder_judged_by_the_checker(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "harness", "sim", "steady", "--seed", "3", "--time", "3"]
+    done = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "verdict: exit 0" in done.stdout
+    for name in ("history.jsonl", "check.json", "report.md", "run.json", "scenario.json"):
+        assert (out / name).is_file(), name
+    check = json.loads((out / "check.json").read_text())
+    assert check["valid"] is True
+    assert json.loads((out / "replicas.json").read_text())["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("subject", "scenario", "anomaly"),
+    [
+        ("mutant-no-exclusivity", "steady", "duplicate-group-lease"),
+        ("mutant-subquery-now", "steady", "replica-divergence"),
+    ],
+)
+def test_a_mutant_is_caught(tmp_path: Path, subject: str, scenario: str, anomaly: str) -> None:
+    opts = SimOptions(scenario, 1, subject, time=8.0, out=tmp_path / "m", report=False)
+    result = simulate(opts)
+    assert result.exit_code == 1
+    assert result.anomalies[anomaly] > 0
+
+
+def test_a_subject_with_its_own_io_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SubjectError, match="not simulated"):
+        simulate(SimOptions("steady", 1, "kombu", time=3.0, out=tmp_path / "k", report=False))
