@@ -43,3 +43,17 @@ def test_a_mutant_is_caught(tmp_path: Path, subject: str, scenario: str, anomaly
 def test_a_subject_with_its_own_io_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SubjectError, match="not simulated"):
         simulate(SimOptions("steady", 1, "kombu", time=3.0, out=tmp_path / "k", report=False))
+
+
+def test_seeds_print_a_table_failing_seeds_first_with_their_replay(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "harness", "sim", "steady", "--seeds", "1-2", "--time", "3"]
+    cmd += ["--subject", "mutant-lifo", "--jobs", "1", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert "python -m harness sim steady --seed 1 --subject mutant-lifo --time 3" in lines[1]
+    assert "fifo-violation" in lines[1]
+    rows = json.loads((out / "sweep.json").read_text())["rows"]
+    assert [r["seed"] for r in rows] == [1, 2]
+    assert (out / "seed-1" / "history.jsonl").is_file()  # a failing seed's folder is kept
