@@ -20,16 +20,19 @@ from ..cluster.base import (
     LINKS,
     PARTITIONS,
     PAUSE,
+    TIME_ZONES,
     ClusterError,
     NodeInfo,
 )
+from ..node import tzif
+from ..node.localzone import LocalZone
 from ..node.statements import parse_duration
 from .loop import Loop
 from .net import Net
 from .node import SimNode
 
 #: what the simulated cluster can do (the fault kinds' ``needs``)
-CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, LINKS})
+CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, LINKS, TIME_ZONES})
 
 
 class SimCluster:
@@ -39,6 +42,9 @@ class SimCluster:
 
     def __init__(self, loop: Loop, net: Net, nodes: dict[str, SimNode], urls: dict[str, str]):
         self.loop, self.net, self.by_id, self._urls = loop, net, nodes, urls
+        #: time zones to set (the timezone kind sets them from threads): applied in the
+        #: nodes' order by :meth:`flush`, so that no thread's timing leaks into the run
+        self._zones: dict[str, bytes | None] = {}
 
     # -- reading ---------------------------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:
@@ -127,6 +133,27 @@ class SimCluster:
         for link in self._links(node_id):
             self.net.loss.pop(link, None)
             self.net.slow.pop(link, None)
+
+    def set_time_zone(self, node_id: str, zone: bytes | None) -> None:
+        """Restart ``node_id`` in the zone of the TZif data ``zone`` (None: UTC), as the
+        real backends do; done by :meth:`flush`."""
+        if zone is not None:
+            found, problem = tzif.parse(zone)
+            if found is None:
+                raise ClusterError(f"{node_id}: not a zone file: {problem}")
+        self._zones[node_id] = zone
+
+    def flush(self) -> None:
+        """Apply the time zones set since the last flush, node by node in order."""
+        for node_id in sorted(self._zones):
+            zone = self._zones.pop(node_id)
+            node = self.by_id[node_id]
+            node.crash()
+            if zone is None:
+                node.zone = LocalZone.utc()
+            else:
+                node.zone = LocalZone("sim", "the timezone fault", tzif.parse(zone)[0])
+            node.restart()
 
     def forward_port(self, leader: str) -> int:
         return 4002

@@ -8,6 +8,7 @@ flip from a thread, flips on simulation timers here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..faults.clock_jumps import Strobe
@@ -36,6 +37,15 @@ class SimNemesis(Nemesis):
                 self._end(key)
         except Exception as e:  # a fault that cannot act is recorded, the run goes on
             self.errors.append(f"{ev.fault.kind}: {e}")
+
+    def _record(self, f: str, value: dict[str, Any], action: Callable[[], Any]) -> Any:
+        def act() -> Any:
+            try:
+                return action()
+            finally:
+                self.cluster.flush()  # what the action's threads asked, in a fixed order
+
+        return super()._record(f, value, act)
 
     def _begin(self, key: tuple[int, int], fault: Fault) -> None:
         action = kind_of(fault.kind).begin(self.stage, dict(fault.params))

@@ -52,6 +52,8 @@ NOT_LEADER = "not leader"
 
 #: (statement text, explain) -> whether SQLite counts it a read (the schema decides)
 _READ_ONLY: dict[tuple[str, bool], bool] = {}
+#: query string -> its parameters
+_PARAMS: dict[str, QueryParams] = {}
 #: (status, body text) -> None: how a node answers one request
 Answer = Callable[[int, str], None]
 
@@ -155,7 +157,7 @@ class SimNode(RaftNode):
                 self._pinned = None
 
     def _run_entry(self, entry: Entry) -> Any:
-        stmts = [Statement.from_wire(w) for w in entry.wire]
+        stmts = entry.stmts
         if entry.kind == EXECUTE:
             return self.db.execute(stmts, entry.tx, False)
         if entry.kind == REQUEST:
@@ -187,7 +189,11 @@ class SimNode(RaftNode):
                 "[+]node ok\n[+]leader ok" if ready else "[+]node ok\n[-]leader",
             )
             return
-        params = QueryParams.parse(req.query)
+        try:
+            params = _params(req.query)
+        except RequestError as exc:
+            req.answer(400, str(exc))
+            return
         endpoint = {
             "/db/execute": AT_EXECUTE,
             "/db/query": AT_QUERY,
@@ -265,7 +271,6 @@ class SimNode(RaftNode):
         if not self.is_leader():
             self._not_leader(req, stmts, forwarded)
             return
-        wire = tuple(s.to_wire() for s in stmts)
 
         def settled(results: Any, error: str | None) -> None:
             if error is not None:
@@ -273,7 +278,7 @@ class SimNode(RaftNode):
             else:
                 req.answer(200, _text(results or [], counts))
 
-        self.submit(kind, wire, params.flag("transaction"), settled)
+        self.submit(kind, tuple(stmts), params.flag("transaction"), settled)
 
     def _not_leader(self, req: Request, stmts: list[Statement], forwarded: bool) -> None:
         if forwarded:
@@ -283,7 +288,7 @@ class SimNode(RaftNode):
         if leader is None or leader == self.id:
             req.answer(503, LEADER_NOT_FOUND)
             return
-        params = QueryParams.parse(req.query)
+        params = _params(req.query)
         deadline = params.duration("timeout", self.forward_deadline or FORWARD_TIMEOUT)
         self._forward(req, stmts, leader, deadline, resend=self.api.forward_resends)
 
@@ -346,6 +351,14 @@ class SimNode(RaftNode):
 
         req.answer = back
         self.receive(req)
+
+
+def _params(query: str) -> QueryParams:
+    """A request's query parameters (parsed once per distinct query string)."""
+    params = _PARAMS.get(query)
+    if params is None:
+        params = _PARAMS[query] = QueryParams.parse(query)
+    return params
 
 
 def _text(results: list[dict], counts: bool) -> str:

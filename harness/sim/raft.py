@@ -42,11 +42,12 @@ FOLLOWER, CANDIDATE, LEADER = "follower", "candidate", "leader"
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One log entry: a batch of processed statements (``Statement.to_wire``)."""
+    """One log entry: a batch of processed statements (shared by every node's copy of
+    the log: nothing changes a statement once it is processed)."""
 
     term: int
     kind: str
-    wire: tuple[Any, ...] = ()
+    stmts: tuple[Any, ...] = ()
     tx: bool = False
     origin: str = ""
 
@@ -113,9 +114,9 @@ class RaftNode:
         fresh = sum(1 for p in self.peers if self.loop.now - self.acked.get(p, -1e9) < LEASE)
         return self.role == LEADER and 2 * (fresh + 1) > len(self.peers) + 1
 
-    def submit(self, kind: str, wire: tuple[Any, ...], tx: bool, waiter: Waiter) -> None:
+    def submit(self, kind: str, stmts: tuple[Any, ...], tx: bool, waiter: Waiter) -> None:
         """Append an entry (this node leads) and call ``waiter`` once it is settled."""
-        entry = Entry(self.term, kind, wire, tx, self.id)
+        entry = Entry(self.term, kind, stmts, tx, self.id)
         self.log.append(entry)
         self.waiters[len(self.log)] = (entry, waiter)
         self._replicate_all()

@@ -29,10 +29,10 @@ from .cluster import CAPABILITIES
 from .nemesis import SimNemesis
 from .subjects import statements_for
 from .workload import DRAINERS, SimWorkload
-from .world import World, seeded
+from .world import World, seeded, virtual_time
 
 #: fault kinds the simulation does not model yet (left out of scenarios and [chaos] pools)
-UNSUPPORTED = ("timezone", "disk-full", "remove-node", "grow", "shrink")
+UNSUPPORTED = ("disk-full", "remove-node", "grow", "shrink")
 #: one request's timeout, as ``harness run``'s default
 REQUEST_TIMEOUT = 2.5
 #: virtual seconds to wait for a leader, for the workers to stop, for replicas to agree
@@ -108,7 +108,8 @@ def simulate(opts: SimOptions) -> SimResult:
         info: dict[str, Any] = {"options": {**asdict(opts), "out": str(store.root)}, "phases": {}}
         recorder = HistoryRecorder(store.history, clock=world.loop.clock)
         try:
-            errors = _run(world, scenario, subject, statements, opts.seed, recorder, info)
+            with virtual_time(world.loop):
+                errors = _run(world, scenario, subject, statements, opts.seed, recorder, info)
         finally:
             recorder.close()
         replicas = _replicas(world)

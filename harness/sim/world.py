@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from .cluster import SimCluster, SimProxies
 from .loop import Loop
 from .net import Net
-from .node import SimNode
+from .node import EPOCH, SimNode
 
 
 class _SeededUuid:
@@ -58,6 +58,34 @@ def seeded(seed: int) -> Iterator[None]:
         yield
     finally:
         core.uuid, rewrite.secrets = saved
+
+
+class _VirtualTime:
+    """The ``time`` module as the fault kinds read it: the nodes' wall clock (without
+    skew), in virtual time."""
+
+    def __init__(self, loop: Loop) -> None:
+        self._loop = loop
+
+    def time(self) -> float:
+        return EPOCH + self._loop.now
+
+    def monotonic(self) -> float:
+        return self._loop.now
+
+
+@contextlib.contextmanager
+def virtual_time(loop: Loop) -> Iterator[None]:
+    """Let the fault kinds that read the wall clock (``timezone``: when its transition
+    is) read the simulation's, for the length of a run."""
+    from ..faults import timezone
+
+    saved = timezone.time
+    timezone.time = _VirtualTime(loop)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        timezone.time = saved
 
 
 class World:
