@@ -24,6 +24,7 @@ from ..cluster.base import (
     ClusterError,
     NodeInfo,
 )
+from ..cluster.links import rate_bits
 from ..node import tzif
 from ..node.localzone import LocalZone
 from ..node.statements import parse_duration
@@ -123,16 +124,19 @@ class SimCluster:
         for link in self._links(node_id):
             self.net.loss.pop(link, None)
 
-    def set_link_shape(self, node_id: str, rate: float, delay: float, jitter: float) -> None:
-        for link in self._links(node_id):
-            if rate:
-                self.net.loss[link] = rate
-            self.net.slow[link] = delay + jitter / 2
+    def set_link_shape(
+        self, node_id: str, rate: str, delay: float = 0.0, jitter: float = 0.0
+    ) -> None:
+        """What the node sends to its peers comes late: ``delay`` (+ half the ``jitter``)
+        milliseconds, plus a kilobyte's time at ``rate`` (a message's, roughly)."""
+        extra = (delay + jitter / 2) / 1000.0 + 8192.0 / rate_bits(rate)
+        for o in self.by_id:
+            if o != node_id:
+                self.net.slow[(node_id, o)] = extra
 
     def clear_link_shape(self, node_id: str) -> None:
-        for link in self._links(node_id):
-            self.net.loss.pop(link, None)
-            self.net.slow.pop(link, None)
+        for o in self.by_id:
+            self.net.slow.pop((node_id, o), None)
 
     def set_time_zone(self, node_id: str, zone: bytes | None) -> None:
         """Restart ``node_id`` in the zone of the TZif data ``zone`` (None: UTC), as the

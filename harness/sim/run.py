@@ -11,6 +11,7 @@ checker (:func:`harness.store.judge`).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -96,8 +97,13 @@ class _Readable:
 
 
 def simulate(opts: SimOptions) -> SimResult:
-    """Run one seed of a scenario in simulation and write its folder."""
+    """Run one seed of a scenario in simulation and write its folder. rqueue's own log
+    lines (a node refused for its zone, ...) are left out unless its logger asks for
+    more than warnings (``-v``): a sweep would print them for every seed."""
     started = time.perf_counter()
+    rqueue_log = logging.getLogger("rqueue")
+    if rqueue_log.getEffectiveLevel() >= logging.WARNING:
+        rqueue_log.setLevel(logging.CRITICAL)
     scenario = resolve(opts)
     subject = get_subject(opts.subject)
     statements = statements_for(opts.subject)
