@@ -28,6 +28,8 @@ from ..verdict import decide
 from .client import SimClient
 from .cluster import CAPABILITIES
 from .nemesis import SimNemesis
+from .node import EPOCH
+from .seed import SimSeedClient
 from .subjects import statements_for
 from .workload import DRAINERS, SimWorkload
 from .world import World, seeded, virtual_time
@@ -168,7 +170,11 @@ def _run(
     leader = cluster.wait_for_leader(SETTLE)
     spec = scenario.workload
 
-    def open_client(urls: list[str]) -> SimClient:
+    def open_client(urls: list[str], name: str) -> Any:
+        if statements is None:  # the seed's protocol, on the worker's own clock
+            offsets = wl.real.clock_offsets
+            clock = lambda: EPOCH + loop.now + offsets.get(name, 0.0)  # noqa: E731
+            return SimSeedClient(world, urls, clock, REQUEST_TIMEOUT)
         return SimClient(world, urls, statements, REQUEST_TIMEOUT, spec.max_deliveries or None)
 
     wl = SimWorkload(spec, subject, world.urls, recorder, seed, REQUEST_TIMEOUT, open_client)

@@ -3,7 +3,8 @@
 rqueue and its mutants differ only in the :class:`~rqueue.Statements` class their
 transports are given (``statements_class``, :mod:`harness.subjects.mutants`); the
 simulation builds rqueue's core with that class. Other subjects (the seed's protocol,
-kombu, a subject named by path) bring their own I/O and are not simulated.
+kombu, a subject named by path) bring their own I/O: ``seed-reference`` is driven by
+:mod:`harness.sim.seed` (None here), the others are not simulated.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from ..subjects import SubjectError
 from ..subjects import mutants as m
 
 #: subject name -> the statements its transports use
-STATEMENTS: dict[str, type[Statements]] = {
+STATEMENTS: dict[str, type[Statements] | None] = {
     "rqueue": Statements,
+    "seed-reference": None,
     "mutant-no-exclusivity": m.NoExclusivityStatements,
     "mutant-lifo": m.LifoStatements,
     "mutant-ack-wrong-row": m.AckWrongRowStatements,
@@ -28,8 +30,9 @@ STATEMENTS: dict[str, type[Statements]] = {
 SIMULATED: tuple[str, ...] = tuple(STATEMENTS)
 
 
-def statements_for(subject: str) -> type[Statements]:
-    """The statements class of ``subject``; :class:`SubjectError` for one not simulated."""
+def statements_for(subject: str) -> type[Statements] | None:
+    """The statements class of ``subject`` (None: the seed's protocol);
+    :class:`SubjectError` for one not simulated."""
     try:
         return STATEMENTS[subject]
     except KeyError:

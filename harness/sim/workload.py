@@ -20,6 +20,7 @@ from ..subjects import Subject
 from ..workload import Workload, deadletters
 from ..workload.plans import ClientCall, Steps, Wait
 from ..workload.record import Single, lease_value
+from ..workload.workers import takes_delay
 from .client import SimClient
 from .loop import Task
 
@@ -78,7 +79,7 @@ class SimWorkload:
         recorder: Any,
         seed: int,
         timeout: float,
-        open_client: Callable[[list[str]], SimClient],
+        open_client: Callable[[list[str], str], Any],
     ) -> None:
         self.real = Workload(spec, subject, urls, recorder, seed=seed, timeout=timeout)
         self.real.long_pollers.clear()  # long polling is not simulated: they claim plainly
@@ -95,10 +96,13 @@ class SimWorkload:
         ones start."""
         wl, out = self.real, []
         for p in range(self.spec.publishers):
-            steps = wl._publisher_steps(p, self.spec.delay > 0)
-            out.append((steps, self.open_client(wl.urls_for(f"p{p}"))))
+            client = self.open_client(wl.urls_for(f"p{p}"), f"p{p}")
+            delays = self.spec.delay > 0 and takes_delay(client)
+            out.append((wl._publisher_steps(p, delays), client))
         for name in wl.claimer_names:
-            out.append((wl._claimer_steps(name), self.open_client(wl.urls_for(name))))
+            client = self.open_client(wl.urls_for(name), name)
+            wl._can_batch(name, client)
+            out.append((wl._claimer_steps(name), client))
         return out
 
     @staticmethod
@@ -119,7 +123,7 @@ class SimWorkload:
     def drainer(self, i: int, empty: Callable[[], bool], stop: Callable[[], bool]) -> Task:
         """One drain worker (as :func:`harness.workload.drain.drain`'s): claim, ack (or
         nack a poison message), until the queue is empty or ``stop()``."""
-        client = self.open_client(self.urls)
+        client = self.open_client(self.urls, f"d{i}")
         return in_context(
             self._opened(client, self._drain_steps(i, client, empty, stop)), contextvars.Context()
         )

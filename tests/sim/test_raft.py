@@ -23,7 +23,7 @@ def test_a_write_commits_on_a_majority_and_every_node_applies_it() -> None:
     world = World(seed=7, nodes=3)
     lead = world.nodes[_leader(world)]
     got: list = []
-    wire = (("CREATE TABLE t (x)", [], {}, False, False),)
+    wire = (_stmt("CREATE TABLE t (x)"),)
     lead.submit(EXECUTE, wire, True, lambda results, error: got.append((results, error)))
     world.loop.run(world.loop.now + 1.0, stop=world.settled)
     assert got and got[0][1] is None
@@ -39,7 +39,7 @@ def test_a_minority_leader_cannot_commit_and_steps_down() -> None:
     others = [n for n in world.nodes if n != old]
     world.cluster.partition([[old], others])
     got: list = []
-    wire = (("CREATE TABLE t (x)", [], {}, False, False),)
+    wire = (_stmt("CREATE TABLE t (x)"),)
     world.nodes[old].submit(EXECUTE, wire, True, lambda r, e: got.append(e))
     new = world.cluster.wait_for_leader(10.0, exclude=[old]).id
     assert new in others

@@ -31,10 +31,11 @@ def test_cli_writes_a_run_folder_judged_by_the_checker(tmp_path: Path) -> None:
     [
         ("mutant-no-exclusivity", "steady", "duplicate-group-lease"),
         ("mutant-subquery-now", "steady", "replica-divergence"),
+        ("seed-reference", "clock-skew", "duplicate-group-lease"),
     ],
 )
 def test_a_mutant_is_caught(tmp_path: Path, subject: str, scenario: str, anomaly: str) -> None:
-    opts = SimOptions(scenario, 1, subject, time=8.0, out=tmp_path / "m", report=False)
+    opts = SimOptions(scenario, 1, subject, time=12.0, out=tmp_path / "m", report=False)
     result = simulate(opts)
     assert result.exit_code == 1
     assert result.anomalies[anomaly] > 0
