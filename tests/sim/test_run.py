@@ -27,15 +27,17 @@ def test_cli_writes_a_run_folder_judged_by_the_checker(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("subject", "scenario", "anomaly"),
+    ("subject", "scenario", "time", "anomaly"),
     [
-        ("mutant-no-exclusivity", "steady", "duplicate-group-lease"),
-        ("mutant-subquery-now", "steady", "replica-divergence"),
-        ("seed-reference", "clock-skew", "duplicate-group-lease"),
+        ("mutant-no-exclusivity", "steady", 8.0, "duplicate-group-lease"),
+        ("mutant-subquery-now", "steady", 8.0, "replica-divergence"),
+        ("seed-reference", "lease-expiry", 26.0, "stale-ack-accepted"),
     ],
 )
-def test_a_mutant_is_caught(tmp_path: Path, subject: str, scenario: str, anomaly: str) -> None:
-    opts = SimOptions(scenario, 1, subject, time=12.0, out=tmp_path / "m", report=False)
+def test_a_mutant_is_caught(
+    tmp_path: Path, subject: str, scenario: str, time: float, anomaly: str
+) -> None:
+    opts = SimOptions(scenario, 1, subject, time=time, out=tmp_path / "m", report=False)
     result = simulate(opts)
     assert result.exit_code == 1
     assert result.anomalies[anomaly] > 0
