@@ -38,6 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time", type=float, help="scale the scenario to this many seconds")
     p.add_argument("--out", type=Path, help="the run folder (one seed) or parent folder (seeds)")
     p.add_argument("--jobs", type=int, help="processes for --seeds (default: the cores)")
+    p.add_argument(
+        "--core-faults",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="fault points inside rqueue's core: between two steps of an operation, a "
+        "pause with probability P, the client dying with P/5 (default 0: none)",
+    )
     p.set_defaults(handler=_sim)
 
 
@@ -47,7 +55,9 @@ def _sim(args: argparse.Namespace) -> int:
             from .sweep import parse_seeds, sweep
 
             return sweep(args, parse_seeds(args.seeds))
-        opts = SimOptions(args.scenario, args.seed, args.subject, args.time, args.out)
+        opts = SimOptions(
+            args.scenario, args.seed, args.subject, args.time, args.out, True, args.core_faults
+        )
         result = simulate(opts)
     except (ScenarioError, SubjectError, HarnessError, FileExistsError, ValueError) as e:
         print(f"harness sim: error: {e}", file=sys.stderr)

@@ -12,7 +12,9 @@ polling (the long pollers claim as the others do).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 from rqueue import _many, _validate
@@ -67,6 +69,30 @@ def http(
     return (yield reply)
 
 
+class ClientDied(Exception):
+    """The simulated client process died between two steps of an operation (a fault
+    point): the operation's outcome is unknown."""
+
+
+@dataclass(frozen=True)
+class FaultPoints:
+    """Faults between two steps of an operation (a call answered, before the core reads
+    the answer): a pause of up to ``pause_max`` seconds with probability ``pause``, the client dying
+    with probability ``die``; drawn from ``rng``."""
+
+    rng: random.Random
+    pause: float = 0.0
+    die: float = 0.0
+    pause_max: float = 5.0
+
+    def between(self) -> Generator[Any, Any, None]:
+        """What happens between two steps (nothing, mostly)."""
+        if self.pause and self.rng.random() < self.pause:
+            yield self.rng.uniform(0.0, self.pause_max)
+        if self.die and self.rng.random() < self.die:
+            raise ClientDied("the client died between two steps of the operation (fault point)")
+
+
 class SimClient:
     """One transport's worth of rqueue: its core, its endpoints, its options."""
 
@@ -77,6 +103,7 @@ class SimClient:
         statements_class: type[Statements],
         request_timeout: float,
         max_deliveries: int | None = None,
+        faults: FaultPoints | None = None,
     ) -> None:
         options: dict[str, Any] = {
             "request_timeout": request_timeout,
@@ -85,6 +112,7 @@ class SimClient:
         if max_deliveries:
             options.update(max_deliveries=max_deliveries, on_dead_letter=note_dead_letter)
         self.world = world
+        self.faults = faults
         self.settings = Settings.build(urls, **options)
         self.endpoints = self.settings.endpoints()
         self.core: QueueCore = self.settings.core(
@@ -160,6 +188,8 @@ class SimClient:
                 except RqueueError as exc:
                     call = op.throw(exc)
                 else:
+                    if self.faults is not None:  # the answer is in: the core has not seen it
+                        yield from self.faults.between()
                     call = op.send(call.for_caller(results))
         except StopIteration as stop:
             return stop.value

@@ -12,6 +12,7 @@ checker (:func:`harness.store.judge`).
 from __future__ import annotations
 
 import logging
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..scenario import Scenario, load_scenario
 from ..store import CHECK, REPLICAS, RUN, SCENARIO, Plan, RunStore, judge
 from ..subjects import get_subject
 from ..verdict import decide
-from .client import SimClient
+from .client import FaultPoints, SimClient
 from .cluster import CAPABILITIES
 from .nemesis import SimNemesis
 from .node import EPOCH
@@ -52,6 +53,9 @@ class SimOptions:
     time: float | None = None
     out: Path | None = None
     report: bool = True
+    #: the probability of a fault point between two steps of an operation: a pause
+    #: (this often) or the client dying (a fifth as often); 0: none (docs/simulation.md)
+    core_faults: float = 0.0
 
 
 @dataclass
@@ -117,7 +121,7 @@ def simulate(opts: SimOptions) -> SimResult:
         recorder = HistoryRecorder(store.history, clock=world.loop.clock)
         try:
             with virtual_time(world.loop):
-                errors = _run(world, scenario, subject, statements, opts.seed, recorder, info)
+                errors = _run(world, scenario, subject, statements, opts, recorder, info)
         finally:
             recorder.close()
         replicas = _replicas(world)
@@ -162,11 +166,11 @@ def _run(
     scenario: Scenario,
     subject: Any,
     statements: Any,
-    seed: int,
+    opts: SimOptions,
     recorder: HistoryRecorder,
     info: dict[str, Any],
 ) -> list[str]:
-    loop, cluster = world.loop, world.cluster
+    loop, cluster, seed = world.loop, world.cluster, opts.seed
     leader = cluster.wait_for_leader(SETTLE)
     spec = scenario.workload
 
@@ -175,7 +179,13 @@ def _run(
             offsets = wl.real.clock_offsets
             clock = lambda: EPOCH + loop.now + offsets.get(name, 0.0)  # noqa: E731
             return SimSeedClient(world, urls, clock, REQUEST_TIMEOUT)
-        return SimClient(world, urls, statements, REQUEST_TIMEOUT, spec.max_deliveries or None)
+        faults = None
+        if opts.core_faults > 0:
+            rng = random.Random(f"{seed}-{name}-fault-points")
+            rate = opts.core_faults
+            faults = FaultPoints(rng, rate, rate / 5, 2 * REQUEST_TIMEOUT)
+        limit = spec.max_deliveries or None
+        return SimClient(world, urls, statements, REQUEST_TIMEOUT, limit, faults)
 
     wl = SimWorkload(spec, subject, world.urls, recorder, seed, REQUEST_TIMEOUT, open_client)
     wl.real.reply_proxies = world.proxies  # clients start at followers: writes are forwarded

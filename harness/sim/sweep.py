@@ -48,11 +48,12 @@ def parse_seeds(text: str) -> range:
     return range(a, b + 1)
 
 
-def _one(job: tuple[str, int, str, float | None, str]) -> Row:
-    scenario, seed, subject, scaled, parent = job
+def _one(job: tuple[str, int, str, float | None, str, float]) -> Row:
+    scenario, seed, subject, scaled, parent, core_faults = job
     folder = Path(parent) / f"seed-{seed}"
     try:
-        r = simulate(SimOptions(scenario, seed, subject, scaled, folder, report=False))
+        opts = SimOptions(scenario, seed, subject, scaled, folder, False, core_faults)
+        r = simulate(opts)
     except Exception as e:  # the harness failed on this seed: say so, go on
         return Row(seed, EXIT_HARNESS, {}, 0.0, str(folder), f"{type(e).__name__}: {e}")
     found = {k: v for k, v in r.anomalies.items() if v}
@@ -69,6 +70,8 @@ def replay(args: argparse.Namespace, seed: int) -> str:
         cmd += f" --subject {args.subject}"
     if args.time is not None:
         cmd += f" --time {args.time:g}"
+    if getattr(args, "core_faults", 0.0):
+        cmd += f" --core-faults {args.core_faults:g}"
     return cmd
 
 
@@ -77,7 +80,8 @@ def sweep(args: argparse.Namespace, seeds: range) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     parent = Path(args.out or f"results/sim-{args.scenario}-{args.subject}-{stamp}")
     parent.mkdir(parents=True, exist_ok=True)
-    jobs = [(args.scenario, s, args.subject, args.time, str(parent)) for s in seeds]
+    faults = getattr(args, "core_faults", 0.0)
+    jobs = [(args.scenario, s, args.subject, args.time, str(parent), faults) for s in seeds]
     workers = max(1, min(args.jobs or os.cpu_count() or 1, len(jobs)))
     started = time.perf_counter()
     if workers == 1:
@@ -120,5 +124,5 @@ def table(rows: list[Row], args: argparse.Namespace) -> str:
 
 
 def _args(args: argparse.Namespace) -> dict[str, Any]:
-    keep = ("scenario", "seeds", "subject", "time", "jobs")
+    keep = ("scenario", "seeds", "subject", "time", "jobs", "core_faults")
     return {k: getattr(args, k, None) for k in keep}

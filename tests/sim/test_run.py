@@ -60,3 +60,11 @@ def test_seeds_print_a_table_failing_seeds_first_with_their_replay(tmp_path: Pat
     rows = json.loads((out / "sweep.json").read_text())["rows"]
     assert [r["seed"] for r in rows] == [1, 2]
     assert (out / "seed-1" / "history.jsonl").is_file()  # a failing seed's folder is kept
+
+
+def test_fault_points_inside_the_core_leave_rqueue_valid(tmp_path: Path) -> None:
+    opts = SimOptions("steady", 2, time=6.0, out=tmp_path / "f", report=False, core_faults=0.05)
+    result = simulate(opts)
+    assert result.exit_code == 0, result.anomalies
+    history = (tmp_path / "f" / "history.jsonl").read_text()
+    assert "died between two steps" in history  # recorded as an unknown outcome (info)
