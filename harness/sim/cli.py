@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--subject", default="rqueue", help="the queue under test (default rqueue)")
     p.add_argument("--time", type=float, help="scale the scenario to this many seconds")
     p.add_argument("--out", type=Path, help="the run folder (one seed) or parent folder (seeds)")
+    p.add_argument("--no-plots", action="store_true", help="write no report.md")
+    p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--jobs", type=int, help="processes for --seeds (default: the cores)")
     p.add_argument(
         "--core-faults",
@@ -56,7 +58,13 @@ def _sim(args: argparse.Namespace) -> int:
 
             return sweep(args, parse_seeds(args.seeds))
         opts = SimOptions(
-            args.scenario, args.seed, args.subject, args.time, args.out, True, args.core_faults
+            args.scenario,
+            args.seed,
+            args.subject,
+            args.time,
+            args.out,
+            not args.no_plots,
+            args.core_faults,
         )
         result = simulate(opts)
     except (ScenarioError, SubjectError, HarnessError, FileExistsError, ValueError) as e:

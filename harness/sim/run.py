@@ -117,7 +117,8 @@ def simulate(opts: SimOptions) -> SimResult:
     store.write_json(SCENARIO, scenario.to_json())
     with seeded(opts.seed):
         world = World(opts.seed, scenario.nodes)
-        info: dict[str, Any] = {"options": {**asdict(opts), "out": str(store.root)}, "phases": {}}
+        options = {**asdict(opts), "out": str(store.root), "backend": "sim", "engine": "sim"}
+        info: dict[str, Any] = {"options": options, "phases": {}}
         recorder = HistoryRecorder(store.history, clock=world.loop.clock)
         try:
             with virtual_time(world.loop):
