@@ -81,6 +81,23 @@ def resolve(opts: SimOptions) -> Scenario:
     return s.drawn_from(opts.seed, CAPABILITIES)
 
 
+class _Unflushed:
+    """The history file without a flush per line: a simulated run cannot crash half way
+    (the recorder flushes each line so that a real one leaves a checkable file)."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    def write(self, text: str) -> int:
+        return self._file.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class _Readable:
     """A node's database as :func:`harness.replicas.read_tables` reads a cluster's."""
 
@@ -120,6 +137,7 @@ def simulate(opts: SimOptions) -> SimResult:
         options = {**asdict(opts), "out": str(store.root), "backend": "sim", "engine": "sim"}
         info: dict[str, Any] = {"options": options, "phases": {}}
         recorder = HistoryRecorder(store.history, clock=world.loop.clock)
+        recorder._file = _Unflushed(recorder._file)  # type: ignore[assignment]
         try:
             with virtual_time(world.loop):
                 errors = _run(world, scenario, subject, statements, opts, recorder, info)
