@@ -21,7 +21,7 @@ from rqueue import _many, _validate
 from rqueue._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError
 from rqueue._config import Settings, check_lease
 from rqueue._core import QueueCore
-from rqueue._exceptions import RqueueError
+from rqueue._exceptions import OutcomeUnknown, RqueueError
 from rqueue._models import HttpCall, Lease, Op, Result
 from rqueue._statements import Statements
 from rqueue._version import ServerInfo
@@ -69,9 +69,10 @@ def http(
     return (yield reply)
 
 
-class ClientDied(Exception):
+class ClientDied(OutcomeUnknown):
     """The simulated client process died between two steps of an operation (a fault
-    point): the operation's outcome is unknown."""
+    point): the operation's outcome is unknown (recorded ``info``, as an operation left
+    open is read)."""
 
 
 @dataclass(frozen=True)
