@@ -68,3 +68,26 @@ def test_fault_points_inside_the_core_leave_rqueue_valid(tmp_path: Path) -> None
     assert result.exit_code == 0, result.anomalies
     history = (tmp_path / "f" / "history.jsonl").read_text()
     assert "died between two steps" in history  # recorded as an unknown outcome (info)
+
+
+def test_a_lease_whose_extend_is_unknown_is_left_to_lapse(tmp_path: Path) -> None:
+    """Found by the simulation (lost-replies, seed 8, --core-faults 0.05): a claimer whose
+    extend ended ``info`` acked its lease on its next process, which the history does not
+    link to the lease, so the group's next lease read as a duplicate. It lets it lapse."""
+    opts = SimOptions("lost-replies", 8, out=tmp_path / "r", report=False, core_faults=0.05)
+    result = simulate(opts)
+    assert result.exit_code == 0, result.anomalies
+    events = [json.loads(line) for line in (tmp_path / "r" / "history.jsonl").open()]
+    holders = {}
+    for e in events:
+        v = e.get("value") or {}
+        if e["f"] in ("claim",) and e["type"] == "ok" and v:
+            holders[v["token"]] = e["process"]
+    for e in events:  # every ack comes from the process that holds the lease
+        v = e.get("value") or {}
+        if e["f"] == "ack" and e["type"] == "invoke" and v.get("token") in holders:
+            fused = any(  # ack_and_claim: the claim half's process takes the lease over
+                x["f"] == "claim" and x["type"] == "invoke" and x["index"] == e["index"] - 1
+                for x in events[max(0, e["index"] - 1) : e["index"]]
+            )
+            assert fused or holders[v["token"]] == e["process"], e
