@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rqueue import _many, _validate
 from rqueue._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError
@@ -35,7 +35,7 @@ from .node import Request, SimNode
 VERSION = "10.2.7"
 
 
-class World:
+class World(Protocol):
     """What a client needs of the simulation: its clock, network and nodes by URL."""
 
     loop: Any

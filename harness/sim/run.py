@@ -197,7 +197,8 @@ def _run(
         if statements is None:  # the seed's protocol, on the worker's own clock
             offsets = wl.real.clock_offsets
             clock = lambda: EPOCH + loop.now + offsets.get(name, 0.0)  # noqa: E731
-            return SimSeedClient(world, urls, clock, REQUEST_TIMEOUT)
+            tokens = random.Random(f"{seed}-{name}-tokens")
+            return SimSeedClient(world, urls, clock, REQUEST_TIMEOUT, tokens)
         faults = None
         if opts.core_faults > 0:
             rng = random.Random(f"{seed}-{name}-fault-points")

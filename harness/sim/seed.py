@@ -10,6 +10,7 @@ with no answer, ``OutcomeUnknown`` for a write and ``Unavailable`` for a read.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -26,8 +27,16 @@ class SimSeedClient:
     """One seed transport: its node URLs (round-robin after a definite failure), the
     worker's clock, one request's timeout."""
 
-    def __init__(self, world: World, urls: list[str], clock: Callable[[], float], timeout: float):
+    def __init__(
+        self,
+        world: World,
+        urls: list[str],
+        clock: Callable[[], float],
+        timeout: float,
+        rng: random.Random,
+    ) -> None:
         self.world, self._urls, self._clock, self._timeout = world, seed._Urls(urls), clock, timeout
+        self._rng = rng  # the lease tokens' (the seed draws them from uuid4)
 
     def _post(self, path: str, statements: list, *, write: bool) -> Task:
         url = self._urls.current
@@ -67,7 +76,7 @@ class SimSeedClient:
     def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Task:
         seed._check_args(visibility=visibility)
         now = self._clock()
-        token = f"{worker_id}:{self.world.net.rng.getrandbits(128):032x}"
+        token = f"{worker_id}:{self._rng.getrandbits(128):032x}"
         stmt = [seed.CLAIM_SQL, token, now + visibility, now, now, min_priority]
         res = yield from self._execute([stmt])
         if not res or res[0].get("rows_affected", 0) == 0:
