@@ -17,7 +17,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rqueue import _many, _validate
+from rqueue import _admin, _many, _validate
 from rqueue._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError
 from rqueue._config import Settings, check_lease
 from rqueue._core import QueueCore
@@ -174,6 +174,10 @@ class SimClient:
         lease = check_lease(lease, self.core)
         visibility = _validate.seconds("visibility", visibility, allow_zero=False)
         return self._drive(self.core.extend(lease, visibility))
+
+    def dead_letters(self, after: int = 0, limit: int = 100) -> Task:
+        """A page of the dead-letter queue in seq order (the admin API's)."""
+        return self._drive(_admin.dead_letters(self.core, None, after, limit))
 
     def close(self) -> None:
         pass

@@ -250,6 +250,9 @@ def _drain(world: World, wl: SimWorkload, bound: float, info: dict[str, Any]) ->
 
     drainers = [loop.spawn(wl.drainer(i, empty, lambda: loop.now >= end)) for i in range(DRAINERS)]
     loop.run(end + SETTLE, stop=lambda: all(d.done for d in drainers))
+    if wl.spec.max_deliveries:
+        read = loop.spawn(wl.read_dead_letters(), _failed(info))
+        loop.run(loop.now + SETTLE, stop=lambda: read.done)
     info["drain"] = {"complete": empty(), "seconds": round(loop.now - end + bound, 3)}
 
 

@@ -15,6 +15,7 @@ import contextvars
 from collections.abc import Callable, Generator
 from typing import Any
 
+from ..history import READ_DEAD_LETTERS
 from ..scenario import WorkloadSpec
 from ..subjects import Subject
 from ..workload import Workload, deadletters
@@ -114,7 +115,7 @@ class SimWorkload:
     def _opened(client: SimClient, task: Task) -> Task:
         """``task`` once ``client`` opened (its ``open``: schema, queue registry)."""
         yield from client.open()
-        yield from task
+        return (yield from task)
 
     def stop(self) -> None:
         self.real.stop_event.set()
@@ -127,6 +128,31 @@ class SimWorkload:
         return in_context(
             self._opened(client, self._drain_steps(i, client, empty, stop)), contextvars.Context()
         )
+
+    def read_dead_letters(self) -> Task:
+        """Record the whole dead-letter queue once (``read-dead-letters``), as the real
+        drain ends when the queue dead-letters (:func:`harness.workload.deadletters.read_queue`)."""
+        client = self.open_client(self.urls, "dead-letters")
+
+        def read_all() -> Task:
+            found: list[Any] = []
+            while True:
+                after = found[-1].seq if found else 0
+                page = yield from client.dead_letters(after=after, limit=1000)
+                found.extend(page)
+                if len(page) < 1000:
+                    return found
+
+        def ok_value(_value: Any, found: list[Any]) -> dict[str, Any]:
+            return {"messages": [deadletters.describe(d) for d in found]}
+
+        record = Single(self.ops, self.ops.new_process(), READ_DEAD_LETTERS, {}, ok_value)
+        try:
+            found = yield from self._opened(client, read_all())
+        except Exception as exc:
+            record.done(None, exc)
+        else:
+            record.done(found, None)
 
     def _drain_steps(
         self, i: int, client: SimClient, empty: Callable[[], bool], stop: Callable[[], bool]
