@@ -26,6 +26,7 @@ from rqueue._models import HttpCall, Lease, Op, Result
 from rqueue._statements import Statements
 from rqueue._version import ServerInfo
 
+from ..errors import HarnessError
 from ..subjects import note_dead_letter
 from .loop import Future, Task
 from .net import CLIENT
@@ -69,7 +70,7 @@ def http(
     return (yield reply)
 
 
-class ClientDied(OutcomeUnknown):
+class ClientDied(HarnessError, OutcomeUnknown):
     """The simulated client process died between two steps of an operation (a fault
     point): the operation's outcome is unknown (recorded ``info``, as an operation left
     open is read)."""
