@@ -96,9 +96,10 @@ class Loop:
             done.settle(error=exc)
             return
         if isinstance(got, Future):
-            got.then(
-                lambda f: self.at(self.now, self._step, task, done, f.value, f.error, on_error)
-            )
+            if got.done:
+                self.at(self.now, self._step, task, done, got.value, got.error, on_error)
+            else:  # resumed by the event that settles it, at its instant
+                got.then(lambda f: self._step(task, done, f.value, f.error, on_error))
         else:
             self.at(self.now + max(0.0, float(got)), self._step, task, done, None, None, on_error)
 

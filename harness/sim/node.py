@@ -361,8 +361,11 @@ def _params(query: str) -> QueryParams:
     return params
 
 
+#: how a node writes its answers (the embedded node's settings)
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, default=json_default(False), separators=(",", ":")
+)
+
+
 def _text(results: list[dict], counts: bool) -> str:
-    out = {"results": [render(r, False, counts) for r in results]}
-    return json.dumps(
-        out, ensure_ascii=False, allow_nan=False, default=json_default(False), separators=(",", ":")
-    )
+    return _ENCODER.encode({"results": [render(r, False, counts) for r in results]})
