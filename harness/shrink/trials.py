@@ -47,7 +47,7 @@ def run_argv(
 ) -> list[str]:
     """The ``python -m harness run`` arguments of one trial (without ``--out``); a
     simulated run's (``engine_args`` starting with ``--sim``) are ``harness sim``'s."""
-    if engine_args[:1] == ["--sim"] or tuple(engine_args[:1]) == ("--sim",):
+    if list(engine_args[:1]) == ["--sim"]:
         return [
             "python", "-m", "harness", "sim", str(scenario), "--seed", str(seed),
             "--subject", subject, *engine_args[1:],
