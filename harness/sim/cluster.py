@@ -16,6 +16,7 @@ from typing import Any
 
 from ..cluster.base import (
     CLOCK_SKEW,
+    DISK,
     KILL,
     LINKS,
     PARTITIONS,
@@ -33,7 +34,7 @@ from .net import Net
 from .node import SimNode
 
 #: what the simulated cluster can do (the fault kinds' ``needs``)
-CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, LINKS, TIME_ZONES})
+CAPABILITIES = frozenset({KILL, PAUSE, PARTITIONS, CLOCK_SKEW, LINKS, TIME_ZONES, DISK})
 
 
 class SimCluster:
@@ -137,6 +138,12 @@ class SimCluster:
     def clear_link_shape(self, node_id: str) -> None:
         for o in self.by_id:
             self.net.slow.pop((node_id, o), None)
+
+    def fill_disk(self, node_id: str) -> None:
+        self.by_id[node_id].disk_full = True
+
+    def free_disk(self, node_id: str) -> None:
+        self.by_id[node_id].disk_full = False
 
     def set_time_zone(self, node_id: str, zone: bytes | None) -> None:
         """Restart ``node_id`` in the zone of the TZif data ``zone`` (None: UTC), as the

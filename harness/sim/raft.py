@@ -9,6 +9,10 @@ not heard from a majority for a lease (hashicorp/raft's ``LeaderLeaseTimeout``),
 follower forgetting a silent leader. The log and the vote survive a crash (rqlite's log
 is on disk); the database does not: a restarted node rebuilds it by applying the
 committed entries again, reading its clock as it applies them, as rqlite's replay does.
+A full disk (docs/faults-disk.md): a leader cannot append, so it answers the write's
+error and steps down (nothing of it was replicated); a follower cannot append, so it
+answers that it did not store the entries and the majority commits without it; the
+term and the vote are still saved (BoltDB rewrites pages it freed).
 Not modelled: snapshots and log compaction, pre-vote, membership changes.
 """
 
@@ -36,6 +40,8 @@ LEADER_SILENCE = 1.6
 BATCH = 64
 #: what rqlite answers a write whose leader stepped down before it committed
 LEADERSHIP_LOST = "leadership lost while committing log"
+#: what a leader whose disk is full answers a write (hashicorp/raft's dispatchLogs error)
+DISK_FULL = "failed to commit logs: write raft.db: no space left on device"
 
 FOLLOWER, CANDIDATE, LEADER = "follower", "candidate", "leader"
 
@@ -72,6 +78,8 @@ class RaftNode:
         self.loop, self.net, self.rng, self.nodes = loop, net, rng, nodes
         self.up = True
         self.paused = False
+        #: the data directory is full: no log entry can be stored (the disk-full fault)
+        self.disk_full = False
         self._held: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         # persistent
         self.term = 0
@@ -116,6 +124,10 @@ class RaftNode:
 
     def submit(self, kind: str, stmts: tuple[Any, ...], tx: bool, waiter: Waiter) -> None:
         """Append an entry (this node leads) and call ``waiter`` once it is settled."""
+        if self.disk_full:  # nothing stored, nothing replicated: certain, and it steps down
+            waiter(None, DISK_FULL)
+            self._step_down(self.term)
+            return
         entry = Entry(self.term, kind, stmts, tx, self.id)
         self.log.append(entry)
         self.waiters[len(self.log)] = (entry, waiter)
@@ -213,6 +225,9 @@ class RaftNode:
     def _won_if_majority(self) -> None:
         if self.role != CANDIDATE or 2 * len(self.votes) <= len(self.peers) + 1:
             return
+        if self.disk_full:  # its no-op entry cannot be stored: it steps down at once
+            self._step_down(self.term)
+            return
         self.role, self.leader = LEADER, self.id
         self._epoch += 1
         now = self.loop.now
@@ -256,6 +271,13 @@ class RaftNode:
                 leader, "append_reply", self.term, self.id, False, min(prev - 1, len(self.log))
             )
             return
+        if self.disk_full and prev + len(entries) > len(self.log):
+            # "failed to append to logs": not stored; the leader tries again later
+            if leader_commit > self.commit and prev > self.commit:
+                self.commit = min(leader_commit, prev)  # what it holds, matched up to prev
+                self._apply_committed()
+            self._send(leader, "append_reply", self.term, self.id, False, -1)
+            return
         for i, e in enumerate(entries):
             at = prev + i  # 0-based position of e
             if at < len(self.log):
@@ -276,6 +298,8 @@ class RaftNode:
         if self.role != LEADER or term != self.term:
             return
         self.acked[peer] = self.loop.now
+        if not ok and match < 0:
+            return  # the follower could not store them: sent again with a heartbeat
         if ok:
             self.match[peer] = max(self.match[peer], match)
             self.next_idx[peer] = self.match[peer] + 1

@@ -36,7 +36,7 @@ from .workload import DRAINERS, SimWorkload
 from .world import World, seeded, virtual_time
 
 #: fault kinds the simulation does not model yet (left out of scenarios and [chaos] pools)
-UNSUPPORTED = ("disk-full", "remove-node", "grow", "shrink")
+UNSUPPORTED = ("remove-node", "grow", "shrink")
 #: one request's timeout, as ``harness run``'s default
 REQUEST_TIMEOUT = 2.5
 #: virtual seconds to wait for a leader, for the workers to stop, for replicas to agree

@@ -3,7 +3,7 @@ majority, a new leader after a crash or a partition, a deposed leader's writes f
 
 from __future__ import annotations
 
-from harness.sim.raft import EXECUTE, LEADERSHIP_LOST
+from harness.sim.raft import DISK_FULL, EXECUTE, LEADERSHIP_LOST
 from harness.sim.world import World
 
 
@@ -67,3 +67,31 @@ def _stmt(sql: str):
     from harness.node.statements import Statement
 
     return Statement(sql)
+
+
+def test_a_full_leader_refuses_the_write_and_steps_down() -> None:
+    world = World(seed=5, nodes=3)
+    old = _leader(world)
+    world.cluster.fill_disk(old)
+    got: list = []
+    world.nodes[old].submit(
+        EXECUTE, (_stmt("CREATE TABLE t (x)"),), True, lambda r, e: got.append(e)
+    )
+    assert got == [DISK_FULL]  # certain: nothing was stored or replicated
+    new = world.cluster.wait_for_leader(10.0, exclude=[old]).id
+    assert new != old
+
+
+def test_the_majority_commits_without_a_full_follower_which_catches_up_once_freed() -> None:
+    world = World(seed=5, nodes=3)
+    lead = world.nodes[_leader(world)]
+    full = next(n for n in world.nodes if n != lead.id)
+    world.cluster.fill_disk(full)
+    got: list = []
+    lead.submit(EXECUTE, (_stmt("CREATE TABLE t (x)"),), True, lambda r, e: got.append(e))
+    world.loop.run(world.loop.now + 1.0)
+    assert got == [None]
+    assert len(world.nodes[full].log) < len(lead.log)
+    world.cluster.free_disk(full)
+    world.loop.run(world.loop.now + 2.0, stop=world.settled)
+    assert world.settled()
