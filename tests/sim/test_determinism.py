@@ -31,3 +31,18 @@ def test_another_seed_another_history(tmp_path: Path) -> None:
     assert (tmp_path / "1" / "history.jsonl").read_bytes() != (
         tmp_path / "2" / "history.jsonl"
     ).read_bytes()
+
+
+def test_a_seed_replays_in_a_fresh_process_as_it_ran_after_others(tmp_path: Path) -> None:
+    """What a sweep's worker ran before a seed leaves no trace in it: its replay command,
+    in a fresh process, writes the same history."""
+    import subprocess
+    import sys
+
+    for seed in (1, 2):
+        simulate(SimOptions("steady", seed, time=3.0, out=tmp_path / str(seed), report=False))
+    cmd = [sys.executable, "-m", "harness", "sim", "steady", "--seed", "2", "--time", "3"]
+    cmd += ["--no-plots", "--out", str(tmp_path / "replay")]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    replayed = (tmp_path / "replay" / "history.jsonl").read_bytes()
+    assert replayed == (tmp_path / "2" / "history.jsonl").read_bytes()
