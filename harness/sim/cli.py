@@ -72,6 +72,8 @@ def _sim(args: argparse.Namespace) -> int:
         return EXIT_HARNESS
     found = {k: v for k, v in result.anomalies.items() if v}
     print(f"run folder: {result.run_dir}")
+    if result.reason:
+        print(f"harness sim: error: {result.reason}", file=sys.stderr)
     print(
         f"verdict: exit {result.exit_code}; anomalies: {found or 'none'}; "
         f"{result.virtual:.1f} virtual s in {result.seconds:.2f} s ({result.events} events)"

@@ -145,7 +145,10 @@ def simulate(opts: SimOptions) -> SimResult:
             recorder.close()
         replicas = _replicas(world)
     store.write_json(REPLICAS, replicas)
-    judged = judge(store.events(), store.replicas(), Plan(scenario, tuple(errors)))
+    # a task that died is the harness's failure, as a real run's dead workload thread is
+    died = info.get("task_errors")
+    failed = f"a simulated task died: {died[0]}" if died else None
+    judged = judge(store.events(), store.replicas(), Plan(scenario, tuple(errors)), failed)
     store.write_json(CHECK, judged.result)
     result = judged.result or {}
     anomalies = {k: v.get("count", 0) for k, v in (result.get("anomalies") or {}).items()}
@@ -160,9 +163,9 @@ def simulate(opts: SimOptions) -> SimResult:
         "anomalies": anomalies,
         "exit": judged.verdict.exit_code,
         "run_dir": str(store.root),
-        "verdict": decide(judged.result, None).label,
+        "verdict": decide(judged.result, failed).label,
     }
-    info.update(exit=judged.verdict.exit_code, reason=None, summary=summary)
+    info.update(exit=judged.verdict.exit_code, reason=failed, summary=summary)
     info["virtual_seconds"] = round(world.loop.now, 3)
     store.write_json(RUN, info)
     if opts.report:
@@ -177,6 +180,7 @@ def simulate(opts: SimOptions) -> SimResult:
         virtual=world.loop.now,
         seconds=time.perf_counter() - started,
         events=world.loop.events,
+        reason=failed,
     )
 
 

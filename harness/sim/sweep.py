@@ -57,6 +57,8 @@ def _one(job: tuple[str, int, str, float | None, str, float]) -> Row:
     except Exception as e:  # the harness failed on this seed: say so, go on
         return Row(seed, EXIT_HARNESS, {}, 0.0, str(folder), f"{type(e).__name__}: {e}")
     found = {k: v for k, v in r.anomalies.items() if v}
+    if r.reason:
+        return Row(seed, r.exit_code, found, round(r.seconds, 3), str(folder), r.reason)
     if r.exit_code == EXIT_OK:
         shutil.rmtree(folder, ignore_errors=True)
         return Row(seed, r.exit_code, found, round(r.seconds, 3), None)

@@ -91,3 +91,18 @@ def test_a_lease_whose_extend_is_unknown_is_left_to_lapse(tmp_path: Path) -> Non
                 for x in events[max(0, e["index"] - 1) : e["index"]]
             )
             assert fused or holders[v["token"]] == e["process"], e
+
+
+def test_a_task_that_dies_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in a simulated worker is the harness's failure (exit 2), not a quieter run."""
+    from harness.sim import client
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("broken on purpose")
+        yield  # a generator, as the operations are
+
+    monkeypatch.setattr(client.SimClient, "ack", broken)
+    monkeypatch.setattr(client.SimClient, "_drive", broken)
+    result = simulate(SimOptions("steady", 1, time=3.0, out=tmp_path / "b", report=False))
+    assert result.exit_code == 2
+    assert result.reason is not None and "broken on purpose" in result.reason
