@@ -213,7 +213,7 @@ def _run(
 
     wl = SimWorkload(spec, subject, world.urls, recorder, seed, REQUEST_TIMEOUT, open_client)
     wl.real.reply_proxies = world.proxies  # clients start at followers: writes are forwarded
-    wl.real.leader_url = cluster.nodes()[int(leader.id[1:]) - 1].url
+    wl.real.leader_url = leader.url
     workers = wl.workers()
     opening = [loop.spawn(client.open(), _failed(info)) for _, client in workers]
     loop.run(loop.now + SETTLE, stop=lambda: all(t.done for t in opening))
@@ -252,7 +252,8 @@ def _drain(world: World, wl: SimWorkload, bound: float, info: dict[str, Any]) ->
         rows = world.nodes[lead].db.query([_count()], False)[0].get("values") or [[None]]
         return rows[0][0] == 0
 
-    drainers = [loop.spawn(wl.drainer(i, empty, lambda: loop.now >= end)) for i in range(DRAINERS)]
+    stop = lambda: loop.now >= end  # noqa: E731
+    drainers = [loop.spawn(wl.drainer(i, empty, stop), _failed(info)) for i in range(DRAINERS)]
     loop.run(end + SETTLE, stop=lambda: all(d.done for d in drainers))
     if wl.spec.max_deliveries:
         read = loop.spawn(wl.read_dead_letters(), _failed(info))
