@@ -323,8 +323,8 @@ class SimNode(RaftNode):
                 return
             self.net.deliver(leader, back, answered, status, text)
 
-        copy = [Statement.from_wire(s.to_wire()) for s in stmts]
-        sent = Request(req.method, req.path, req.query, req.body, copy, reply)
+        # processed already: the leader runs them as they are (nothing changes them)
+        sent = Request(req.method, req.path, req.query, req.body, stmts, reply)
         self.net.deliver(back, leader, self.nodes[leader].receive, sent, True)
         self.loop.after(deadline, expired)
 
