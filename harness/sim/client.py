@@ -6,8 +6,9 @@ runs the core's operation generator (:class:`rqueue._core.QueueCore`,
 :mod:`rqueue._many`: the very generators the sync and async transports drive) and sends
 every call it yields as the transports' ``_send_alone`` does, through rqueue's
 :class:`~rqueue._attempts.Attempts` (failover, probes, the time zone check, backoff)
-on the virtual clock. Not modelled: group commit (every call is sent alone) and long
-polling (the long pollers claim as the others do).
+on the virtual clock. A transport several workers share merges their concurrent calls
+(group commit, :mod:`harness.sim.merger`). Not modelled: long polling (the long pollers
+claim as the others do).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rqueue import _admin, _many, _validate
+from rqueue import _admin, _batch, _many, _validate
 from rqueue._attempts import CONNECT_TIMEOUT, Attempts, Reply, SendError
 from rqueue._config import Settings, check_lease
 from rqueue._core import QueueCore
@@ -29,6 +30,7 @@ from rqueue._version import ServerInfo
 from ..errors import HarnessError
 from ..subjects import note_dead_letter
 from .loop import Future, Task
+from .merger import SimMerger
 from .net import CLIENT
 from .node import Request, SimNode
 
@@ -106,6 +108,7 @@ class SimClient:
         request_timeout: float,
         max_deliveries: int | None = None,
         faults: FaultPoints | None = None,
+        shared: bool = False,
     ) -> None:
         options: dict[str, Any] = {
             "request_timeout": request_timeout,
@@ -122,6 +125,8 @@ class SimClient:
         )
         if self.core.zone is not None:
             self.core.zone.monotonic = world.loop.clock
+        #: group commit, for a transport several workers share (``shared_transport``)
+        self.merger = SimMerger(world.loop, self._send_merged) if shared else None
 
     # -- the operations the workload calls --------------------------------------------------
     def open(self) -> Task:
@@ -192,7 +197,7 @@ class SimClient:
             call = next(op)
             while True:
                 try:
-                    results = yield from self._send_alone(call, deadline)
+                    results = yield from self._send(call, deadline)
                 except RqueueError as exc:
                     call = op.throw(exc)
                 else:
@@ -201,6 +206,36 @@ class SimClient:
                     call = op.send(call.for_caller(results))
         except StopIteration as stop:
             return stop.value
+
+    def _send(self, call: HttpCall, deadline: float) -> Generator[Any, Any, tuple[Result, ...]]:
+        """A mergeable call through the merger (a shared transport), else alone."""
+        if call.mergeable and self.merger is not None:
+            timeout = self.settings.options.request_timeout
+            settled = yield from self.merger.run(call, deadline, timeout)
+            if isinstance(settled, _batch.Done):
+                return settled.results
+            if isinstance(settled, _batch.Failed):
+                raise settled.error
+        return (yield from self._send_alone(call, deadline))
+
+    def _send_merged(
+        self, batch: list[_batch.Waiting], deadline: float
+    ) -> Generator[Any, Any, list[_batch.Settled]]:
+        """One try of ``batch``'s calls as one request, to the node that answered last."""
+        ex = _batch.exchange(
+            batch,
+            self.endpoints,
+            self.settings.options.request_timeout,
+            deadline - self.world.loop.now,
+            self.core.zone,
+        )
+        if isinstance(ex, list):
+            return ex
+        try:
+            reply = yield from http(self.world, ex.url, "POST", ex.path, ex.body, ex.timeout)
+        except SendError as exc:
+            return ex.failed(str(exc), exc.sent)
+        return ex.answered(reply.status, reply.text)
 
     def _send_alone(
         self, call: HttpCall, deadline: float

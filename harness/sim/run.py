@@ -209,13 +209,15 @@ def _run(
             rate = opts.core_faults
             faults = FaultPoints(rng, rate, rate / 5, 2 * REQUEST_TIMEOUT)
         limit = spec.max_deliveries or None
-        return SimClient(world, urls, statements, REQUEST_TIMEOUT, limit, faults)
+        shared = name in ("sync-claimers", "async-claimers")  # group commit between them
+        return SimClient(world, urls, statements, REQUEST_TIMEOUT, limit, faults, shared)
 
     wl = SimWorkload(spec, subject, world.urls, recorder, seed, REQUEST_TIMEOUT, open_client)
     wl.real.reply_proxies = world.proxies  # clients start at followers: writes are forwarded
     wl.real.leader_url = leader.url
     workers = wl.workers()
-    opening = [loop.spawn(client.open(), _failed(info)) for _, client in workers]
+    clients = list({id(c): c for _, c in workers}.values())  # a shared one opens once
+    opening = [loop.spawn(client.open(), _failed(info)) for client in clients]
     loop.run(loop.now + SETTLE, stop=lambda: all(t.done for t in opening))
     # time 0: every client opened, as the real workload rebases its recorder
     recorder.rebase()

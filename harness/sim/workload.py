@@ -100,8 +100,15 @@ class SimWorkload:
             client = self.open_client(wl.urls_for(f"p{p}"), f"p{p}")
             delays = self.spec.delay > 0 and takes_delay(client)
             out.append((wl._publisher_steps(p, delays), client))
+        shared: dict[str, Any] = {}  # workload.shared_transport: one per kind of claimer
         for name in wl.claimer_names:
-            client = self.open_client(wl.urls_for(name), name)
+            kind = "sync-claimers" if name in wl.sync_names else "async-claimers"
+            if not self.spec.shared_transport:
+                client = self.open_client(wl.urls_for(name), name)
+            elif kind not in shared:
+                client = shared[kind] = self.open_client(wl.urls_for(kind), kind)
+            else:
+                client = shared[kind]
             wl._can_batch(name, client)
             out.append((wl._claimer_steps(name), client))
         return out

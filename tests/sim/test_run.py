@@ -106,3 +106,24 @@ def test_a_task_that_dies_fails_the_run(tmp_path: Path, monkeypatch: pytest.Monk
     result = simulate(SimOptions("steady", 1, time=3.0, out=tmp_path / "b", report=False))
     assert result.exit_code == 2
     assert result.reason is not None and "broken on purpose" in result.reason
+
+
+def test_claimers_sharing_a_transport_merge_their_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """workload.shared_transport: the claimers of a kind share one client, whose
+    concurrent mergeable calls go as one request through rqueue's coalescer."""
+    from harness.sim import merger
+
+    made: list[merger.SimMerger] = []
+    init = merger.SimMerger.__init__
+
+    def keep(self: merger.SimMerger, *args: object) -> None:
+        init(self, *args)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(merger.SimMerger, "__init__", keep)
+    result = simulate(SimOptions("group-commit", 1, time=20.0, out=tmp_path / "g", report=False))
+    assert result.exit_code == 0, result.anomalies
+    assert len(made) == 2  # one transport for the sync claimers, one for the async ones
+    assert sum(m.coalescer.merged_requests for m in made) > 0
