@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +66,16 @@ def _one(job: tuple[str, int, str, float | None, str, float]) -> Row:
     return Row(seed, r.exit_code, found, round(r.seconds, 3), str(folder))
 
 
+def _noted(row: Row, done: int, total: int) -> Row:
+    """Say on stderr, as it comes, a seed that did not end valid, and every hundredth."""
+    if row.exit != EXIT_OK:
+        what = ", ".join(f"{k} {v}" for k, v in sorted(row.anomalies.items())) or row.error
+        print(f"seed {row.seed}: exit {row.exit}: {what}", file=sys.stderr, flush=True)
+    if (done + 1) % 100 == 0:
+        print(f"{done + 1} of {total} seeds done", file=sys.stderr, flush=True)
+    return row
+
+
 def replay(args: argparse.Namespace, seed: int) -> str:
     """The command that replays ``seed`` of this sweep."""
     cmd = f"python -m harness sim {args.scenario} --seed {seed}"
@@ -86,11 +97,14 @@ def sweep(args: argparse.Namespace, seeds: range) -> int:
     jobs = [(args.scenario, s, args.subject, args.time, str(parent), faults) for s in seeds]
     workers = max(1, min(args.jobs or os.cpu_count() or 1, len(jobs)))
     started = time.perf_counter()
+    rows: list[Row] = []
     if workers == 1:
-        rows = [_one(j) for j in jobs]
+        for job in jobs:
+            rows.append(_noted(_one(job), len(rows), len(jobs)))
     else:
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            rows = list(pool.imap_unordered(_one, jobs, chunksize=1))
+            for row in pool.imap_unordered(_one, jobs, chunksize=1):
+                rows.append(_noted(row, len(rows), len(jobs)))
     wall = time.perf_counter() - started
     rows.sort(key=lambda r: (r.exit == EXIT_OK, r.seed))
     print(table(rows, args))
