@@ -196,6 +196,9 @@ def _run(
     loop, cluster, seed = world.loop, world.cluster, opts.seed
     leader = cluster.wait_for_leader(SETTLE)
     spec = scenario.workload
+    left_out = [f"workload.{k}" for k in ("worker_processes", "long_poll") if getattr(spec, k)]
+    if left_out:  # what this run's workload asks that the simulation does not model
+        info["not_simulated"] = left_out
 
     def open_client(urls: list[str], name: str) -> Any:
         if statements is None:  # the seed's protocol, on the worker's own clock
