@@ -313,6 +313,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse._SubParsersAction], None]]] = 
     "bench-polling": ("long polling vs a sleep loop", _external("harness.bench.polling")),
     "bench-batch": ("claim_many vs single claims", _external("harness.bench.batch")),
     "matrix": ("run every scenario on each engine and seed", _external("harness.matrix")),
+    "sim": ("simulate a scenario deterministically in virtual time", _external("harness.sim.cli")),
     "shrink": ("shrink a failing run to a minimal reproduction", _external("harness.shrink")),
     "analysis": (
         "write docs/analysis.md from matrix and shrink folders",

@@ -36,6 +36,7 @@ and held against the classes by ``tests/harness/test_errors.py``::
     │   └── WorkerPoolError (workload.processes): the worker processes cannot start or stop
     ├── ZoneFileError (zonefile, ValueError): a time zone cannot be written as asked
     ├── ShrinkError (shrink, ValueError): a run folder cannot be shrunk
+    ├── ClientDied (sim.client, OutcomeUnknown): a simulated client died at a fault point
     ├── ImageError (image.rootfs, RuntimeError): ``image build`` cannot build the node image
     ├── Refused (image.entrypoint): a node container refuses its settings at start
     ├── LoadError (bench.load): a benchmark's load cannot run

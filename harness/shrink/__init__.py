@@ -98,7 +98,11 @@ def load_run(run_dir: Path) -> dict[str, Any]:
 
 
 def engine_args(opts: dict[str, Any]) -> tuple[str, ...]:
-    """The run command's engine and backend arguments the original run used."""
+    """The run command's engine and backend arguments the original run used (a simulated
+    run's: ``--sim``, then its own, docs/simulation.md)."""
+    if opts.get("backend") == "sim":
+        faults = opts.get("core_faults") or 0
+        return ("--sim", *(("--core-faults", f"{faults:g}") if faults else ()))
     args: list[str] = ["--engine", opts.get("engine") or "embedded"]
     if opts.get("rqlited"):
         args += ["--rqlited", str(opts["rqlited"])]
@@ -129,6 +133,7 @@ def main_shrink(args: argparse.Namespace) -> int:
         print(f"harness: error: {e}", file=sys.stderr)
         return EXIT_HARNESS
     o = run["options"]
+    exact = o.get("backend") == "sim"  # a seed replays exactly: one try, no confirmation
     search = Search(
         Options(
             data=run["scenario"],
@@ -138,8 +143,8 @@ def main_shrink(args: argparse.Namespace) -> int:
             seed=int(o.get("seed") or 1),
             out=out,
             budget=args.budget,
-            tries=args.tries,
-            confirm=args.confirm,
+            tries=1 if exact else args.tries,
+            confirm=1 if exact else args.confirm,
             source=str(args.run_dir),
         ),
         say=lambda text: print(text, end="", flush=True),
@@ -148,7 +153,10 @@ def main_shrink(args: argparse.Namespace) -> int:
     try:
         with sigterm_unwinds():
             search.run()
-            search.confirm()
+            if exact:
+                search.replayed()
+            else:
+                search.confirm()
     except (KeyboardInterrupt, Terminated):
         interrupted = True
         search.stopped = "interrupted (Ctrl-C or SIGTERM); the trial in progress was torn down"
@@ -173,12 +181,26 @@ def write_results(search: Search) -> str:
     o = search.opts
     (o.out / "search.json").write_text(json.dumps(search.to_json(), indent=1) + "\n")
     conf = search.confirmation
+    exact = o.engine_args[:1] == ("--sim",)
     rate = (
         f"{conf.reproduced} of {plural(len(conf.tries), 'run')} on fresh seeds "
         f"({', '.join(str(t.seed) for t in conf.tries)}) found {' or '.join(o.kinds)}"
         if conf and conf.tries
         else "not confirmed (the shrink stopped before the confirmation runs)"
     )
+    rule = (
+        f"a reduction is kept when it reproduces in a majority of {o.tries} runs "
+        f"(seed {o.seed} first, then seeds no earlier step used; stopping once decided); "
+        f"the smallest kept scenario that reproduces in most of {o.confirm} runs on fresh "
+        "seeds is the result"
+    )
+    if exact:
+        found = bool(conf and conf.reproduced)
+        rate = f"{'yes' if found else 'no'}, on seed {o.seed}: a simulated seed replays exactly"
+        rule = (
+            f"a simulated run: each reduction is run once, on seed {o.seed}, and kept when "
+            "it finds the kind sought; the smallest kept is the result (no confirmation runs)"
+        )
     text = (
         f"# Shrink of {search.base_name} ({o.subject})\n\n"
         f"- run shrunk: `{o.source}`\n"
@@ -190,10 +212,7 @@ def write_results(search: Search) -> str:
         f"- command: `{command(search)}`\n"
         f"- search: {plural(len(search.steps), 'step')}, {plural(search.trial_count, 'run')}, "
         f"{search.elapsed():.0f} s of a {o.budget:g} s budget; stopped: {search.stopped}\n"
-        f"- rule: a reduction is kept when it reproduces in a majority of {o.tries} runs "
-        f"(seed {o.seed} first, then seeds no earlier step used; stopping once decided); "
-        f"the smallest kept scenario that reproduces in most of {o.confirm} runs on fresh "
-        "seeds is the result\n"
+        f"- rule: {rule}\n"
         f"\n## The search\n\n" + table(search.steps, o.tries)
     )
     (o.out / "shrink.md").write_text(text)

@@ -229,6 +229,16 @@ class Search:
             self.say(f"  #{kept.index} reproduced in under {need} of {self.opts.confirm}\n")
         return self.confirmation
 
+    def replayed(self) -> Step | None:
+        """A simulated run's result: the smallest kept scenario, which reproduced on the
+        run's own seed, and a seed replays exactly (the original is replayed once when no
+        reduction was kept); no confirmation on other seeds is needed."""
+        step = self.best_step
+        if step is not None and not step.tries:
+            self._trial(step, self.opts.seed, "replay of the original")
+        self.confirmation = step
+        return step
+
     def final_file(self) -> Path:
         """The smallest scenario as a file named after the original plus ``-min``."""
         name = f"{self.base_name}-min"

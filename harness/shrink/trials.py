@@ -45,7 +45,13 @@ def reproduces(anomalies: dict[str, int], kinds: Sequence[str]) -> bool:
 def run_argv(
     scenario: Path | str, seed: int, subject: str, engine_args: Sequence[str]
 ) -> list[str]:
-    """The ``python -m harness run`` arguments of one trial (without ``--out``)."""
+    """The ``python -m harness run`` arguments of one trial (without ``--out``); a
+    simulated run's (``engine_args`` starting with ``--sim``) are ``harness sim``'s."""
+    if list(engine_args[:1]) == ["--sim"]:
+        return [
+            "python", "-m", "harness", "sim", str(scenario), "--seed", str(seed),
+            "--subject", subject, *engine_args[1:],
+        ]  # fmt: skip
     return [
         "python", "-m", "harness", "run", str(scenario), "--seed", str(seed),
         "--subject", subject, *engine_args,

@@ -266,6 +266,18 @@ class Workload:
 
     # -- publishers ---------------------------------------------------------------------------
     def _publisher(self, p: int, client: Any, go: threading.Event) -> None:
+        delays = self.spec.delay > 0 and takes_delay(client)
+        if self.spec.delay > 0 and not delays:
+            log.warning("publisher p%d: the subject's publish takes no delay: not delaying", p)
+        go.wait()
+        try:
+            self._drive(self._publisher_steps(p, delays), client)
+        finally:
+            client.close()
+
+    def _publisher_steps(self, p: int, delays: bool) -> Steps:
+        """Publish to ``p``'s groups one message at a time until stopped (``delays``: the
+        client's publish takes a delay); a publisher process that got ``info`` retires."""
         rng = random.Random(f"{self.seed}-p{p}")
         spec = self.spec
         groups = [
@@ -273,44 +285,33 @@ class Workload:
             for k in range(spec.groups_per_publisher)
         ]
         process = self.ops.new_process()
-        delays = spec.delay > 0 and takes_delay(client)
-        if spec.delay > 0 and not delays:
-            log.warning("publisher p%d: the subject's publish takes no delay: not delaying", p)
-        go.wait()
-        try:
-            for n in itertools.count():
-                if self.stop_event.is_set():
-                    return
-                if self.outstanding >= spec.max_outstanding:
-                    self.stop_event.wait(spec.idle_pause)
-                    continue
-                group, priority = rng.choice(groups)
-                msg = f"m{p}-{n}"
-                value: dict[str, Any] = {"group": group, "msg": msg, "priority": priority}
-                doc: dict[str, Any] = {"msg": msg, "group": group}
-                poison = spec.poison > 0 and rng.random() < spec.poison
-                if poison:  # never acked: not outstanding work
-                    value["poison"] = doc["poison"] = True
-                if spec.adversarial_text and rng.random() < spec.adversarial_text:
-                    doc["text"] = text.body_text(rng)
-                event = json.dumps(doc, ensure_ascii=False)
-                value["digest"] = text.digest(event)
-                kwargs: dict[str, Any] = {}
-                if delays and rng.random() < spec.delay:
-                    kwargs["delay"] = value["delay"] = round(rng.uniform(*spec.delay_range), 3)
-                op = self.ops.start(process, "publish", value)
-                try:
-                    seq = client.publish(group, event, priority, **kwargs)
-                except Exception as e:
-                    if self.ops.failed(op, "publish", value, e) == "info":
-                        self._count(0 if poison else 1)
-                        process = self.ops.new_process()
-                else:
-                    self.ops.finish(op, "publish", value, seq, published)
-                    self._count(0 if poison else 1)
-                self.stop_event.wait(rng.uniform(*spec.publish_pause))
-        finally:
-            client.close()
+        for n in itertools.count():
+            if self.stop_event.is_set():
+                return
+            if self.outstanding >= spec.max_outstanding:
+                yield Wait(spec.idle_pause)
+                continue
+            group, priority = rng.choice(groups)
+            msg = f"m{p}-{n}"
+            value: dict[str, Any] = {"group": group, "msg": msg, "priority": priority}
+            doc: dict[str, Any] = {"msg": msg, "group": group}
+            poison = spec.poison > 0 and rng.random() < spec.poison
+            if poison:  # never acked: not outstanding work
+                value["poison"] = doc["poison"] = True
+            if spec.adversarial_text and rng.random() < spec.adversarial_text:
+                doc["text"] = text.body_text(rng)
+            event = json.dumps(doc, ensure_ascii=False)
+            value["digest"] = text.digest(event)
+            kwargs: dict[str, Any] = {}
+            if delays and rng.random() < spec.delay:
+                kwargs["delay"] = value["delay"] = round(rng.uniform(*spec.delay_range), 3)
+            record = Single(self.ops, process, "publish", value, published)
+            kind, _ = yield ClientCall(record, "publish", (group, event, priority), kwargs)
+            if kind != "fail":
+                self._count(0 if poison else 1)
+            if kind == "info":
+                process = self.ops.new_process()
+            yield Wait(rng.uniform(*spec.publish_pause))
 
     def _group_id(self, p: int, k: int) -> str:
         """Publisher ``p``'s group ``k``: adversarial text when drawn (see
@@ -364,12 +365,21 @@ class Workload:
     def _lease_steps(
         self, name: str, rng: random.Random, procs: Processes, lease: LeaseLike
     ) -> Steps:
-        """Work on ``lease`` as planned and let it go; returns the next lease, if any."""
+        """Work on ``lease`` as planned and let it go; returns the next lease, if any.
+
+        An extend of unknown outcome retires the holder's process, and a new process is
+        not the lease's holder in the history (its ack would not end the lease there, and
+        a later lease of the group would read as a duplicate): the lease is left to lapse,
+        as a batch claimer leaves its leases (found by the simulation, docs/simulation.md).
+        """
         plan = plan_lease(rng, self.spec, self.stall_probability)
         if plan.extend:
             yield Wait(plan.work / 2)
             if not self.stop_event.is_set():
-                yield from self._extend_steps(procs, procs.main, lease)
+                holder = procs.main
+                yield from self._extend_steps(procs, holder, lease)
+                if procs.main != holder:
+                    return None
             yield Wait(plan.work / 2)
         else:
             yield Wait(plan.work)
