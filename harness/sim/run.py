@@ -6,7 +6,7 @@ duration (time 0 of the history is when they start); heal every fault, stop the
 workload; drain; wait until every node applied the whole log and read each node's
 tables (``replicas.json``); check. The folder holds ``scenario.json``, ``history.jsonl``,
 ``replicas.json``, ``check.json``, ``run.json`` and ``report.md``, judged by the same
-checker (:func:`harness.store.judge`).
+checker (:func:`harness.judgement.judge`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import divergence
 from ..cluster.base import ClusterError
 from ..divergence import VERSION as REPLICAS_VERSION
-from ..history import HistoryRecorder
+from ..history import HistoryRecorder, read_history
+from ..judgement import Plan, judge
 from ..replicas import read_tables
 from ..scenario import Scenario, load_scenario
-from ..store import CHECK, REPLICAS, RUN, SCENARIO, Plan, RunStore, judge
+from ..store import CHECK, REPLICAS, RUN, SCENARIO, RunStore
 from ..subjects import get_subject
 from ..verdict import decide
 from .client import FaultPoints, SimClient
@@ -148,7 +150,9 @@ def simulate(opts: SimOptions) -> SimResult:
     # a task that died is the harness's failure, as a real run's dead workload thread is
     died = info.get("task_errors")
     failed = f"a simulated task died: {died[0]}" if died else None
-    judged = judge(store.events(), store.replicas(), Plan(scenario, tuple(errors)), failed)
+    events = read_history(store.history)
+    replicas_seen = divergence.read(store.path(REPLICAS))
+    judged = judge(events, replicas_seen, Plan(scenario, tuple(errors)), failed)
     store.write_json(CHECK, judged.result)
     result = judged.result or {}
     anomalies = {k: v.get("count", 0) for k, v in (result.get("anomalies") or {}).items()}
