@@ -109,15 +109,20 @@ class Nemesis:
         for ev in self.events:
             if self._stop.wait(max(0.0, t0 + ev.at - time.monotonic())):
                 return
-            key = (id(ev.fault), ev.window)
-            try:
-                if ev.order == 1:
-                    self._begin(key, ev.fault)
-                else:
-                    self._end(key)
-            except Exception as e:  # a fault that cannot act is recorded, the run goes on
-                log.exception("nemesis %s failed", ev.fault.kind)
-                self.errors.append(f"{ev.fault.kind}: {e}")
+            self._act(ev)
+
+    def _act(self, ev: Any) -> None:
+        """Start or end one window of the schedule; a fault that cannot act is recorded
+        (``errors``), and the run goes on."""
+        key = (id(ev.fault), ev.window)
+        try:
+            if ev.order == 1:
+                self._begin(key, ev.fault)
+            else:
+                self._end(key)
+        except Exception as e:
+            log.exception("nemesis %s failed", ev.fault.kind)
+            self.errors.append(f"{ev.fault.kind}: {e}")
 
     def stop(self, timeout: float = 120.0) -> None:
         """Start no further faults; wait (bounded) for the one acting now to finish."""

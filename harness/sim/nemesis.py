@@ -26,17 +26,7 @@ class SimNemesis(Nemesis):
         (in the schedule's order: ends first at a tie)."""
         self.loop = loop
         for ev in self.events:
-            loop.at(t0 + ev.at, self._event, ev)
-
-    def _event(self, ev: Any) -> None:
-        key = (id(ev.fault), ev.window)
-        try:
-            if ev.order == 1:
-                self._begin(key, ev.fault)
-            else:
-                self._end(key)
-        except Exception as e:  # a fault that cannot act is recorded, the run goes on
-            self.errors.append(f"{ev.fault.kind}: {e}")
+            loop.at(t0 + ev.at, self._act, ev)
 
     def _record(self, f: str, value: dict[str, Any], action: Callable[[], Any]) -> Any:
         def act() -> Any:
