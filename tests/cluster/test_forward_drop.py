@@ -11,6 +11,7 @@ it was.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,15 +31,21 @@ pytestmark = [
 ]
 
 
+#: a Docker user network's bridge
+DOCKER_BRIDGE = re.compile(r"\bbr-[0-9a-f]{12}\b")
+
+
 def forward_chain(mine: NetnsNetwork | None = None) -> list[str]:
-    """The FORWARD chain, less the rules of the project's networks other than ``mine``:
-    those of test sessions running beside this one (this session's own wait: the module
-    is marked ``netns_alone``)."""
+    """The FORWARD chain, less the rules of the project's networks other than ``mine``
+    (those of test sessions running beside this one; this session's own wait: the module
+    is marked ``netns_alone``) and of Docker's user networks (``br-`` and 12 hex digits:
+    Docker clusters of tests beside this one add and remove theirs)."""
     out = subprocess.run(["iptables", "-w", "5", "-S", "FORWARD"], capture_output=True, text=True)
     return [
         line
         for line in out.stdout.splitlines()
-        if netns.BRIDGE_PREFIX not in line or (mine is not None and mine.bridge in line)
+        if (netns.BRIDGE_PREFIX not in line or (mine is not None and mine.bridge in line))
+        and not DOCKER_BRIDGE.search(line)
     ]
 
 
