@@ -73,6 +73,8 @@ class Backend:
     startable: ClassVar[bool] = True
     #: whether ``down --purge`` means something for it (removes its data)
     purgeable: ClassVar[bool] = False
+    #: where a cluster's data stays, and how to remove it, when it is not purgeable
+    data_kept: ClassVar[str] = "in its directory; delete that after `down --dir`"
     #: whether ``down --all`` reaps its clusters (False: the default backend's reaping)
     reaps: ClassVar[bool] = False
 

@@ -376,8 +376,8 @@ def cmd_down(args: argparse.Namespace) -> int:
         if args.purge and not backend.purgeable:
             purgeable = " and ".join(b.title for b in BACKENDS.values() if b.purgeable)
             raise ClusterError(
-                f"--purge is for {purgeable} clusters: a {backend.name} cluster's data is in "
-                "its directory; delete that after `down --dir`"
+                f"--purge is for {purgeable} clusters: a {backend.name} cluster's data is "
+                f"{backend.data_kept}"
             )
         backend.down(cluster, args.purge)
         _print({"dir": str(args.dir.resolve()), "stopped": True, "purged": args.purge})

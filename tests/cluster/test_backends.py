@@ -34,6 +34,13 @@ def test_each_entry_declares_its_state_file_and_capabilities() -> None:
         assert set(backend.options) <= set(OPTION_REFUSALS)
 
 
+def test_a_backend_that_cannot_purge_says_where_its_data_stays() -> None:
+    kept = {name: b.data_kept for name, b in BACKENDS.items() if b.startable and not b.purgeable}
+    assert set(kept) == {"local", "ssh"}
+    assert "its directory" in kept["local"]
+    assert "on its hosts" in kept["ssh"] and "directory" not in kept["ssh"]
+
+
 @pytest.mark.parametrize(
     ("backend", "options", "refusal"),
     [

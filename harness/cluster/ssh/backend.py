@@ -20,6 +20,9 @@ class Ssh(Backend):
     summary = "the hosts of --inventory"
     title = "SSH"
     state_file = STATE_FILE
+    data_kept = (
+        "on its hosts (each host's data_dir in the inventory); remove it there after `down --dir`"
+    )
     options: ClassVar[frozenset[str]] = frozenset({"inventory"})
     matrix_forms = ("ssh:INVENTORY",)
 
