@@ -136,7 +136,12 @@ def describe(found: list[dict[str, Any]], compared: int) -> list[str]:
     if not found:
         return [f"no figure fell more than {REGRESSION:.0%} against {compared} earlier run(s)"]
     return [
-        f"{r['figure']}: {r['value']:,.4g} vs a median of {r['median_before']:,.4g} "
+        f"{r['figure']}: {_shown(r['value'])} vs a median of {_shown(r['median_before'])} "
         f"({r['ratio']:.2f}x; {r['kind']}; commits {', '.join(str(c) for c in r['commits'])})"
         for r in found
     ]
+
+
+def _shown(value: float) -> str:
+    """A rate in whole units (12,160, not 1.216e+04), a ratio to three digits."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

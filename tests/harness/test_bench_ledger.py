@@ -88,3 +88,12 @@ def test_the_file_keeps_one_line_per_run_and_names_a_bad_line(tmp_path: Path) ->
 def test_this_machine_is_named() -> None:
     here = ledger.machine()
     assert here["host"] and here["cpu"] and here["cpus"] >= 1
+
+
+def test_the_lines_show_rates_whole_and_ratios_short() -> None:
+    earlier = [_run(500.0, "a", publish=20000.0)]
+    found = ledger.regressions(_run(400.0, "b", publish=12160.0), earlier)
+    lines = ledger.describe(found, 1)
+    publish = "publish at 8, messages per second: 12,160 vs a median of 20,000"
+    assert any(publish in line for line in lines)
+    assert any("ratio to INSERT/s: 0.4 vs a median of 0.5 (0.80x; ratio" in x for x in lines)
